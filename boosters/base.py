@@ -1,0 +1,184 @@
+"""The one protocol every online booster follows (ARCHITECTURE.md, "One protocol").
+
+A booster *decides* on a context and returns a :class:`Decision`: the action played, the full
+probability vector it was drawn from, and the decision-time internals it needs to learn later.
+It then *learns* from the context, that decision and the feedback: a bandit reward in [0, 1]
+(1 = correct) or, where the client knows it, the true label (full information).
+
+Actions are integer indices ``0 .. n_actions - 1``; the service maps its action ids onto them.
+All randomness comes from one seeded :class:`numpy.random.Generator` held by the booster, so the
+same seed and the same event order reproduce the same decisions and the same model.
+"""
+
+from __future__ import annotations
+
+import abc
+import numbers
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Decision", "OnlineBooster", "check_context", "resolve_feedback"]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a booster decided for one context.
+
+    ``internals`` holds NumPy arrays and scalars; :meth:`to_dict` / :meth:`from_dict` turn it into
+    plain JSON-compatible values and back, losslessly (floats survive a JSON round trip exactly).
+
+    >>> import numpy as np
+    >>> d = Decision(action=1, probabilities=np.array([0.25, 0.75]),
+    ...              internals={"weak": np.array([1, 0])})
+    >>> d.propensity
+    0.75
+    >>> Decision.from_dict(d.to_dict()).internals["weak"].tolist()
+    [1, 0]
+    """
+
+    action: int
+    probabilities: np.ndarray
+    internals: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def propensity(self) -> float:
+        """Probability with which :attr:`action` was drawn."""
+        return float(self.probabilities[self.action])
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-serialisable form (lists for arrays)."""
+        internals = {
+            key: (
+                {"__array__": value.tolist(), "dtype": value.dtype.str}
+                if isinstance(value, np.ndarray)
+                else value.item()
+                if isinstance(value, np.generic)
+                else value
+            )
+            for key, value in self.internals.items()
+        }
+        return {
+            "action": int(self.action),
+            "probabilities": self.probabilities.tolist(),
+            "internals": internals,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Decision:
+        """Inverse of :meth:`to_dict`."""
+        internals = {
+            key: (
+                np.asarray(value["__array__"], dtype=np.dtype(value["dtype"]))
+                if isinstance(value, dict) and "__array__" in value
+                else value
+            )
+            for key, value in data.get("internals", {}).items()
+        }
+        return cls(
+            action=int(data["action"]),
+            probabilities=np.asarray(data["probabilities"], dtype=float),
+            internals=internals,
+        )
+
+
+def check_context(x: Any) -> dict:
+    """Validate a context: a dict of feature name -> finite number or string.
+
+    >>> check_context({"a": 1.0, "b": "red"})
+    {'a': 1.0, 'b': 'red'}
+    >>> check_context({"a": float("nan")})
+    Traceback (most recent call last):
+    ...
+    ValueError: feature 'a' is not finite: nan
+    """
+    if not isinstance(x, dict):
+        raise TypeError(f"a context must be a dict of features, got {type(x).__name__}")
+    for key, value in x.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Real | str):
+            raise TypeError(
+                f"feature {key!r} must be a number or a string, got {type(value).__name__}"
+            )
+        if not isinstance(value, str) and not np.isfinite(value):
+            raise ValueError(f"feature {key!r} is not finite: {value}")
+    return x
+
+
+def resolve_feedback(
+    decision: Decision,
+    reward: float | None,
+    label: int | None,
+    n_actions: int,
+    rng: np.random.Generator,
+) -> tuple[bool, int | None]:
+    """Turn feedback into ``(correct, known_label)``.
+
+    A fractional reward ``r`` is rounded to 1 with probability ``r`` by the seeded generator,
+    which keeps the loss estimates unbiased. A label makes the feedback full information.
+
+    >>> rng = np.random.default_rng(0)
+    >>> d = Decision(action=2, probabilities=np.array([0.1, 0.1, 0.8]))
+    >>> resolve_feedback(d, 1.0, None, 3, rng)
+    (True, 2)
+    >>> resolve_feedback(d, 0.0, None, 3, rng)
+    (False, None)
+    >>> resolve_feedback(d, None, 0, 3, rng)
+    (False, 0)
+    """
+    if (reward is None) == (label is None):
+        raise ValueError("give exactly one of reward or label")
+    if label is not None:
+        if isinstance(label, bool) or not isinstance(label, numbers.Integral):
+            raise TypeError(f"label must be an action index, got {label!r}")
+        if not 0 <= label < n_actions:
+            raise ValueError(f"label {label} is outside 0..{n_actions - 1}")
+        label = int(label)
+        return label == decision.action, label
+    if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
+        raise TypeError(f"reward must be a number in [0, 1], got {reward!r}")
+    if not 0.0 <= reward <= 1.0:
+        raise ValueError(f"reward must be in [0, 1], got {reward}")
+    if reward == 1.0:
+        correct = True
+    elif reward == 0.0:
+        correct = False
+    else:
+        correct = bool(rng.random() < reward)
+    return correct, (decision.action if correct else None)
+
+
+class OnlineBooster(abc.ABC):
+    """Base class of the online boosters and baselines.
+
+    Subclasses implement :meth:`decide_one` and :meth:`learn_one`. They keep all state in
+    attributes so that pickling the booster snapshots it exactly.
+    """
+
+    #: True for boosters that need the true label (the full-information twins).
+    full_information: bool = False
+
+    n_actions: int
+
+    @abc.abstractmethod
+    def decide_one(self, x: dict) -> Decision:
+        """Decide an action for context ``x``."""
+
+    @abc.abstractmethod
+    def learn_one(
+        self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
+    ) -> None:
+        """Learn from the feedback to ``decision`` (exactly one of ``reward`` and ``label``)."""
+
+    def predict_one(self, x: dict) -> int:
+        """The action :meth:`decide_one` would play (consumes randomness like a decision)."""
+        return self.decide_one(x).action
+
+    def _feedback(self, decision: Decision, reward, label) -> tuple[bool, int | None]:
+        correct, known = resolve_feedback(decision, reward, label, self.n_actions, self._rng)
+        if self.full_information and known is None:
+            raise ValueError(
+                f"{type(self).__name__} is a full-information booster: it needs the true label "
+                "(or a reward of 1 on the played action)"
+            )
+        return correct, known

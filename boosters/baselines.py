@@ -1,0 +1,382 @@
+"""Simple baselines on the booster protocol (boosters/base.py).
+
+- :class:`UniformPolicy`: uniform exploration, learns nothing.
+- :class:`EpsilonGreedyTree`: epsilon-greedy over one Hoeffding tree trained by the
+  importance-weighted classification reduction.
+- :class:`RiverPolicy`: River's context-free bandit policies (epsilon-greedy, UCB, Exp3, Thompson
+  sampling) with the exact probability vector every played arm was drawn from.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable
+
+import numpy as np
+from river import bandit, proba
+from river.tree import HoeffdingTreeClassifier
+
+from boosters.base import Decision, OnlineBooster, check_context
+
+__all__ = ["UniformPolicy", "EpsilonGreedyTree", "RiverPolicy"]
+
+
+def _check_n_actions(n_actions: int) -> int:
+    if isinstance(n_actions, bool) or not isinstance(n_actions, int | np.integer) or n_actions < 2:
+        raise ValueError(f"n_actions must be an integer >= 2, got {n_actions!r}")
+    return int(n_actions)
+
+
+def _check_real(name: str, value: float, low: float, high: float = math.inf) -> float:
+    """``value`` as a float in the closed interval [low, high], else a ValueError naming it."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not low <= value <= high
+        or math.isnan(value)
+    ):
+        interval = f"[{low}, {high}]" if math.isfinite(high) else f">= {low}"
+        raise ValueError(f"{name} must be a number in {interval}, got {value!r}")
+    return float(value)
+
+
+def _draw(rng: np.random.Generator, probabilities: np.ndarray) -> int:
+    """Draw an action index from ``probabilities`` (never one with probability 0)."""
+    return int(rng.choice(probabilities.size, p=probabilities))
+
+
+def _greedy_probabilities(scores: np.ndarray, epsilon: float) -> np.ndarray:
+    """epsilon/k on every action plus (1 - epsilon) spread evenly over the argmax set of ``scores``.
+
+    Spreading the greedy mass over tied actions is the exact marginal of "break ties uniformly
+    at random, then explore with probability epsilon".
+
+    >>> _greedy_probabilities(np.array([0.2, 0.5, 0.5, 0.1]), 0.2).tolist()
+    [0.05, 0.45, 0.45, 0.05]
+    """
+    best = scores == scores.max()
+    return epsilon / scores.size + (1.0 - epsilon) * best / np.count_nonzero(best)
+
+
+def _played_propensity(decision: Decision, n_actions: int) -> float:
+    """The decision's propensity, after checking the decision fits ``n_actions`` actions."""
+    probabilities = np.asarray(decision.probabilities, dtype=float)
+    if probabilities.shape != (n_actions,):
+        raise ValueError(
+            f"decision has {probabilities.size} probabilities, expected {n_actions} actions"
+        )
+    action = decision.action
+    if isinstance(action, bool) or not isinstance(action, numbers.Integral):
+        raise TypeError(f"decision.action must be an action index, got {action!r}")
+    if not 0 <= action < n_actions:
+        raise ValueError(f"decision.action {action} is outside 0..{n_actions - 1}")
+    propensity = float(probabilities[action])
+    if not 0.0 < propensity <= 1.0:
+        raise ValueError(f"the played action's propensity must be in (0, 1], got {propensity}")
+    return propensity
+
+
+def _real_feedback(
+    decision: Decision, reward: float | None, label: int | None, n_actions: int
+) -> tuple[float, int | None]:
+    """Validate feedback like :func:`boosters.base.resolve_feedback`, without rounding.
+
+    Returns ``(reward, label)``: the real-valued reward of the played action (1 or 0 when a label
+    is given) and the label (None for bandit feedback).
+    """
+    if (reward is None) == (label is None):
+        raise ValueError("give exactly one of reward or label")
+    if label is not None:
+        if isinstance(label, bool) or not isinstance(label, numbers.Integral):
+            raise TypeError(f"label must be an action index, got {label!r}")
+        if not 0 <= label < n_actions:
+            raise ValueError(f"label {label} is outside 0..{n_actions - 1}")
+        label = int(label)
+        return float(label == decision.action), label
+    if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
+        raise TypeError(f"reward must be a number in [0, 1], got {reward!r}")
+    if not 0.0 <= reward <= 1.0:
+        raise ValueError(f"reward must be in [0, 1], got {reward}")
+    return float(reward), None
+
+
+class UniformPolicy(OnlineBooster):
+    """Plays every action with probability 1/k and learns nothing.
+
+    >>> policy = UniformPolicy(n_actions=4, seed=1)
+    >>> d = policy.decide_one({})
+    >>> d.propensity
+    0.25
+    >>> policy.learn_one({}, d, reward=1.0)
+    """
+
+    def __init__(self, n_actions: int, seed: int | None = None):
+        self.n_actions = _check_n_actions(n_actions)
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+        self._p = np.full(self.n_actions, 1.0 / self.n_actions)
+
+    def decide_one(self, x: dict) -> Decision:
+        check_context(x)
+        return Decision(int(self._rng.integers(self.n_actions)), self._p.copy())
+
+    def learn_one(self, x, decision, reward=None, label=None) -> None:
+        self._feedback(decision, reward, label)
+
+
+class EpsilonGreedyTree(OnlineBooster):
+    """Epsilon-greedy over one Hoeffding tree trained on importance-weighted rewards.
+
+    The tree (``river.tree.HoeffdingTreeClassifier``, majority-class leaves) learns the
+    importance-weighted classification reduction: a reward ``r`` on the played action ``a`` drawn
+    with propensity ``p`` trains ``(x, a)`` with weight ``r / p`` (nothing when ``r == 0``), since
+    ``argmax_a E[r/p 1{played a} | x] = argmax_a E[r | x, a]``. The real-valued reward is used (no
+    rounding); a true label trains ``(x, label)`` with weight 1.
+
+    Deciding: the greedy set is the argmax of the tree's ``predict_proba_one`` (actions the tree
+    never saw score 0, so an untrained tree ties everywhere). Every action gets ``epsilon / k`` and
+    the greedy set shares ``1 - epsilon``; with a single greedy action it gets
+    ``1 - epsilon + epsilon / k``. Spreading the greedy mass over ties is exactly breaking ties
+    uniformly at random, marginalised, so the logged propensity is the exact probability the
+    action was drawn with. The action is drawn from that vector with the seeded generator.
+
+    Parameters
+    ----------
+    n_actions
+        Number of actions k (>= 2).
+    epsilon
+        Exploration rate in [0, 1].
+    seed
+        Seed of the numpy generator that makes every random choice.
+    grace_period, delta, tau, nominal_attributes
+        Passed to ``HoeffdingTreeClassifier``.
+
+    >>> policy = EpsilonGreedyTree(n_actions=3, epsilon=0.3, seed=0)
+    >>> d = policy.decide_one({"f": 1.0})
+    >>> d.probabilities.round(4).tolist()          # untrained: every action ties
+    [0.3333, 0.3333, 0.3333]
+    >>> policy.learn_one({"f": 1.0}, d, reward=1.0)
+    >>> d2 = policy.decide_one({"f": 1.0})
+    >>> float(d2.probabilities[d.action].round(4))  # 1 - 0.3 + 0.3 / 3
+    0.8
+    """
+
+    def __init__(
+        self,
+        n_actions: int,
+        epsilon: float = 0.1,
+        seed: int | None = None,
+        grace_period: int = 200,
+        delta: float = 1e-7,
+        tau: float = 0.05,
+        nominal_attributes: list[str] | None = None,
+    ):
+        self.n_actions = _check_n_actions(n_actions)
+        self.epsilon = _check_real("epsilon", epsilon, 0.0, 1.0)
+        if (
+            isinstance(grace_period, bool)
+            or not isinstance(grace_period, int | np.integer)
+            or grace_period < 1
+        ):
+            raise ValueError(f"grace_period must be an integer >= 1, got {grace_period!r}")
+        self.grace_period = int(grace_period)
+        self.delta = _check_real("delta", delta, 0.0, 1.0)
+        if not 0.0 < self.delta < 1.0:
+            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        self.tau = _check_real("tau", tau, 0.0)
+        if nominal_attributes is not None:
+            if isinstance(nominal_attributes, str) or not isinstance(nominal_attributes, Iterable):
+                raise ValueError(
+                    "nominal_attributes must be None or a list of feature names, "
+                    f"got {nominal_attributes!r}"
+                )
+            nominal_attributes = list(nominal_attributes)
+        self.nominal_attributes = nominal_attributes
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+        self.tree = HoeffdingTreeClassifier(
+            grace_period=self.grace_period,
+            delta=self.delta,
+            tau=self.tau,
+            leaf_prediction="mc",
+            nominal_attributes=nominal_attributes,
+        )
+
+    def scores(self, x: dict) -> np.ndarray:
+        """The tree's class probabilities as a length-k vector (unseen actions score 0)."""
+        scores = np.zeros(self.n_actions)
+        for action, p in self.tree.predict_proba_one(x).items():
+            scores[action] = p
+        return scores
+
+    def decide_one(self, x: dict) -> Decision:
+        check_context(x)
+        probabilities = _greedy_probabilities(self.scores(x), self.epsilon)
+        return Decision(_draw(self._rng, probabilities), probabilities)
+
+    def learn_one(
+        self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
+    ) -> None:
+        check_context(x)
+        propensity = _played_propensity(decision, self.n_actions)
+        r, known = _real_feedback(decision, reward, label, self.n_actions)
+        if known is not None:
+            self.tree.learn_one(x, known, w=1.0)
+        elif r > 0.0:
+            self.tree.learn_one(x, decision.action, w=r / propensity)
+
+
+class RiverPolicy(OnlineBooster):
+    """A River context-free bandit policy that logs the exact probability of every played arm.
+
+    The River policy object (``river.bandit.EpsilonGreedy``, ``UCB``, ``Exp3`` or
+    ``ThompsonSampling`` with Beta posteriors) keeps the statistics and is updated with its own
+    ``update(arm, reward)``; the arm is drawn here, with the seeded numpy generator, from a
+    probability vector that mirrors the policy's rule:
+
+    - ``"epsilon_greedy"``: ``epsilon / k`` on every arm plus ``1 - epsilon`` on River's best arm
+      (the max of the arms' mean rewards, unpulled arms counting 0). River breaks ties by taking
+      the first arm; here the ``1 - epsilon`` is shared evenly by the tied arms (uniform ties).
+    - ``"ucb"``: deterministic argmax of River's bound ``mean + delta * sqrt(2 ln n / n_a)``;
+      arms never pulled have an infinite bound; ties (including several unpulled arms) are
+      uniform, as in River.
+    - ``"exp3"``: River's ``(1 - gamma) * w / sum(w) + gamma / k``. Before River's update,
+      ``policy._probabilities`` is set to the decision's logged vector, so the update divides by
+      the probability the arm was really drawn with, even when rewards arrive late or out of
+      order. When the largest weight passes 1e200 all weights are divided by it (the probabilities
+      do not change; River's own weights would overflow after ~10^4 rewarded rounds).
+    - ``"thompson"``: the probability that each arm has the largest posterior draw has no closed
+      form; it is estimated by Monte Carlo with :attr:`mc_samples` joint draws from the Beta
+      posteriors, and the arm is then drawn *from that estimated vector*, so the logged
+      propensity is exactly the probability the arm was drawn with (an arm whose estimate is 0
+      is not played at that step). Beta posteriors take binary rewards (River's ``Beta.update``
+      counts any nonzero reward as a success), so a fractional reward ``r`` is rounded to 1 with
+      probability ``r`` by the seeded generator (Agrawal and Goyal's Bernoulli trick).
+
+    The other policies are updated with the real-valued reward; label feedback gives reward 1 if
+    the label is the played action, else 0. Decisions ignore the context (it is still validated).
+
+    Parameters
+    ----------
+    n_actions
+        Number of arms k (>= 2).
+    policy
+        One of ``"epsilon_greedy"``, ``"ucb"``, ``"exp3"``, ``"thompson"``.
+    seed
+        Seed of the numpy generator that makes every random choice.
+    epsilon
+        Exploration rate of epsilon-greedy, in [0, 1].
+    delta
+        UCB confidence multiplier, >= 0 (1 is UCB1).
+    gamma
+        Exp3 egalitarianism factor, in [0, 1] (River's Exp3 never moves its weights at 0).
+
+    >>> policy = RiverPolicy(n_actions=3, policy="ucb", seed=0)
+    >>> d = policy.decide_one({})
+    >>> d.probabilities.round(4).tolist()          # no arm pulled yet: all bounds infinite
+    [0.3333, 0.3333, 0.3333]
+    >>> policy.learn_one({}, d, reward=1.0)
+    >>> p = policy.decide_one({}).probabilities     # the two unpulled arms tie
+    >>> float(p[d.action]), float(p.sum())
+    (0.0, 1.0)
+    """
+
+    POLICIES: tuple[str, ...] = ("epsilon_greedy", "ucb", "exp3", "thompson")
+
+    #: Monte Carlo draws per decision for Thompson sampling's propensities.
+    mc_samples: int = 1000
+
+    _EXP3_RESCALE = 1e200
+
+    def __init__(
+        self,
+        n_actions: int,
+        policy: str = "epsilon_greedy",
+        seed: int | None = None,
+        epsilon: float = 0.1,
+        delta: float = 1.0,
+        gamma: float = 0.1,
+    ):
+        self.n_actions = _check_n_actions(n_actions)
+        if policy not in self.POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(self.POLICIES)}, got {policy!r}")
+        self.policy = policy
+        self.epsilon = _check_real("epsilon", epsilon, 0.0, 1.0)
+        self.delta = _check_real("delta", delta, 0.0)
+        if math.isinf(self.delta):
+            raise ValueError(f"delta must be finite, got {delta!r}")
+        self.gamma = _check_real("gamma", gamma, 0.0, 1.0)
+        self.seed = seed
+        self._rng = np.random.default_rng(seed)
+        # River's own generator is never used to choose arms; seed it from ours for determinism
+        # (Thompson sampling seeds the per-arm Beta objects from it).
+        river_seed = int(self._rng.integers(2**32))
+        arms = range(self.n_actions)
+        if policy == "epsilon_greedy":
+            self._bandit = bandit.EpsilonGreedy(epsilon=self.epsilon, seed=river_seed)
+        elif policy == "ucb":
+            self._bandit = bandit.UCB(delta=self.delta, seed=river_seed)
+        elif policy == "exp3":
+            self._bandit = bandit.Exp3(gamma=self.gamma, seed=river_seed)
+            for arm in arms:  # River's update divides by len(_weights): make it k from the start
+                self._bandit._weights[arm]
+        else:
+            self._bandit = bandit.ThompsonSampling(reward_obj=proba.Beta(), seed=river_seed)
+
+    @property
+    def river_policy(self) -> bandit.base.Policy:
+        """The River policy object holding the statistics."""
+        return self._bandit
+
+    def probabilities(self) -> np.ndarray:
+        """The probability vector the next arm is drawn from (Thompson: a fresh MC estimate)."""
+        policy, k = self._bandit, self.n_actions
+        if self.policy == "epsilon_greedy":
+            means = np.array([policy._rewards[arm].get() for arm in range(k)], dtype=float)
+            return _greedy_probabilities(means, policy.current_epsilon)
+        if self.policy == "ucb":
+            bounds = np.full(k, math.inf)
+            pulled = [arm for arm in range(k) if arm in policy._rewards]
+            if pulled:
+                means = np.array([policy._rewards[arm].get() for arm in pulled], dtype=float)
+                counts = np.array([policy._counts[arm] for arm in pulled], dtype=float)
+                # Same operations, in the same order, as River's UCB._pull (all correctly rounded
+                # except the one scalar log), so ties are detected exactly as River does.
+                bounds[pulled] = means + self.delta * np.sqrt(2 * math.log(policy._n) / counts)
+            return _greedy_probabilities(bounds, 0.0)
+        if self.policy == "exp3":
+            weights = np.array([policy._weights[arm] for arm in range(k)], dtype=float)
+            total = sum(weights.tolist())  # River's left-to-right sum
+            return (1 - self.gamma) * (weights / total) + self.gamma / k
+        alpha = np.array([policy._rewards[arm].alpha for arm in range(k)], dtype=float)
+        beta = np.array([policy._rewards[arm].beta for arm in range(k)], dtype=float)
+        draws = self._rng.beta(alpha, beta, size=(self.mc_samples, k))
+        return np.bincount(draws.argmax(axis=1), minlength=k) / self.mc_samples
+
+    def decide_one(self, x: dict) -> Decision:
+        check_context(x)
+        probabilities = self.probabilities()
+        return Decision(_draw(self._rng, probabilities), probabilities)
+
+    def learn_one(
+        self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
+    ) -> None:
+        check_context(x)
+        _played_propensity(decision, self.n_actions)
+        arm = int(decision.action)
+        if self.policy == "thompson":
+            correct, _ = self._feedback(decision, reward, label)
+            self._bandit.update(arm, correct)
+            return
+        r, _ = _real_feedback(decision, reward, label, self.n_actions)
+        if self.policy == "exp3":
+            self._bandit._probabilities = dict(enumerate(decision.probabilities.tolist()))
+            self._bandit.update(arm, r)
+            weights = self._bandit._weights
+            top = max(weights.values())
+            if top > self._EXP3_RESCALE:
+                for key in weights:
+                    weights[key] /= top
+        else:
+            self._bandit.update(arm, r)

@@ -1,0 +1,87 @@
+"""Name -> online booster class, for the CLI and the service.
+
+>>> from boosters.registry import make_booster
+>>> booster = make_booster("uniform", n_actions=3, seed=0)
+>>> booster.decide_one({"x": 1.0}).probabilities.tolist()
+[0.3333333333333333, 0.3333333333333333, 0.3333333333333333]
+>>> make_booster("nope", n_actions=3)
+Traceback (most recent call last):
+...
+ValueError: unknown booster 'nope'; choose from: ...
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+from boosters.base import OnlineBooster
+
+# name -> ("module:Class", preset keyword arguments); imported lazily to keep the import cheap.
+_BOOSTERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "banditbbm": ("boosters.banditbbm:BanditBBM", {}),
+    "adabandit": ("boosters.adabandit:AdaBandit", {}),
+    "onlinembbm": ("boosters.banditbbm:OnlineMBBM", {}),
+    "adaboostolm": ("boosters.adabandit:AdaBoostOLM", {}),
+    "uniform": ("boosters.baselines:UniformPolicy", {}),
+    "egreedy_tree": ("boosters.baselines:EpsilonGreedyTree", {}),
+    "river_egreedy": ("boosters.baselines:RiverPolicy", {"policy": "epsilon_greedy"}),
+    "river_ucb": ("boosters.baselines:RiverPolicy", {"policy": "ucb"}),
+    "river_exp3": ("boosters.baselines:RiverPolicy", {"policy": "exp3"}),
+    "river_thompson": ("boosters.baselines:RiverPolicy", {"policy": "thompson"}),
+}
+
+
+def names() -> list[str]:
+    """Registered booster names."""
+    return sorted(_BOOSTERS)
+
+
+def booster_class(name: str) -> type[OnlineBooster]:
+    """The class registered under ``name``."""
+    try:
+        target, _ = _BOOSTERS[name]
+    except KeyError:
+        raise ValueError(f"unknown booster {name!r}; choose from: {', '.join(names())}") from None
+    module, _, cls = target.partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def booster_params(name: str) -> dict[str, Any]:
+    """Constructor parameters of ``name`` (other than ``n_actions``) with their defaults.
+
+    Follows ``**kwargs`` up the class hierarchy, so parameters of a base class count too; the
+    most derived default wins.
+
+    >>> booster_params("uniform")
+    {'seed': None}
+    """
+    params: dict[str, Any] = {}
+    for klass in booster_class(name).__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        more = False
+        for p in inspect.signature(vars(klass)["__init__"]).parameters.values():
+            if p.kind is p.VAR_KEYWORD:
+                more = True
+            elif p.name not in ("self", "n_actions") and p.kind is not p.VAR_POSITIONAL:
+                params.setdefault(p.name, None if p.default is p.empty else p.default)
+        if not more:
+            break
+    for preset in _BOOSTERS[name][1]:
+        params.pop(preset, None)
+    return params
+
+
+def make_booster(name: str, n_actions: int, **params: Any) -> OnlineBooster:
+    """Build booster ``name`` for ``n_actions`` actions; unknown parameters are a ValueError."""
+    cls = booster_class(name)
+    allowed = booster_params(name)
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ValueError(
+            f"unknown parameter(s) for {name}: {', '.join(unknown)}; "
+            f"accepted: {', '.join(sorted(allowed))}"
+        )
+    return cls(n_actions=n_actions, **_BOOSTERS[name][1], **params)

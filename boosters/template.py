@@ -1,0 +1,250 @@
+"""Algorithm 1 of seed 001, the online bandit boosting template, shared by all four boosters.
+
+Implements ../shared/specs/bandit_boosting.md §2 (steps 1-12): every weak learner predicts, the
+expert votes ``s^j = sum_{i <= j} alpha^i e_{h^i}`` are formed with the current weights, an expert
+is chosen, its label is explored by eq. 2, and after the bandit bit every weak learner receives the
+estimated cost vector ``C^i (1 - lhat)`` (eq. 5) turned into a (label, weight) pair (§2.1).
+
+The full-information twins (§7.6) run the same code path with the true loss vector ``1 - e_y``
+in place of the estimate. Subclasses supply the cost matrices, the weights ``alpha``, the expert
+choice and the booster's own update.
+
+Decision-time internals logged with every decision: ``weak`` (each learner's label ``h``),
+``experts`` (each expert's label), ``expert`` (the chosen index), ``yhat`` (the booster's
+prediction before exploration) and ``alpha`` (the weights used for the votes). Learning rebuilds
+the votes from them, so a delayed reward trains exactly what was decided then.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from boosters.base import Decision, OnlineBooster, check_context
+from boosters.exploration import (
+    exploration_distribution,
+    full_information_loss,
+    loss_estimate,
+    naive_loss_estimate,
+)
+from learners.hoeffding import TREE_PROFILES, CostSensitiveTree, argmax_label, sample_tree_params
+from learners.reduction import cost_to_label_weight, pick_among
+
+__all__ = ["BoostingTemplate"]
+
+
+def _check_int(name: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _check_real(name: str, value, low: float, high: float, *, open_low=False, open_high=False):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    bad_low = value <= low if open_low else value < low
+    bad_high = value >= high if open_high else value > high
+    if bad_low or bad_high:
+        lb, rb = ("(" if open_low else "["), (")" if open_high else "]")
+        raise ValueError(f"{name} must be in {lb}{low}, {high}{rb}, got {value}")
+    return float(value)
+
+
+class BoostingTemplate(OnlineBooster):
+    """Common machinery of BanditBBM, AdaBandit, OnlineMBBM and Adaboost.OLM (spec §2)."""
+
+    #: "argmax" (spec §2.1, the bandit boosters) or "cost_sensitive" (spec §7.6, the twins).
+    default_weak_prediction = "argmax"
+    default_tree_profile = "bandit"
+
+    def __init__(
+        self,
+        n_actions: int,
+        n_learners: int = 20,
+        rho: float = 0.1,
+        seed: int | None = None,
+        tree_profile: str | None = None,
+        fixed_trees: bool = False,
+        nominal_attributes: list | None = None,
+        clip: float = 100.0,
+        weight_scale: float = 1.0,
+        reduction_order: str = "reference",
+        estimator: str = "proposed",
+        weak_prediction: str | None = None,
+    ):
+        self.n_actions = _check_int("n_actions", n_actions, 2)
+        self.n_learners = _check_int("n_learners", n_learners, 1)
+        if self.full_information:
+            self.rho = _check_real("rho", rho, 0.0, 1.0, open_high=True)
+        else:
+            self.rho = _check_real("rho", rho, 0.0, 1.0, open_low=True, open_high=True)
+        self.seed = seed
+        self.tree_profile = tree_profile or self.default_tree_profile
+        if self.tree_profile not in TREE_PROFILES:
+            raise ValueError(
+                f"tree_profile must be one of {', '.join(TREE_PROFILES)}, got {tree_profile!r}"
+            )
+        self.fixed_trees = bool(fixed_trees)
+        if nominal_attributes is not None and not isinstance(nominal_attributes, list | tuple):
+            raise ValueError("nominal_attributes must be a list of feature names")
+        self.nominal_attributes = list(nominal_attributes) if nominal_attributes else None
+        self.clip = _check_real("clip", clip, 0.0, np.inf, open_low=True)
+        self.weight_scale = _check_real("weight_scale", weight_scale, 0.0, np.inf, open_low=True)
+        if reduction_order not in ("reference", "paper"):
+            raise ValueError(
+                f"reduction_order must be 'reference' or 'paper', got {reduction_order!r}"
+            )
+        self.reduction_order = reduction_order
+        if estimator not in ("proposed", "naive"):
+            raise ValueError(
+                f"estimator must be 'proposed' (eq. 4) or 'naive' (eq. 3), got {estimator!r}"
+            )
+        self.estimator = estimator
+        self.weak_prediction = weak_prediction or self.default_weak_prediction
+        if self.weak_prediction not in ("argmax", "cost_sensitive"):
+            raise ValueError(
+                f"weak_prediction must be 'argmax' or 'cost_sensitive', got {weak_prediction!r}"
+            )
+
+        self._rng = np.random.default_rng(seed)
+        self.learners = [
+            CostSensitiveTree(
+                self.n_actions,
+                nominal_attributes=self.nominal_attributes,
+                **sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees),
+            )
+            for _ in range(self.n_learners)
+        ]
+        self._trees = [wl.tree for wl in self.learners]
+        self._rows = np.arange(self.n_learners)
+        self.n_decisions = 0
+        self.n_updates = 0
+
+    # ---- hooks for the subclasses -------------------------------------------------------------
+
+    def _alpha(self) -> np.ndarray:
+        """Current learner weights (N,)."""
+        raise NotImplementedError
+
+    def _cost_matrices(self, votes: np.ndarray, first: int = 0) -> np.ndarray:
+        """Cost matrices (M, k, k) for the vote vectors ``votes`` (M, k) = ``s^{first..first+M-1}``.
+
+        ``votes[m]`` is ``s^{first + m}``: the votes before learner ``first + m`` (0-based) adds
+        its own, so it is the state that learner's cost matrix is built from.
+        """
+        raise NotImplementedError
+
+    def _choose_expert(self, u: float) -> int:
+        """Index of the expert whose label is played (0-based)."""
+        return self.n_learners - 1
+
+    def _learn_costs(self, votes: np.ndarray, omega: np.ndarray) -> np.ndarray:
+        """Rows ``i = 0..N-1``: learner ``i``'s estimated cost vector ``C^i omega`` (eq. 5).
+
+        A subclass may return one extra row (``C(s^N) omega``) for its own update.
+        """
+        return self._cost_matrices(votes[:-1]) @ omega
+
+    def _update(self, votes, weak, experts, lhat, costs, true_label) -> None:
+        """Booster state update after the weak learners learned (alpha, Hedge)."""
+
+    def _labels_weights(self, costs, u, known_label):
+        """(label, weight) per learner from the estimated costs (N, k); spec §2.1."""
+        return cost_to_label_weight(
+            costs,
+            u,
+            known_label,
+            clip=self.clip,
+            decimals=2,
+            scale=self.weight_scale,
+            order=self.reduction_order,
+        )
+
+    # ---- protocol -----------------------------------------------------------------------------
+
+    def _votes(self, weak: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+        """``S`` (N + 1, k): row ``i`` is ``s^i``, the votes of the first ``i`` learners."""
+        votes = np.zeros((self.n_learners + 1, self.n_actions), dtype=alpha.dtype)
+        votes[self._rows + 1, weak] = alpha
+        np.cumsum(votes, axis=0, out=votes)
+        return votes
+
+    def _weak_predictions(self, x: dict, u: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+        k = self.n_actions
+        if self.weak_prediction == "argmax":
+            return np.fromiter(
+                (argmax_label(t.predict_proba_one(x), k, ui) for t, ui in zip(self._trees, u)),
+                dtype=np.int64,
+                count=self.n_learners,
+            )
+        # cost-sensitive rule of the twins: h^i = argmin_l sum_r P(r | x) C^i[l, r]
+        weak = np.empty(self.n_learners, dtype=np.int64)
+        s = np.zeros(k, dtype=alpha.dtype)
+        for i, wl in enumerate(self.learners):
+            expected = self._cost_matrices(s[None, :], first=i)[0] @ wl.predict_proba(x)
+            lowest = expected == expected.min()
+            weak[i] = pick_among(lowest[None, :], u[i : i + 1])[0]
+            s[weak[i]] += alpha[i]
+        return weak
+
+    def decide_one(self, x: dict) -> Decision:
+        """Steps 1-6 of Algorithm 1: weak labels, expert votes, expert choice, eq. 2 exploration."""
+        check_context(x)
+        n = self.n_learners
+        u = self._rng.random(2 * n + 2)
+        alpha = self._alpha()
+        weak = self._weak_predictions(x, u[:n], alpha)
+        votes = self._votes(weak, alpha)
+        tail = votes[1:]
+        experts = pick_among(tail == tail.max(axis=1, keepdims=True), u[n : 2 * n])
+        chosen = self._choose_expert(u[2 * n])
+        yhat = int(experts[chosen])
+        p = exploration_distribution(yhat, self.n_actions, self.rho)
+        action = min(
+            int(np.searchsorted(np.cumsum(p), u[2 * n + 1], side="right")), self.n_actions - 1
+        )
+        self.n_decisions += 1
+        return Decision(
+            action=action,
+            probabilities=p,
+            internals={
+                "weak": weak,
+                "experts": experts,
+                "expert": chosen,
+                "yhat": yhat,
+                "alpha": alpha.copy(),
+            },
+        )
+
+    def learn_one(
+        self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
+    ) -> None:
+        """Steps 7-12 of Algorithm 1 from a reward in [0, 1] or the true label."""
+        check_context(x)
+        correct, known = self._feedback(decision, reward, label)
+        internals = decision.internals
+        weak = np.asarray(internals["weak"], dtype=np.int64)
+        alpha = np.asarray(internals["alpha"])
+        experts = np.asarray(internals["experts"], dtype=np.int64)
+        yhat = int(internals["yhat"])
+        if weak.shape != (self.n_learners,) or alpha.shape != (self.n_learners,):
+            raise ValueError("decision internals do not match this booster's learners")
+
+        if label is not None:  # full information: the true loss vector (eq. 1)
+            lhat = full_information_loss(known, self.n_actions)
+        elif self.estimator == "proposed":
+            lhat = loss_estimate(yhat, decision.action, correct, decision.probabilities)
+        else:
+            lhat = naive_loss_estimate(decision.action, correct, decision.probabilities)
+        omega = 1.0 - lhat
+
+        votes = self._votes(weak, alpha)
+        costs = self._learn_costs(votes, omega)
+        labels, weights = self._labels_weights(
+            costs[: self.n_learners], self._rng.random(self.n_learners), known
+        )
+        for tree, lab, w in zip(self._trees, labels.tolist(), weights.tolist()):
+            tree.learn_one(x, lab, w=w)
+        self.n_updates += 1
+        self._update(votes, weak, experts, lhat, costs, known)

@@ -1,0 +1,92 @@
+"""Cost vector -> (label, importance weight) for a weak learner that takes weighted labels.
+
+Implements spec ../shared/specs/bandit_boosting.md §2.1 ("What a weak learner receives", App. B.3):
+the tree is trained on the argmin label of the (clipped) estimated cost vector, weighted by how much
+more all the other labels cost. Vectorised over the N weak learners of a booster.
+
+Two orders of operations are available:
+
+``"reference"`` (default; the authors' code, spec §2.1 "Exact ref-code order")
+    label: clip to ``[-clip, clip]``, round to ``decimals``, argmin with the tie rule;
+    weight: shift by the row minimum, round to ``decimals``, clip to ``[-clip, clip]``, sum,
+    divide by ``scale``, floor at ``weight_floor``.
+``"paper"``
+    clip to ``[-clip, clip]``; label = argmin with the tie rule (exact equality);
+    weight = sum of excesses over the minimum of the clipped vector, divided by ``scale``, floored.
+
+Passing ``clip=None`` and ``decimals=None`` disables clipping and rounding (the full-information
+twins train on exact cost vectors, spec §7.6).
+
+Tie rule (paper, App. B.3): in a correct round (the true label is known) pick the true label when
+it is among the minimisers; otherwise pick uniformly at random among the minimisers, using the
+uniform draws ``u`` (one per learner) so the caller controls the randomness.
+
+>>> import numpy as np
+>>> costs = np.array([[0.5, -0.2, 0.1], [1.0, 1.0, -3.0]])
+>>> labels, weights = cost_to_label_weight(costs, u=np.zeros(2))
+>>> labels.tolist(), weights.round(2).tolist()
+([1, 2], [1.0, 8.0])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["cost_to_label_weight", "pick_among"]
+
+
+def pick_among(mask: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Row-wise uniform choice among the True entries of ``mask`` (N, k), driven by ``u`` in [0, 1).
+
+    Every row must have at least one True entry.
+
+    >>> pick_among(np.array([[True, False, True], [False, True, False]]), np.array([0.9, 0.1]))
+    array([2, 1])
+    """
+    counts = mask.sum(axis=1)
+    target = np.minimum((u * counts).astype(np.int64), counts - 1)  # 0-based rank among ties
+    return np.argmax(np.cumsum(mask, axis=1) > target[:, None], axis=1)
+
+
+def cost_to_label_weight(
+    costs: np.ndarray,
+    u: np.ndarray,
+    true_label: int | None = None,
+    *,
+    clip: float | None = 100.0,
+    decimals: int | None = 2,
+    scale: float = 1.0,
+    weight_floor: float = 1e-10,
+    order: str = "reference",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Labels (N,) and importance weights (N,) for cost vectors ``costs`` (N, k).
+
+    ``true_label`` is the label known to be correct this round (bandit: the played action when
+    the feedback said "correct"; full information: the label), or ``None``.
+    """
+    c = np.asarray(costs, dtype=float)
+    if c.ndim == 1:
+        c = c[None, :]
+    if order == "reference":
+        lab = c if clip is None else np.clip(c, -clip, clip)
+        if decimals is not None:
+            lab = np.round(lab, decimals)
+        shifted = c - c.min(axis=1, keepdims=True)
+        if decimals is not None:
+            shifted = np.round(shifted, decimals)
+        if clip is not None:
+            shifted = np.minimum(shifted, clip)  # after the shift only the upper bound bites
+        weights = shifted.sum(axis=1)
+    elif order == "paper":
+        lab = c if clip is None else np.clip(c, -clip, clip)
+        weights = (lab - lab.min(axis=1, keepdims=True)).sum(axis=1)
+    else:
+        raise ValueError(f"order must be 'reference' or 'paper', got {order!r}")
+
+    minimisers = lab == lab.min(axis=1, keepdims=True)
+    labels = pick_among(minimisers, np.asarray(u, dtype=float).reshape(-1))
+    if true_label is not None:
+        labels = np.where(minimisers[:, true_label], true_label, labels)
+    if scale != 1.0:
+        weights = weights / scale
+    return labels, np.maximum(weights, weight_floor)

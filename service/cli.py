@@ -1,0 +1,276 @@
+"""Command line: ``boostbandit simulate`` runs one supervised-to-bandit simulation (spec §7.3).
+
+Example (the bundled Car dataset, the uniform baseline, one JSON object on stdout)::
+
+    boostbandit simulate --data car --booster uniform --json
+
+Every bad input (unknown booster, out-of-range parameter, missing plot folder, unreadable or
+malformed dataset, and the usage errors of the option parser) is reported *before* any work as a
+single line ``error: <message>`` on stderr, with exit status 2 and no traceback.
+
+>>> from typer.testing import CliRunner
+>>> result = CliRunner().invoke(app, ["simulate", "--data", "balance", "--booster", "uniform",
+...                                   "--json", "--no-progress"])
+>>> result.exit_code, json.loads(result.stdout)["rounds"]
+(0, 625)
+>>> result = CliRunner().invoke(app, ["simulate", "--data", "balance", "--booster", "uniform",
+...                                   "--dup", "0"])
+>>> result.exit_code, result.stderr
+(2, 'error: --dup must be >= 1, got 0\\n')
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+from typer.core import TyperGroup
+
+from boosters.registry import booster_class, booster_params, make_booster, names
+from service.datasets import BUNDLED, DatasetError, load_dataset
+from service.simulate import simulate
+
+__all__ = ["TREE_PROFILES", "app", "select_params"]
+
+#: Accepted values of ``--tree-profile``.
+TREE_PROFILES: tuple[str, ...] = ("bandit", "numeric", "full")
+
+
+def _one_line(message: object) -> str:
+    return " ".join(str(message).split())
+
+
+class _OneLineErrorGroup(TyperGroup):
+    """A TyperGroup whose usage errors print as one ``error: <message>`` line (exit status 2)."""
+
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except NoArgsIsHelpError as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except UsageError as exc:
+            typer.echo(f"error: {_one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except ClickException as exc:
+            typer.echo(f"error: {_one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+app = typer.Typer(
+    cls=_OneLineErrorGroup,
+    name="boostbandit",
+    help="Online boosters for multiclass bandit feedback on Hoeffding trees.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+
+@app.callback()
+def _main() -> None:
+    """Online boosters for multiclass bandit feedback on Hoeffding trees."""
+
+
+def _fail(message: object) -> NoReturn:
+    """Print ``error: <message>`` (one line) on stderr and exit with status 2."""
+    typer.echo(f"error: {_one_line(message)}", err=True)
+    raise typer.Exit(2)
+
+
+def select_params(name: str, candidates: dict[str, Any]) -> dict[str, Any]:
+    """The subset of ``candidates`` that booster ``name``'s constructor accepts.
+
+    >>> select_params("uniform", {"seed": 3, "n_learners": 20, "rho": 0.1})
+    {'seed': 3}
+    """
+    accepted = booster_params(name)
+    return {key: value for key, value in candidates.items() if key in accepted}
+
+
+def _check_open_interval(option: str, value: float) -> None:
+    if not 0.0 < value < 1.0:
+        _fail(f"{option} must be in (0, 1), got {value}")
+
+
+@app.command("simulate")
+def simulate_command(
+    data: Annotated[
+        str,
+        typer.Option(
+            "--data",
+            metavar="PATH_OR_NAME",
+            help=f"CSV file (class in column 0, header row) or a bundled name: "
+            f"{', '.join(BUNDLED)}.",
+        ),
+    ],
+    booster: Annotated[
+        str, typer.Option("--booster", metavar="NAME", help=f"One of: {', '.join(names())}.")
+    ] = "adabandit",
+    learners: Annotated[
+        int, typer.Option("--learners", metavar="N", help="Number of weak learners.")
+    ] = 20,
+    rho: Annotated[
+        float,
+        typer.Option(
+            "--rho",
+            metavar="R",
+            help="Exploration rate, in (0, 1); ignored by full-information boosters.",
+        ),
+    ] = 0.1,
+    gamma: Annotated[
+        float, typer.Option("--gamma", metavar="G", help="Edge of the weak learners, in (0, 1).")
+    ] = 0.1,
+    dup: Annotated[
+        int, typer.Option("--dup", metavar="D", help="Duplicate the dataset D times.")
+    ] = 1,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="S", help="Seed of the shuffle and the booster.")
+    ] = 0,
+    tree_profile: Annotated[
+        str | None,
+        typer.Option(
+            "--tree-profile",
+            metavar="PROFILE",
+            help="Weak-learner hyperparameter profile: bandit, numeric or full "
+            "(default: full for full-information boosters, else bandit).",
+            show_default=False,
+        ),
+    ] = None,
+    fixed_trees: Annotated[
+        bool,
+        typer.Option(
+            "--fixed-trees/--random-trees",
+            help="Fixed tree hyperparameters instead of per-tree random draws.",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object on stdout.")
+    ] = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            metavar="FILE.png",
+            help="Write the moving-average learning curve to this PNG.",
+        ),
+    ] = None,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="Progress bar on stderr (default: on when stderr is a terminal).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Stream a dataset (duplicated, shuffled once) through a booster with bandit feedback."""
+    # --- validation, before any work -------------------------------------------------------
+    if booster not in names():
+        _fail(f"unknown booster {booster!r}; choose from: {', '.join(names())}")
+    try:
+        cls = booster_class(booster)
+    except (ImportError, AttributeError) as exc:
+        _fail(f"booster {booster!r} cannot be loaded: {exc}")
+    full_information = bool(getattr(cls, "full_information", False))
+    if learners < 1:
+        _fail(f"--learners must be >= 1, got {learners}")
+    if not full_information:
+        _check_open_interval("--rho", rho)
+    _check_open_interval("--gamma", gamma)
+    if dup < 1:
+        _fail(f"--dup must be >= 1, got {dup}")
+    if seed < 0:
+        _fail(f"--seed must be >= 0, got {seed}")
+    if tree_profile is None:
+        tree_profile = "full" if full_information else "bandit"
+    elif tree_profile not in TREE_PROFILES:
+        _fail(f"--tree-profile must be one of {', '.join(TREE_PROFILES)}, got {tree_profile!r}")
+    if plot is not None:
+        if plot.is_dir():
+            _fail(f"--plot {plot} is a directory; give a file name such as curve.png")
+        if not plot.parent.is_dir():
+            _fail(f"--plot: directory {plot.parent} does not exist")
+    try:
+        dataset = load_dataset(data)
+    except DatasetError as exc:
+        _fail(exc)
+
+    candidates: dict[str, Any] = {
+        "n_learners": learners,
+        "rho": rho,
+        "gamma": gamma,
+        "seed": seed,
+        "tree_profile": tree_profile,
+        "fixed_trees": fixed_trees,
+        "nominal_attributes": list(dataset.nominal),
+    }
+    if full_information:
+        del candidates["rho"]  # full-information boosters keep their own rho (they exploit)
+    params = select_params(booster, candidates)
+    try:
+        model = make_booster(booster, n_actions=dataset.n_classes, **params)
+    except (ValueError, TypeError) as exc:
+        _fail(f"cannot build booster {booster!r}: {exc}")
+
+    # --- the run ---------------------------------------------------------------------------
+    result = simulate(model, dataset, dup=dup, seed=seed, progress=progress)
+
+    if plot is not None:
+        from service.plots import plot_learning_curves
+
+        steps, values = result.moving_average()
+        try:
+            plot_learning_curves(
+                {booster: (steps, values)},
+                plot,
+                f"{booster} on {dataset.name} (dup {dup}, seed {seed})",
+            )
+        except OSError as exc:
+            _fail(f"cannot write --plot {plot}: {exc.strerror or exc}")
+
+    if as_json:
+        record: dict[str, Any] = {
+            "booster": booster,
+            "dataset": dataset.name,
+            "n_actions": dataset.n_classes,
+            "dup": dup,
+            "seed": seed,
+            **result.summary(),
+            "params": params,
+        }
+        if plot is not None:
+            record["plot"] = str(plot)
+        typer.echo(json.dumps(record))
+        return
+
+    shown = ", ".join(f"{k}={v}" for k, v in params.items() if k != "nominal_attributes")
+    lines = [
+        f"booster:           {booster}" + (f" ({shown})" if shown else ""),
+        f"dataset:           {dataset.name} ({len(dataset)} rows, {len(dataset.features)} "
+        f"features, {dataset.n_classes} classes, dup {dup})",
+        f"rounds:            {result.rounds}",
+        f"accuracy:          {result.accuracy:.4f}",
+        f"last-20% accuracy: {result.last20_accuracy:.4f}",
+        f"rounds/s:          {result.rounds_per_second:.1f}",
+    ]
+    if plot is not None:
+        lines.append(f"plot:              {plot}")
+    typer.echo("\n".join(lines))

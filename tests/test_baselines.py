@@ -1,0 +1,299 @@
+"""Tests of the baselines: UniformPolicy, EpsilonGreedyTree and RiverPolicy."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from river import bandit
+
+from boosters.base import Decision
+from boosters.baselines import EpsilonGreedyTree, RiverPolicy, UniformPolicy
+
+RIVER_POLICIES = RiverPolicy.POLICIES
+
+
+def _make(name: str, seed: int = 0, n_actions: int = 3):
+    if name == "egreedy_tree":
+        return EpsilonGreedyTree(n_actions, seed=seed, grace_period=50)
+    if name == "uniform":
+        return UniformPolicy(n_actions, seed=seed)
+    return RiverPolicy(n_actions, policy=name, seed=seed)
+
+
+ALL = ("uniform", "egreedy_tree", *RIVER_POLICIES)
+
+
+def _contextual_reward(i: int, action: int) -> float:
+    """Action i % 3 is right; fractional rewards on some rounds to exercise that path."""
+    r = float(action == i % 3)
+    return r * 0.75 if i % 5 == 0 else r
+
+
+def _run(booster, rounds: int, start: int = 0) -> list[tuple[int, list[float]]]:
+    trace = []
+    for i in range(start, start + rounds):
+        x = {"f": i % 3, "g": float(i % 7)}
+        d = booster.decide_one(x)
+        trace.append((d.action, d.probabilities.tolist()))
+        if i % 4 == 0:
+            booster.learn_one(x, d, label=i % 3)
+        else:
+            booster.learn_one(x, d, reward=_contextual_reward(i, d.action))
+    return trace
+
+
+def _update(policy: RiverPolicy, arm: int, reward: float) -> None:
+    """Feed ``reward`` on ``arm`` through a uniform decision (for hand-built states)."""
+    k = policy.n_actions
+    policy.learn_one({}, Decision(arm, np.full(k, 1.0 / k)), reward=reward)
+
+
+# --- protocol properties shared by all ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_propensities_are_a_distribution_and_played_action_positive(name):
+    booster = _make(name)
+    for action, probabilities in _run(booster, 150):
+        p = np.asarray(probabilities)
+        assert p.shape == (3,)
+        assert np.all(p >= 0.0)
+        assert p.sum() == pytest.approx(1.0, abs=1e-12)
+        assert p[action] > 0.0
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_deterministic_for_a_fixed_seed(name):
+    assert _run(_make(name, seed=7), 150) == _run(_make(name, seed=7), 150)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_pickle_round_trip_mid_stream(name):
+    booster = _make(name, seed=3)
+    _run(booster, 120)
+    clone = pickle.loads(pickle.dumps(booster))
+    assert _run(clone, 120, start=120) == _run(booster, 120, start=120)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_bad_feedback_is_rejected(name):
+    booster = _make(name)
+    d = booster.decide_one({"f": 0})
+    with pytest.raises(ValueError, match="reward"):
+        booster.learn_one({"f": 0}, d, reward=1.5)
+    with pytest.raises(ValueError, match="exactly one"):
+        booster.learn_one({"f": 0}, d, reward=1.0, label=0)
+    with pytest.raises(ValueError, match="label"):
+        booster.learn_one({"f": 0}, d, label=3)
+
+
+# --- EpsilonGreedyTree ----------------------------------------------------------------------
+
+
+def test_egreedy_tree_learns_a_contextual_problem():
+    booster = EpsilonGreedyTree(3, epsilon=0.1, seed=0)
+    uniform = UniformPolicy(3, seed=0)
+    ours, theirs = [], []
+    for i in range(3000):
+        x = {"f": i % 3}
+        for policy, rewards in ((booster, ours), (uniform, theirs)):
+            d = policy.decide_one(x)
+            r = float(d.action == i % 3)
+            policy.learn_one(x, d, reward=r)
+            rewards.append(r)
+    assert np.mean(ours[-1000:]) > 0.8  # best possible: 1 - 0.1 + 0.1 / 3 ~ 0.93
+    assert np.mean(theirs[-1000:]) < 0.4
+
+
+def test_egreedy_tree_propensities():
+    booster = EpsilonGreedyTree(4, epsilon=0.2, seed=0)
+    x = {"f": 1.0}
+    assert booster.decide_one(x).probabilities.tolist() == [0.25] * 4  # untrained: all tie
+    booster.learn_one(x, Decision(2, np.full(4, 0.25)), reward=0.5)  # weight 0.5 / 0.25 = 2
+    np.testing.assert_allclose(booster.decide_one(x).probabilities, [0.05, 0.05, 0.85, 0.05])
+    booster.learn_one(x, Decision(0, np.full(4, 0.25)), label=0)  # weight 1
+    np.testing.assert_allclose(booster.decide_one(x).probabilities, [0.05, 0.05, 0.85, 0.05])
+    booster.learn_one(x, Decision(0, np.full(4, 0.25)), label=0)  # 2 vs 2: a tie
+    np.testing.assert_allclose(booster.decide_one(x).probabilities, [0.45, 0.05, 0.45, 0.05])
+    booster.learn_one(x, Decision(1, np.full(4, 0.25)), reward=0.0)  # zero reward: no update
+    np.testing.assert_allclose(booster.decide_one(x).probabilities, [0.45, 0.05, 0.45, 0.05])
+
+
+def test_egreedy_tree_importance_weights():
+    booster = EpsilonGreedyTree(3, epsilon=0.3, seed=0)
+    x = {"f": 0.0}
+    booster.learn_one(x, Decision(0, np.array([0.8, 0.1, 0.1])), reward=1.0)  # weight 1.25
+    booster.learn_one(x, Decision(1, np.array([0.8, 0.1, 0.1])), reward=0.5)  # weight 5
+    np.testing.assert_allclose(booster.scores(x), [0.2, 0.8, 0.0])
+
+
+# --- RiverPolicy ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", RIVER_POLICIES)
+def test_river_policy_learns_the_best_arm(policy):
+    booster = RiverPolicy(3, policy=policy, seed=1)
+    played = []
+    for _ in range(500):
+        d = booster.decide_one({"ignored": 1.0})
+        booster.learn_one({"ignored": 1.0}, d, reward=float(d.action == 2))
+        played.append(d.action)
+    assert np.mean(np.array(played[-200:]) == 2) > 0.85
+
+
+def test_river_epsilon_greedy_propensities_by_hand():
+    policy = RiverPolicy(4, policy="epsilon_greedy", epsilon=0.2, seed=0)
+    np.testing.assert_allclose(policy.probabilities(), [0.25] * 4)
+    _update(policy, 1, 1.0)
+    np.testing.assert_allclose(policy.probabilities(), [0.05, 0.85, 0.05, 0.05])
+    _update(policy, 3, 1.0)  # arms 1 and 3 tie at mean 1: the 0.8 is shared
+    np.testing.assert_allclose(policy.probabilities(), [0.05, 0.45, 0.05, 0.45])
+    _update(policy, 3, 0.5)  # arm 3 mean 0.75
+    np.testing.assert_allclose(policy.probabilities(), [0.05, 0.85, 0.05, 0.05])
+
+
+def test_river_ucb_propensities_by_hand():
+    policy = RiverPolicy(3, policy="ucb", delta=1.0, seed=0)
+    np.testing.assert_allclose(policy.probabilities(), [1 / 3] * 3)
+    _update(policy, 0, 1.0)  # arms 1 and 2 unpulled: infinite bounds
+    np.testing.assert_allclose(policy.probabilities(), [0.0, 0.5, 0.5])
+    _update(policy, 1, 0.0)
+    np.testing.assert_allclose(policy.probabilities(), [0.0, 0.0, 1.0])
+    _update(policy, 2, 0.5)
+    # n = 3: bounds 1 + sqrt(2 ln 3), 0 + sqrt(2 ln 3), 0.5 + sqrt(2 ln 3)
+    np.testing.assert_allclose(policy.probabilities(), [1.0, 0.0, 0.0])
+    _update(policy, 0, 0.0)
+    _update(policy, 0, 0.0)
+    # n = 5: arm 0 mean 1/3 over 3 pulls, arm 1 mean 0 over 1, arm 2 mean 0.5 over 1
+    bounds = [
+        1 / 3 + math.sqrt(2 * math.log(5) / 3),
+        0 + math.sqrt(2 * math.log(5)),
+        0.5 + math.sqrt(2 * math.log(5)),
+    ]
+    assert int(np.argmax(bounds)) == 2
+    np.testing.assert_allclose(policy.probabilities(), [0.0, 0.0, 1.0])
+    _update(policy, 1, 0.5)
+    # n = 6: arm 0 mean 1/3 over 3 pulls, arm 1 mean 0.25 over 2, arm 2 mean 0.5 over 1
+    b1 = 0.25 + math.sqrt(2 * math.log(6) / 2)
+    b2 = 0.5 + math.sqrt(2 * math.log(6) / 1)
+    b0 = 1 / 3 + math.sqrt(2 * math.log(6) / 3)
+    expected = np.zeros(3)
+    expected[int(np.argmax([b0, b1, b2]))] = 1.0
+    np.testing.assert_allclose(policy.probabilities(), expected)
+
+
+def test_river_ucb_ties_are_uniform():
+    policy = RiverPolicy(3, policy="ucb", delta=1.0, seed=0)
+    for arm, reward in ((0, 0.2), (1, 0.7), (2, 0.7)):
+        _update(policy, arm, reward)
+    np.testing.assert_allclose(policy.probabilities(), [0.0, 0.5, 0.5])
+
+
+def test_river_ucb_support_matches_river():
+    """River's own pull on the same statistics always lands in our support."""
+    booster = RiverPolicy(4, policy="ucb", delta=0.5, seed=2)
+    rng = np.random.default_rng(0)
+    means = np.array([0.2, 0.4, 0.6, 0.5])
+    for _ in range(200):
+        d = booster.decide_one({})
+        assert d.probabilities[booster.river_policy.pull(list(range(4)))] > 0
+        booster.learn_one({}, d, reward=float(rng.random() < means[d.action]))
+
+
+def test_river_exp3_matches_river_formula():
+    booster = RiverPolicy(3, policy="exp3", gamma=0.2, seed=3)
+    reference = bandit.Exp3(gamma=0.2, seed=0)
+    for i in range(100):
+        d = booster.decide_one({})
+        reference.pull([0, 1, 2])
+        np.testing.assert_array_equal(d.probabilities, list(reference._probabilities.values()))
+        reward = 0.7 * float(d.action == 2) if i % 3 else float(d.action == 0)
+        booster.learn_one({}, d, reward=reward)
+        reference.update(d.action, reward)
+
+
+def test_river_exp3_uses_the_logged_propensity_by_hand():
+    booster = RiverPolicy(2, policy="exp3", gamma=0.5, seed=0)
+    old = booster.decide_one({})
+    np.testing.assert_allclose(old.probabilities, [0.5, 0.5])
+    booster.learn_one({}, Decision(0, np.array([0.5, 0.5])), reward=1.0)
+    w0 = math.exp(0.5 * (1.0 / 0.5) / 2)
+    p0 = 0.5 * w0 / (w0 + 1) + 0.25
+    np.testing.assert_allclose(booster.probabilities(), [p0, 1 - p0])
+    # a late reward for a decision logged with other probabilities divides by those
+    booster.learn_one({}, Decision(1, np.array([0.8, 0.2])), reward=1.0)
+    w1 = math.exp(0.5 * (1.0 / 0.2) / 2)
+    p0 = 0.5 * w0 / (w0 + w1) + 0.25
+    np.testing.assert_allclose(booster.probabilities(), [p0, 1 - p0])
+
+
+def test_river_exp3_weights_do_not_overflow():
+    booster = RiverPolicy(3, policy="exp3", gamma=0.9, seed=0)
+    for _ in range(3000):  # unguarded, the weight of arm 2 overflows after ~2400 rounds
+        d = booster.decide_one({})
+        booster.learn_one({}, d, reward=float(d.action == 2))
+    p = booster.probabilities()
+    assert np.all(np.isfinite(p))
+    np.testing.assert_allclose(p, [0.3, 0.3, 0.4])
+
+
+def test_river_thompson_monte_carlo_propensity():
+    booster = RiverPolicy(2, policy="thompson", seed=0)
+    _update(booster, 0, 1.0)  # posteriors Beta(2, 1) and Beta(1, 1): P(arm 0 wins) = 2/3
+    p = booster.probabilities()
+    assert p.sum() == pytest.approx(1.0)
+    assert p[0] == pytest.approx(2 / 3, abs=0.06)
+    assert np.all(p * booster.mc_samples == np.round(p * booster.mc_samples))
+
+
+def test_river_policy_label_feedback():
+    booster = RiverPolicy(3, policy="epsilon_greedy", epsilon=0.0, seed=0)
+    d = Decision(1, np.full(3, 1 / 3))
+    booster.learn_one({}, d, label=1)  # reward 1 on arm 1
+    booster.learn_one({}, Decision(0, np.full(3, 1 / 3)), label=2)  # reward 0 on arm 0
+    np.testing.assert_allclose(booster.probabilities(), [0.0, 1.0, 0.0])
+
+
+# --- parameter validation -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"n_actions": 1}, "n_actions"),
+        ({"n_actions": 2.5}, "n_actions"),
+        ({"epsilon": 1.5}, "epsilon"),
+        ({"epsilon": -0.1}, "epsilon"),
+        ({"epsilon": float("nan")}, "epsilon"),
+        ({"grace_period": 0}, "grace_period"),
+        ({"delta": 0.0}, "delta"),
+        ({"delta": 1.0}, "delta"),
+        ({"tau": -1.0}, "tau"),
+        ({"nominal_attributes": "f"}, "nominal_attributes"),
+    ],
+)
+def test_egreedy_tree_bad_params(kwargs, name):
+    params = {"n_actions": 3, **kwargs}
+    with pytest.raises(ValueError, match=name):
+        EpsilonGreedyTree(**params)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"n_actions": 0}, "n_actions"),
+        ({"policy": "softmax"}, "policy"),
+        ({"epsilon": 2.0}, "epsilon"),
+        ({"delta": -1.0}, "delta"),
+        ({"delta": float("inf")}, "delta"),
+        ({"gamma": 1.01}, "gamma"),
+        ({"gamma": "0.1"}, "gamma"),
+    ],
+)
+def test_river_policy_bad_params(kwargs, name):
+    params = {"n_actions": 3, **kwargs}
+    with pytest.raises(ValueError, match=name):
+        RiverPolicy(**params)
