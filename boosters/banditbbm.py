@@ -44,15 +44,18 @@ class BanditBBM(BoostingTemplate):
         self.gamma = _check_real("gamma", gamma, 0.0, 1.0, open_low=True, open_high=True)
         super().__init__(n_actions, n_learners=n_learners, rho=rho, seed=seed, **kwargs)
         self.potentials = BBMPotentials(self.n_actions, self.gamma)
+        self.potentials.precompute(self.n_learners)
         self._ones = np.ones(self.n_learners, dtype=np.int64)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.potentials.precompute(self.n_learners)  # the table is not pickled; refill it
 
     def _alpha(self) -> np.ndarray:
         return self._ones
 
     def _cost_matrices(self, votes: np.ndarray, first: int = 0) -> np.ndarray:
-        last = self.n_learners - 1
-        cost = self.potentials.cost_matrix
-        return np.stack([cost(last - first - m, row) for m, row in enumerate(votes.tolist())])
+        return self.potentials.cost_matrices(votes, self.n_learners - 1 - first)
 
 
 class OnlineMBBM(BanditBBM):

@@ -13,6 +13,7 @@ same seed and the same event order reproduce the same decisions and the same mod
 from __future__ import annotations
 
 import abc
+import math
 import numbers
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,6 +97,9 @@ def check_context(x: Any) -> dict:
     if not isinstance(x, dict):
         raise TypeError(f"a context must be a dict of features, got {type(x).__name__}")
     for key, value in x.items():
+        kind = type(value)
+        if kind is str or (kind is float and math.isfinite(value)) or kind is int:
+            continue  # the common cases, cheaply
         if isinstance(value, bool) or not isinstance(value, numbers.Real | str):
             raise TypeError(
                 f"feature {key!r} must be a number or a string, got {type(value).__name__}"

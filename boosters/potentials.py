@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from itertools import combinations_with_replacement
 
 import numpy as np
 
@@ -50,7 +51,8 @@ class BBMPotentials:
         self._q = (1.0 - gamma) / k + gamma  # probability of a vote for the true label
         self._p = (1.0 - gamma) / k  # probability of a vote for one given other label
         self._memo: dict[tuple[int, tuple[int, ...]], float] = {}
-        self._matrices: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
+        self._matrices: dict[tuple[int, ...], np.ndarray] = {}
+        self._stacks: dict[tuple[int, bytes], np.ndarray] = {}
 
     def __getstate__(self):
         return {"k": self.k, "gamma": self.gamma}
@@ -103,13 +105,12 @@ class BBMPotentials:
 
     def cost_matrix(self, n: int, s) -> np.ndarray:
         """Eq. 9: ``C[l, r] = phi^r_n(s + e_l)`` as a (k, k) array, cached per state."""
-        base = min(s)
-        key = (n, tuple(int(v) - base for v in s))
+        key = (n, *(int(v) for v in s))
         C = self._matrices.get(key)
         if C is None:
             k = self.k
             C = np.empty((k, k))
-            votes = list(key[1])
+            votes = list(key[1:])
             for l in range(k):
                 votes[l] += 1
                 for r in range(k):
@@ -118,6 +119,42 @@ class BBMPotentials:
             C.setflags(write=False)
             self._matrices[key] = C
         return C
+
+
+    def precompute(self, n_learners: int, budget: int = 2_000_000) -> bool:
+        """Fill the cost-matrix table for every vote state of an ``n_learners`` booster.
+
+        The states before learner ``j`` (0-based) are the integer vote vectors summing to ``j``;
+        there are ``comb(n_learners - 1 + k, k)`` of them. Done only when that many matrices hold
+        at most ``budget`` potentials (a second or so); otherwise they stay computed on demand.
+        The values are the same either way: this only moves work out of the first rounds.
+        """
+        if math.comb(n_learners - 1 + self.k, self.k) * self.k**2 > budget:
+            return False
+        for j in range(n_learners):
+            for combo in combinations_with_replacement(range(self.k), j):
+                self.cost_matrix(n_learners - 1 - j, np.bincount(combo, minlength=self.k).tolist())
+        return True
+
+    def cost_matrices(self, votes: np.ndarray, n_first: int) -> np.ndarray:
+        """Eq. 9 for every row of the integer vote matrix ``votes`` (M, k), as (M, k, k).
+
+        Row ``m`` has ``n_first - m`` votes to come. The stacked result is cached per whole
+        ``votes`` matrix (a round's learners mostly agree, so few distinct matrices occur).
+        """
+        key = (n_first, votes.tobytes())
+        stack = self._stacks.get(key)
+        if stack is None:
+            matrices = self._matrices
+            rows = []
+            for m, row in enumerate(votes.tolist()):
+                C = matrices.get((n_first - m, *row))
+                rows.append(self.cost_matrix(n_first - m, row) if C is None else C)
+            stack = np.stack(rows)
+            if len(self._stacks) * stack.nbytes > 64e6:  # bound it; entries are exact to rebuild
+                self._stacks.clear()
+            self._stacks[key] = stack
+        return stack
 
 
 @cache
@@ -165,4 +202,4 @@ def potential_by_binomial_dp(y: int, n: int, s, gamma: float) -> float:
             * sum(dp[r, j] / (1.0 + j) for j in range(len(others) + 1))
         )
         total += math.comb(n, m) * q**m * (1.0 - q) ** (n - m) * p_correct
-    return 1.0 - total
+    return float(1.0 - total)

@@ -28,8 +28,8 @@ from boosters.exploration import (
     loss_estimate,
     naive_loss_estimate,
 )
-from learners.hoeffding import TREE_PROFILES, CostSensitiveTree, argmax_label, sample_tree_params
-from learners.reduction import cost_to_label_weight, pick_among
+from learners.hoeffding import TREE_PROFILES, CostSensitiveTree, proba_matrix, sample_tree_params
+from learners.reduction import argmax_random_ties, cost_to_label_weight
 
 __all__ = ["BoostingTemplate"]
 
@@ -171,39 +171,38 @@ class BoostingTemplate(OnlineBooster):
         return votes
 
     def _weak_predictions(self, x: dict, u: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+        """Each learner's label; ``u`` (N, k) are the uniform draws for random ties."""
         k = self.n_actions
-        if self.weak_prediction == "argmax":
-            return np.fromiter(
-                (argmax_label(t.predict_proba_one(x), k, ui) for t, ui in zip(self._trees, u)),
-                dtype=np.int64,
-                count=self.n_learners,
-            )
-        # cost-sensitive rule of the twins: h^i = argmin_l sum_r P(r | x) C^i[l, r]
+        if self.weak_prediction == "argmax":  # spec §2.1: argmax of the tree's class distribution
+            return argmax_random_ties(proba_matrix(self._trees, x, k), u)
+        # cost-sensitive rule of the twins (§7.6): h^i = argmin_l sum_r P(r | x) C^i[l, r]
         weak = np.empty(self.n_learners, dtype=np.int64)
-        s = np.zeros(k, dtype=alpha.dtype)
+        s = np.zeros((1, k), dtype=alpha.dtype)
         for i, wl in enumerate(self.learners):
-            expected = self._cost_matrices(s[None, :], first=i)[0] @ wl.predict_proba(x)
-            lowest = expected == expected.min()
-            weak[i] = pick_among(lowest[None, :], u[i : i + 1])[0]
-            s[weak[i]] += alpha[i]
+            expected = self._cost_matrices(s, first=i)[0] @ wl.predict_proba(x)
+            weak[i] = argmax_random_ties(-expected[None, :], u[i : i + 1])[0]
+            s[0, weak[i]] += alpha[i]
         return weak
 
     def decide_one(self, x: dict) -> Decision:
         """Steps 1-6 of Algorithm 1: weak labels, expert votes, expert choice, eq. 2 exploration."""
         check_context(x)
-        n = self.n_learners
-        u = self._rng.random(2 * n + 2)
+        n, k = self.n_learners, self.n_actions
+        u = self._rng.random(2 * n * k + 2)
         alpha = self._alpha()
-        weak = self._weak_predictions(x, u[:n], alpha)
+        weak = self._weak_predictions(x, u[: n * k].reshape(n, k), alpha)
         votes = self._votes(weak, alpha)
-        tail = votes[1:]
-        experts = pick_among(tail == tail.max(axis=1, keepdims=True), u[n : 2 * n])
-        chosen = self._choose_expert(u[2 * n])
+        experts = argmax_random_ties(votes[1:], u[n * k : 2 * n * k].reshape(n, k))
+        chosen = self._choose_expert(u[-2])
         yhat = int(experts[chosen])
-        p = exploration_distribution(yhat, self.n_actions, self.rho)
-        action = min(
-            int(np.searchsorted(np.cumsum(p), u[2 * n + 1], side="right")), self.n_actions - 1
-        )
+        p = exploration_distribution(yhat, k, self.rho)
+        # eq. 2 draw: keep yhat w.p. 1 - rho, else a uniform label among the other k - 1
+        draw = u[-1]
+        if draw < 1.0 - self.rho:
+            action = yhat
+        else:
+            other = min(int((draw - (1.0 - self.rho)) / self.rho * (k - 1)), k - 2)
+            action = other + (other >= yhat)
         self.n_decisions += 1
         return Decision(
             action=action,
@@ -242,7 +241,7 @@ class BoostingTemplate(OnlineBooster):
         votes = self._votes(weak, alpha)
         costs = self._learn_costs(votes, omega)
         labels, weights = self._labels_weights(
-            costs[: self.n_learners], self._rng.random(self.n_learners), known
+            costs[: self.n_learners], self._rng.random((self.n_learners, self.n_actions)), known
         )
         for tree, lab, w in zip(self._trees, labels.tolist(), weights.tolist()):
             tree.learn_one(x, lab, w=w)

@@ -12,7 +12,7 @@ middle of each range instead.
 >>> tree.predict_one({"a": 1.0}, u=0.5)          # untrained: uniform over all 3 labels
 1
 >>> for _ in range(30):
-...     tree.learn_cost_one({"a": 1.0}, np.array([1.0, 0.0, 1.0]), u=0.0)
+...     tree.learn_cost_one({"a": 1.0}, np.array([1.0, 0.0, 1.0]), u=rng.random(3))
 >>> tree.predict_one({"a": 1.0}, u=0.5)
 1
 """
@@ -26,7 +26,13 @@ from river.tree import HoeffdingTreeClassifier
 
 from learners.reduction import cost_to_label_weight
 
-__all__ = ["TREE_PROFILES", "CostSensitiveTree", "sample_tree_params", "argmax_label"]
+__all__ = [
+    "TREE_PROFILES",
+    "CostSensitiveTree",
+    "sample_tree_params",
+    "argmax_label",
+    "proba_matrix",
+]
 
 #: Ranges of spec §7.5: grace period U[a, b]; tie threshold tau and split confidence delta
 #: log-uniform on [a, b].
@@ -96,6 +102,20 @@ def argmax_label(proba: dict, n_classes: int, u: float) -> int:
     return min(int(u * n_classes), n_classes - 1)
 
 
+def proba_matrix(trees: list, x: dict, n_classes: int) -> np.ndarray:
+    """Class probabilities of several River classifiers for ``x`` as an (N, k) array.
+
+    Classes a tree has not seen count as 0; an untrained tree gives a row of zeros, which an
+    argmax with random ties (:func:`learners.reduction.argmax_random_ties`) reads as "all tie".
+
+    >>> proba_matrix([HoeffdingTreeClassifier()], {"a": 1.0}, 2).tolist()
+    [[0.0, 0.0]]
+    """
+    classes = range(n_classes)
+    flat = [p.get(c, 0.0) for p in [t.predict_proba_one(x) for t in trees] for c in classes]
+    return np.array(flat).reshape(len(trees), n_classes)
+
+
 class CostSensitiveTree:
     """A cost-sensitive multiclass online learner: one Hoeffding tree on weighted labels.
 
@@ -160,12 +180,15 @@ class CostSensitiveTree:
         self.tree.learn_one(x, label, w=w)
 
     def learn_cost_one(
-        self, x: dict, cost: np.ndarray, u: float, true_label: int | None = None
+        self, x: dict, cost: np.ndarray, u: np.ndarray, true_label: int | None = None
     ) -> None:
-        """Learn from one cost vector (length ``n_classes``) through the reduction of spec §2.1."""
+        """Learn from one cost vector (length ``n_classes``) through the reduction of spec §2.1.
+
+        ``u`` holds one uniform draw per label, for the random tie rule.
+        """
         labels, weights = cost_to_label_weight(
             cost[None, :],
-            np.array([u]),
+            np.asarray(u, dtype=float).reshape(1, self.n_classes),
             true_label,
             clip=self.clip,
             decimals=self.decimals,

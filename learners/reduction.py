@@ -19,11 +19,12 @@ twins train on exact cost vectors, spec §7.6).
 
 Tie rule (paper, App. B.3): in a correct round (the true label is known) pick the true label when
 it is among the minimisers; otherwise pick uniformly at random among the minimisers, using the
-uniform draws ``u`` (one per learner) so the caller controls the randomness.
+uniform draws ``u`` (one per learner and label, shape (N, k)) so the caller controls the
+randomness.
 
 >>> import numpy as np
 >>> costs = np.array([[0.5, -0.2, 0.1], [1.0, 1.0, -3.0]])
->>> labels, weights = cost_to_label_weight(costs, u=np.zeros(2))
+>>> labels, weights = cost_to_label_weight(costs, u=np.zeros((2, 3)))
 >>> labels.tolist(), weights.round(2).tolist()
 ([1, 2], [1.0, 8.0])
 """
@@ -32,7 +33,21 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cost_to_label_weight", "pick_among"]
+__all__ = ["cost_to_label_weight", "pick_among", "argmax_random_ties"]
+
+
+def argmax_random_ties(values: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Row-wise argmax of ``values`` (N, k), ties broken uniformly at random.
+
+    ``u`` (N, k) holds independent uniform draws in [0, 1): among the maximal entries of a row the
+    one with the largest draw wins, which is a uniform choice among them. Two array operations,
+    whatever the number of ties.
+
+    >>> v = np.array([[1.0, 3.0, 3.0], [0.0, 0.0, 0.0]])
+    >>> argmax_random_ties(v, np.array([[0.9, 0.1, 0.2], [0.3, 0.8, 0.5]])).tolist()
+    [2, 1]
+    """
+    return np.argmax(np.where(values == values.max(axis=1, keepdims=True), u, -1.0), axis=1)
 
 
 def pick_among(mask: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -67,26 +82,25 @@ def cost_to_label_weight(
     c = np.asarray(costs, dtype=float)
     if c.ndim == 1:
         c = c[None, :]
+    if order not in ("reference", "paper"):
+        raise ValueError(f"order must be 'reference' or 'paper', got {order!r}")
+    lab = c if clip is None else np.minimum(np.maximum(c, -clip), clip)
     if order == "reference":
-        lab = c if clip is None else np.clip(c, -clip, clip)
         if decimals is not None:
             lab = np.round(lab, decimals)
         shifted = c - c.min(axis=1, keepdims=True)
         if decimals is not None:
-            shifted = np.round(shifted, decimals)
+            shifted = np.round(shifted, decimals, out=shifted)
         if clip is not None:
-            shifted = np.minimum(shifted, clip)  # after the shift only the upper bound bites
-        weights = shifted.sum(axis=1)
-    elif order == "paper":
-        lab = c if clip is None else np.clip(c, -clip, clip)
-        weights = (lab - lab.min(axis=1, keepdims=True)).sum(axis=1)
-    else:
-        raise ValueError(f"order must be 'reference' or 'paper', got {order!r}")
-
-    minimisers = lab == lab.min(axis=1, keepdims=True)
-    labels = pick_among(minimisers, np.asarray(u, dtype=float).reshape(-1))
+            np.minimum(shifted, clip, out=shifted)  # after the shift only the upper bound bites
+    lowest = lab.min(axis=1, keepdims=True)
+    if order == "paper":
+        shifted = lab - lowest
+    weights = shifted.sum(axis=1)
+    ties = lab == lowest
+    labels = np.argmax(np.where(ties, np.asarray(u, dtype=float).reshape(lab.shape), -1.0), axis=1)
     if true_label is not None:
-        labels = np.where(minimisers[:, true_label], true_label, labels)
+        labels[ties[:, true_label]] = true_label
     if scale != 1.0:
-        weights = weights / scale
-    return labels, np.maximum(weights, weight_floor)
+        weights /= scale
+    return labels, np.maximum(weights, weight_floor, out=weights)
