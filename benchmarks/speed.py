@@ -24,6 +24,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.results import replace_block  # noqa: E402
 from boosters.registry import make_booster  # noqa: E402
 from service.datasets import load_dataset  # noqa: E402
 from service.simulate import shuffled_order  # noqa: E402
@@ -115,6 +116,24 @@ def measure(name: str, dataset_name: str, n_learners: int, repeats: int, seed: i
     }
 
 
+def write_results(rows: list[dict], command: str) -> None:
+    """Replace the speed block of benchmarks/RESULTS.md with a table of ``rows``."""
+    lines = [
+        f"Command: `{command}`",
+        "",
+        "| booster | data | N | rounds | booster rounds/s | floor rounds/s | booster/floor "
+        "(median) | per repeat |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['booster']} | {r['dataset']} | {r['n_learners']} | {r['rounds']} | "
+            f"{r['booster_rounds_per_second']:.0f} | {r['floor_rounds_per_second']:.0f} | "
+            f"{r['ratio_median']:.2f} | {', '.join(f'{x:.2f}' for x in r['ratios'])} |"
+        )
+    replace_block("speed", "\n".join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -122,13 +141,16 @@ def main() -> None:
     parser.add_argument("--boosters", nargs="*", default=["adabandit", "banditbbm"])
     parser.add_argument("--datasets", nargs="*", default=["car", "mice"])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "speed.jsonl")
+    parser.add_argument("--results", action="store_true", help="update benchmarks/RESULTS.md")
     args = parser.parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     print(f"python {platform.python_version()} on {platform.machine()}, numpy {np.__version__}")
+    rows = []
     with args.out.open("w") as out:
         for dataset_name in args.datasets:
             for name in args.boosters:
                 row = measure(name, dataset_name, args.learners, args.repeats)
+                rows.append(row)
                 out.write(json.dumps(row) + "\n")
                 print(
                     f"{name:10s} {dataset_name:5s} N={args.learners} "
@@ -138,6 +160,8 @@ def main() -> None:
                     f"({', '.join(f'{r:.2f}' for r in row['ratios'])})",
                     flush=True,
                 )
+    if args.results:
+        write_results(rows, "python benchmarks/speed.py " + " ".join(sys.argv[1:]))
 
 
 if __name__ == "__main__":

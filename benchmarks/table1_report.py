@@ -18,10 +18,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.results import replace_block  # noqa: E402
 from service.plots import plot_learning_curves  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 
 #: seed 001 Table 1 (last 20%) and Table 2 (total), spec §7.7
 PAPER_LAST20 = {
@@ -102,7 +102,6 @@ def main() -> None:
     plot = car_curves(boosters)
     block = "\n".join(
         [
-            "<!-- table1:start -->",
             "Accuracy on the last 20% of the stream (seed 001 Table 1), mean ± std over seeds:",
             "",
             table(rows, "last20_accuracy", PAPER_LAST20, boosters),
@@ -112,17 +111,9 @@ def main() -> None:
             table(rows, "accuracy", PAPER_TOTAL, boosters),
             "",
             f"Learning curves for Car: `{plot.relative_to(ROOT)}`." if plot else "",
-            "<!-- table1:end -->",
         ]
     )
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
-    if "<!-- table1:start -->" in text:
-        start = text.index("<!-- table1:start -->")
-        end = text.index("<!-- table1:end -->") + len("<!-- table1:end -->")
-        text = text[:start] + block + text[end:]
-    else:
-        text += "\n" + block + "\n"
-    RESULTS.write_text(text)
+    replace_block("table1", block)
     print(block)
 
 

@@ -20,7 +20,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Decision", "OnlineBooster", "check_context", "resolve_feedback"]
+__all__ = [
+    "Decision",
+    "OnlineBooster",
+    "check_context",
+    "resolve_feedback",
+    "validate_feedback",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +115,37 @@ def check_context(x: Any) -> dict:
     return x
 
 
+def validate_feedback(
+    decision: Decision, reward: float | None, label: int | None, n_actions: int
+) -> tuple[float, int | None]:
+    """Check feedback; return ``(reward, label)`` with the reward of the played action.
+
+    A label (full information) gives reward 1 when it is the played action, else 0.
+
+    >>> d = Decision(action=2, probabilities=np.array([0.1, 0.1, 0.8]))
+    >>> validate_feedback(d, 0.25, None, 3), validate_feedback(d, None, 2, 3)
+    ((0.25, None), (1.0, 2))
+    >>> validate_feedback(d, 1.5, None, 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: reward must be in [0, 1], got 1.5
+    """
+    if (reward is None) == (label is None):
+        raise ValueError("give exactly one of reward or label")
+    if label is not None:
+        if isinstance(label, bool) or not isinstance(label, numbers.Integral):
+            raise TypeError(f"label must be an action index, got {label!r}")
+        if not 0 <= label < n_actions:
+            raise ValueError(f"label {label} is outside 0..{n_actions - 1}")
+        label = int(label)
+        return float(label == decision.action), label
+    if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
+        raise TypeError(f"reward must be a number in [0, 1], got {reward!r}")
+    if not 0.0 <= reward <= 1.0:
+        raise ValueError(f"reward must be in [0, 1], got {reward}")
+    return float(reward), None
+
+
 def resolve_feedback(
     decision: Decision,
     reward: float | None,
@@ -130,19 +167,9 @@ def resolve_feedback(
     >>> resolve_feedback(d, None, 0, 3, rng)
     (False, 0)
     """
-    if (reward is None) == (label is None):
-        raise ValueError("give exactly one of reward or label")
+    reward, label = validate_feedback(decision, reward, label, n_actions)
     if label is not None:
-        if isinstance(label, bool) or not isinstance(label, numbers.Integral):
-            raise TypeError(f"label must be an action index, got {label!r}")
-        if not 0 <= label < n_actions:
-            raise ValueError(f"label {label} is outside 0..{n_actions - 1}")
-        label = int(label)
         return label == decision.action, label
-    if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
-        raise TypeError(f"reward must be a number in [0, 1], got {reward!r}")
-    if not 0.0 <= reward <= 1.0:
-        raise ValueError(f"reward must be in [0, 1], got {reward}")
     if reward == 1.0:
         correct = True
     elif reward == 0.0:

@@ -17,7 +17,7 @@ import numpy as np
 from river import bandit, proba
 from river.tree import HoeffdingTreeClassifier
 
-from boosters.base import Decision, OnlineBooster, check_context
+from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
 
 __all__ = ["UniformPolicy", "EpsilonGreedyTree", "RiverPolicy"]
 
@@ -75,30 +75,6 @@ def _played_propensity(decision: Decision, n_actions: int) -> float:
     if not 0.0 < propensity <= 1.0:
         raise ValueError(f"the played action's propensity must be in (0, 1], got {propensity}")
     return propensity
-
-
-def _real_feedback(
-    decision: Decision, reward: float | None, label: int | None, n_actions: int
-) -> tuple[float, int | None]:
-    """Validate feedback like :func:`boosters.base.resolve_feedback`, without rounding.
-
-    Returns ``(reward, label)``: the real-valued reward of the played action (1 or 0 when a label
-    is given) and the label (None for bandit feedback).
-    """
-    if (reward is None) == (label is None):
-        raise ValueError("give exactly one of reward or label")
-    if label is not None:
-        if isinstance(label, bool) or not isinstance(label, numbers.Integral):
-            raise TypeError(f"label must be an action index, got {label!r}")
-        if not 0 <= label < n_actions:
-            raise ValueError(f"label {label} is outside 0..{n_actions - 1}")
-        label = int(label)
-        return float(label == decision.action), label
-    if isinstance(reward, bool) or not isinstance(reward, numbers.Real):
-        raise TypeError(f"reward must be a number in [0, 1], got {reward!r}")
-    if not 0.0 <= reward <= 1.0:
-        raise ValueError(f"reward must be in [0, 1], got {reward}")
-    return float(reward), None
 
 
 class UniformPolicy(OnlineBooster):
@@ -220,7 +196,7 @@ class EpsilonGreedyTree(OnlineBooster):
     ) -> None:
         check_context(x)
         propensity = _played_propensity(decision, self.n_actions)
-        r, known = _real_feedback(decision, reward, label, self.n_actions)
+        r, known = validate_feedback(decision, reward, label, self.n_actions)
         if known is not None:
             self.tree.learn_one(x, known, w=1.0)
         elif r > 0.0:
@@ -369,7 +345,7 @@ class RiverPolicy(OnlineBooster):
             correct, _ = self._feedback(decision, reward, label)
             self._bandit.update(arm, correct)
             return
-        r, _ = _real_feedback(decision, reward, label, self.n_actions)
+        r, _ = validate_feedback(decision, reward, label, self.n_actions)
         if self.policy == "exp3":
             self._bandit._probabilities = dict(enumerate(decision.probabilities.tolist()))
             self._bandit.update(arm, r)

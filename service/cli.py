@@ -1,4 +1,6 @@
-"""Command line: ``boostbandit simulate`` runs one supervised-to-bandit simulation (spec §7.3).
+"""Command line: ``boostbandit simulate`` runs one supervised-to-bandit simulation (spec §7.3);
+``boostbandit serve`` runs the decision service (API + learner, :mod:`service.app`) and
+``boostbandit learner`` the learner alone (:mod:`service.learner`).
 
 Example (the bundled Car dataset, the uniform baseline, one JSON object on stdout)::
 
@@ -27,7 +29,11 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+try:  # typer >= 0.2x vendors click
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older typer on top of click
+    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
 from boosters.registry import booster_class, booster_params, make_booster, names
@@ -274,3 +280,58 @@ def simulate_command(
     if plot is not None:
         lines.append(f"plot:              {plot}")
     typer.echo("\n".join(lines))
+
+
+@app.command("serve")
+def serve_command(
+    host: Annotated[
+        str | None, typer.Option("--host", help="Bind address (default: setting host).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option("--port", help="Port (default: setting port, 8000).")
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Embedded Redis data directory (when no REDIS_URL)."),
+    ] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+) -> None:
+    """Run the decision service: API + learner in one process (embedded Redis if no REDIS_URL)."""
+    import uvicorn
+
+    from service.app import create_app
+    from service.settings import Settings
+
+    overrides: dict[str, Any] = {"run_learner": True}
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    settings = Settings(**overrides)
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.host,
+        port=port or settings.port,
+        log_level=log_level,
+    )
+
+
+@app.command("learner")
+def learner_command() -> None:
+    """Run the learner alone against REDIS_URL (next to API replicas)."""
+    import signal
+
+    from service.app import connect
+    from service.learner import Learner
+    from service.settings import Settings
+    from service.store import EventLog, ModelStore
+
+    settings = Settings()
+    if not settings.redis_url:
+        _fail("REDIS_URL is required for a separate learner (serve embeds Redis instead)")
+    timeout = settings.redis_timeout_seconds + settings.learner_block_ms / 1000
+    client = connect(settings.redis_url, timeout)
+    learner = Learner(ModelStore(EventLog(client)), settings, client)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: learner.stop_event.set())
+    typer.echo(f"learner {learner.owner} on {settings.redis_url}", err=True)
+    learner.run()
+    learner.stop()

@@ -1,0 +1,200 @@
+"""The FastAPI application: routers, middlewares, error handlers and the process lifecycle.
+
+``create_app()`` builds the app from :class:`~service.settings.Settings`. On startup it connects
+to Redis (or starts the embedded one when ``redis_url`` is unset and the learner runs in-process),
+restores every model (snapshot + joined events after it), then either starts the learner thread
+(``run_learner``, as ``boostbandit serve`` does) or a thread that reloads the latest snapshots
+(an API replica next to a separate ``boostbandit learner``). See :mod:`service.store` for the
+consistency design. OpenAPI docs are at ``/docs``.
+
+Run replicas with ``uvicorn --factory service.app:create_app``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator
+
+import redis
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from service import metrics
+from service.learner import Learner
+from service.routers import decisions, health, models
+from service.settings import Settings, get_settings
+from service.store import EventLog, ModelStore
+
+__all__ = ["connect", "create_app"]
+
+log = logging.getLogger("boostbandit.app")
+
+
+def connect(url: str, timeout: float) -> redis.Redis:
+    """A Redis client that fails fast (one retry) so outages surface as 503s quickly."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 1),
+        health_check_interval=10,
+    )
+
+
+class BodySizeLimit:
+    """Pure ASGI middleware: 413 for bodies over ``limit`` bytes (declared or streamed)."""
+
+    def __init__(self, app, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        for key, value in scope.get("headers", []):
+            if key == b"content-length" and value.isdigit() and int(value) > self.limit:
+                return await self._reject(scope, receive, send)
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                return await self._reject(scope, receive, send)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
+
+    async def _reject(self, scope, receive, send) -> None:
+        response = JSONResponse(
+            {"detail": f"request body too large (limit {self.limit} bytes)"}, status_code=413
+        )
+        await response(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the app (nothing connects until startup)."""
+    settings = settings or get_settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        embedded = None
+        url = settings.redis_url
+        if not url:
+            if not settings.run_learner:
+                raise RuntimeError("REDIS_URL is required for an API replica (no learner here)")
+            from service.embedded import EmbeddedRedis
+
+            embedded = EmbeddedRedis(settings.data_dir, settings.embedded_fsync)
+            url = embedded.url
+            log.info("embedded Redis at %s (data in %s)", url, settings.data_dir)
+        client = connect(url, settings.redis_timeout_seconds)
+        app.state.log = EventLog(client)
+        app.state.store = store = ModelStore(app.state.log)
+        stop = threading.Event()
+        learner: Learner | None = None
+        background: threading.Thread | None = None
+
+        def load_then_run() -> None:
+            while not stop.is_set() and not store.ready:  # Redis may be down at startup
+                try:
+                    store.load_all()
+                    break
+                except redis.RedisError as exc:
+                    log.warning("cannot load models yet: %s", exc)
+                    stop.wait(0.5)
+            # models this process does not learn (another learner holds their lease) follow
+            # the latest snapshots; the learner's own models are skipped
+            while not stop.wait(settings.replica_refresh_seconds):
+                try:
+                    store.refresh_from_snapshots()
+                except redis.RedisError as exc:
+                    log.warning("snapshot refresh failed: %s", exc)
+
+        try:
+            store.load_all()
+        except redis.RedisError as exc:
+            log.warning("Redis unavailable at startup (%s); loading in the background", exc)
+        if settings.run_learner:
+            timeout = settings.redis_timeout_seconds + settings.learner_block_ms / 1000
+            learner = Learner(store, settings, connect(url, timeout))
+            learner.start()
+        background = threading.Thread(target=load_then_run, daemon=True)
+        background.start()
+        app.state.learner = learner
+        try:
+            yield
+        finally:
+            stop.set()
+            if learner is not None:
+                learner.stop()
+            if background is not None:
+                background.join(5)
+            client.close()
+            if embedded is not None:
+                embedded.close()
+
+    app = FastAPI(
+        title="boostbandit decision service",
+        version="0.1.0",
+        description="Online decisions from boosted Hoeffding-tree bandit learners.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.include_router(health.router)
+    app.include_router(models.router)
+    app.include_router(decisions.router)
+
+    @app.exception_handler(redis.ConnectionError)
+    @app.exception_handler(redis.TimeoutError)
+    async def _redis_down(request: Request, exc: redis.RedisError) -> JSONResponse:
+        return JSONResponse(
+            {"detail": f"event log (Redis) unavailable, nothing was recorded: {exc}"},
+            status_code=503,
+            headers={"Retry-After": "1"},
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # the offending input is left out: it may hold NaN/inf, which JSON cannot carry
+        errors = [
+            {"type": e.get("type"), "loc": list(e.get("loc", ())), "msg": e.get("msg")}
+            for e in exc.errors()
+        ]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    @app.middleware("http")
+    async def _metrics(request: Request, call_next):
+        start = time.perf_counter()
+        status_code = 500
+        try:
+            response = await call_next(request)
+            status_code = response.status_code
+            return response
+        finally:
+            route = request.scope.get("route")
+            path = getattr(route, "path", "unmatched")
+            metrics.REQUESTS.labels(path, request.method, str(status_code)).inc()
+            metrics.REQUEST_LATENCY.labels(path, request.method).observe(
+                time.perf_counter() - start
+            )
+
+    app.add_middleware(BodySizeLimit, limit=settings.max_body_bytes)
+    return app

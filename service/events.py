@@ -1,0 +1,148 @@
+"""Redis key names and the JSON form of the logged events (DSJSON field names where they exist).
+
+Every key of a model carries the Redis Cluster hash tag ``{name}`` so the Lua scripts that touch
+several keys of one model stay on one shard.
+
+A *decision* event (decisions stream) and a *joined* event (joined stream) use the field names of
+Vowpal Wabbit's Decision Service JSON: ``EventId``, ``Timestamp``, ``Version`` (``"1"``), ``a``
+(1-based indices into the model's action list, chosen action first), ``p`` (aligned with ``a``),
+``c`` (the context). A joined event adds ``_label_cost`` (= -reward), ``_label_probability``,
+``_label_Action`` (1-based), ``_labelIndex`` (0-based), ``_skipLearn`` and ``o`` (the outcome).
+Our own fields live under ``"bb"``: the model version, the action ids, ``Decision.to_dict()``, and
+for joined events the reward, the label, where the reward came from, and whether it was learned.
+
+>>> import numpy as np
+>>> from boosters.base import Decision
+>>> d = Decision(action=2, probabilities=np.array([0.1, 0.2, 0.7]))
+>>> ev = decision_event("e1", 1.5, 3, ["x", "y", "z"], {"f": 1.0}, d)
+>>> ev["a"], ev["p"], ev["bb"]["action_id"]
+([3, 1, 2], [0.7, 0.1, 0.2], 'z')
+>>> j = joined_event(ev, reward=1.0, label=None, source="feedback", learn=True, ts=2.0)
+>>> j["_label_cost"], j["_label_Action"], j["_labelIndex"], j["_skipLearn"]
+(-1.0, 3, 2, False)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from boosters.base import Decision
+
+__all__ = [
+    "decision_event",
+    "dumps",
+    "iso_timestamp",
+    "joined_event",
+    "keys",
+    "loads",
+]
+
+MODELS_KEY = "bb:models"
+
+
+def keys(name: str) -> dict[str, str]:
+    """Every Redis key of model ``name``."""
+    base = f"bb:{{{name}}}"
+    return {
+        "decisions": f"{base}:decisions",
+        "feedback": f"{base}:feedback",
+        "joined": f"{base}:joined",
+        "waiting": f"{base}:waiting",  # zset event id -> reward deadline
+        "stats": f"{base}:stats",
+        "snapshot": f"{base}:snapshot",
+        "lease": f"{base}:lease",
+        "event_prefix": f"{base}:ev:",  # hash per event: decision JSON, deadline, flags
+    }
+
+
+def event_key(name: str, event_id: str) -> str:
+    """The per-event hash of ``event_id``."""
+    return keys(name)["event_prefix"] + event_id
+
+
+def iso_timestamp(seconds: float) -> str:
+    """DSJSON timestamp ``yyyy-mm-ddThh:mm:ss.sssssssZ`` of a Unix time."""
+    t = dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond:06d}0Z"
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON (floats round-trip exactly; NaN is refused)."""
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+
+
+def loads(text: str | bytes) -> Any:
+    """Inverse of :func:`dumps`."""
+    return json.loads(text)
+
+
+def decision_event(
+    event_id: str,
+    ts: float,
+    model_version: int,
+    actions: list[str],
+    context: dict[str, Any],
+    decision: Decision,
+) -> dict[str, Any]:
+    """The logged form of one decision."""
+    k = len(actions)
+    chosen = int(decision.action)
+    order = [chosen] + [i for i in range(k) if i != chosen]
+    probabilities = decision.probabilities.tolist()
+    return {
+        "EventId": event_id,
+        "Timestamp": iso_timestamp(ts),
+        "Version": "1",
+        "a": [i + 1 for i in order],
+        "p": [probabilities[i] for i in order],
+        "c": context,
+        "bb": {
+            "ts": ts,
+            "model_version": model_version,
+            "actions": list(actions),
+            "action_id": actions[chosen],
+            "propensity": probabilities[chosen],
+            "decision": decision.to_dict(),
+        },
+    }
+
+
+def joined_event(
+    decision_ev: dict[str, Any],
+    *,
+    reward: float,
+    label: int | None,
+    source: str,
+    learn: bool,
+    ts: float,
+    feedback_id: str | None = None,
+) -> dict[str, Any]:
+    """A decision joined with its reward (``source``: ``"feedback"`` or ``"default"``)."""
+    chosen_1based = decision_ev["a"][0]
+    out = dict(decision_ev)
+    out.update(
+        {
+            "_label_cost": -float(reward),
+            "_label_probability": decision_ev["p"][0],
+            "_label_Action": chosen_1based,
+            "_labelIndex": chosen_1based - 1,
+            "_skipLearn": not learn,
+            "o": [{"v": float(reward), "EventId": decision_ev["EventId"]}],
+        }
+    )
+    bb = dict(decision_ev["bb"])
+    bb.update(
+        {
+            "reward": float(reward),
+            "label": label,
+            "label_id": None if label is None else bb["actions"][label],
+            "source": source,
+            "learn": learn,
+            "joined_ts": ts,
+            "feedback_id": feedback_id,
+        }
+    )
+    out["bb"] = bb
+    return out

@@ -1,0 +1,103 @@
+"""``/v1/models/{name}/predict`` and ``/v1/models/{name}/feedback``."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from fastapi import APIRouter, Depends, HTTPException, status
+
+from boosters.registry import booster_class
+from service import metrics
+from service.deps import (
+    LogDep,
+    ModelDep,
+    SettingsDep,
+    require_key,
+)
+from service.events import decision_event, iso_timestamp
+from service.schemas import FeedbackRequest, FeedbackResponse, PredictRequest, PredictResponse
+
+router = APIRouter(prefix="/v1/models", tags=["decisions"], dependencies=[Depends(require_key)])
+
+
+def _unprocessable(message: str) -> HTTPException:
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, message)
+
+
+@router.post("/{name}/predict", response_model=PredictResponse)
+def predict(
+    body: PredictRequest,
+    model: ModelDep,
+    log: LogDep,
+    settings: SettingsDep,
+) -> PredictResponse:
+    """Decide an action for a context and log the decision."""
+    config = model.config
+    if len(body.context) > settings.max_features:
+        raise _unprocessable(
+            f"too many features: {len(body.context)} > {settings.max_features} (max_features)"
+        )
+    index = {a: i for i, a in enumerate(config.actions)}
+    unknown = [a for a in body.excluded_actions if a not in index]
+    if unknown:
+        raise _unprocessable(f"unknown action id(s) in excluded_actions: {', '.join(unknown)}")
+    excluded = sorted({index[a] for a in body.excluded_actions})
+    if len(excluded) >= len(config.actions):
+        raise _unprocessable("excluded_actions excludes every action")
+    event_id = body.event_id or uuid.uuid4().hex
+    if log.event_exists(config.name, event_id):
+        raise HTTPException(status.HTTP_409_CONFLICT, f"event id {event_id!r} was already used")
+    decision, version = model.decide(body.context, event_id, excluded)
+    ts = time.time()
+    event = decision_event(event_id, ts, version, config.actions, body.context, decision)
+    if log.append_decision(config, event_id, event, ts, settings.event_retention_seconds) is None:
+        raise HTTPException(status.HTTP_409_CONFLICT, f"event id {event_id!r} was already used")
+    metrics.DECISIONS.labels(config.name).inc()
+    p = decision.probabilities.tolist()
+    return PredictResponse(
+        event_id=event_id,
+        action=config.actions[decision.action],
+        probability=p[decision.action],
+        probabilities=dict(zip(config.actions, p)),
+        model_version=version,
+    )
+
+
+@router.post("/{name}/feedback", response_model=FeedbackResponse)
+def feedback(
+    body: FeedbackRequest,
+    model: ModelDep,
+    log: LogDep,
+) -> FeedbackResponse:
+    """Report the reward (or the true label) of a decision; the first feedback counts."""
+    config = model.config
+    label = None
+    if body.label is not None:
+        try:
+            label = config.actions.index(body.label)
+        except ValueError:
+            raise _unprocessable(f"unknown action id in label: {body.label!r}") from None
+    elif getattr(booster_class(config.booster), "full_information", False) and body.reward != 1:
+        raise _unprocessable(
+            f"booster {config.booster!r} is full-information: send the label "
+            "(or a reward of 1 for the played action)"
+        )
+    now = time.time()
+    payload = {
+        "EventId": body.event_id,
+        "Timestamp": iso_timestamp(now),
+        "ts": now,
+        "reward": None if body.reward is None else float(body.reward),
+        "label": label,
+        "label_id": body.label,
+    }
+    outcome, late = log.append_feedback(config.name, body.event_id, payload, now)
+    if outcome == "unknown":
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            f"unknown or expired event id {body.event_id!r} for model {config.name!r}",
+        )
+    if outcome == "new":
+        metrics.REWARDS.labels(config.name).inc()
+    return FeedbackResponse(event_id=body.event_id, duplicate=outcome == "duplicate", late=late)

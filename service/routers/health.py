@@ -1,0 +1,44 @@
+"""``/healthz``, ``/readyz`` and ``/metrics``."""
+
+from __future__ import annotations
+
+import redis
+from fastapi import APIRouter, Depends, Request, Response, status
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from service import metrics
+from service.deps import StoreDep, require_key
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+def readyz(request: Request, store: StoreDep) -> JSONResponse:
+    """Ready: Redis answers and the models are loaded (503 otherwise, with the reason)."""
+    problems = []
+    try:
+        request.app.state.log.r.ping()
+    except redis.RedisError as exc:
+        problems.append(f"Redis unreachable: {exc}")
+    if not store.ready:
+        problems.append("models not loaded yet")
+    if problems:
+        return JSONResponse(
+            {"status": "unavailable", "problems": problems},
+            status_code=status.HTTP_503_SERVICE_UNAVAILABLE,
+        )
+    return JSONResponse({"status": "ready", "models": len(store.loaded())})
+
+
+@router.get("/metrics", dependencies=[Depends(require_key)])
+def prometheus_metrics(store: StoreDep) -> Response:
+    """Prometheus text exposition."""
+    metrics.update_model_gauges(store.loaded())
+    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,120 @@
+"""``/v1/models``: create, list, read and delete models."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, HTTPException, Response, status
+
+from boosters.registry import booster_params
+from service.deps import (
+    LogDep,
+    ModelDep,
+    SettingsDep,
+    StoreDep,
+    require_admin,
+    require_key,
+)
+from service.schemas import CreateModel, ModelInfo
+from service.store import EventLog, ModelConfig, ServedModel
+
+router = APIRouter(prefix="/v1/models", tags=["models"], dependencies=[Depends(require_key)])
+
+
+def _info(model: ServedModel, log: EventLog) -> ModelInfo:
+    stats = log.stats(model.name)
+    joined = int(stats.get("joined", 0))
+    c = model.config
+    return ModelInfo(
+        name=c.name,
+        booster=c.booster,
+        actions=c.actions,
+        params=c.params,
+        reward_wait_seconds=c.reward_wait_seconds,
+        default_reward=c.default_reward,
+        version=model.version,
+        decisions=int(stats.get("decisions", 0)),
+        rewards=int(stats.get("rewards", 0)),
+        joined=joined,
+        average_reward=(stats.get("reward_sum", 0.0) / joined) if joined else None,
+        snapshot_version=model.snapshot_version,
+    )
+
+
+def _unprocessable(message: str) -> HTTPException:
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, message)
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ModelInfo,
+    dependencies=[Depends(require_admin)],
+)
+def create_model(
+    body: CreateModel,
+    log: LogDep,
+    store: StoreDep,
+    settings: SettingsDep,
+) -> ModelInfo:
+    """Create a model (admin)."""
+    if len(body.actions) > settings.max_actions:
+        raise _unprocessable(
+            f"too many actions: {len(body.actions)} > {settings.max_actions} (max_actions)"
+        )
+    accepted = booster_params(body.booster)
+    unknown = sorted(set(body.params) - set(accepted))
+    if unknown:
+        raise _unprocessable(
+            f"unknown parameter(s) for {body.booster}: {', '.join(unknown)}; "
+            f"accepted: {', '.join(sorted(accepted))}"
+        )
+    seed = body.params.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise _unprocessable(f"params.seed must be a non-negative integer, got {seed!r}")
+    config = ModelConfig(
+        name=body.name,
+        booster=body.booster,
+        actions=list(body.actions),
+        params=ModelConfig.fill_seed(body.params),
+        reward_wait_seconds=body.reward_wait_seconds,
+        default_reward=body.default_reward,
+    )
+    try:
+        booster = config.build()
+    except (ValueError, TypeError) as exc:
+        raise _unprocessable(f"cannot build booster {body.booster!r}: {exc}") from None
+    if log.config(body.name) is not None:
+        raise HTTPException(status.HTTP_409_CONFLICT, f"model {body.name!r} already exists")
+    model = ServedModel(config, booster)
+    log.save_snapshot(model)  # version 0, so replicas and learners start from the same state
+    if not log.add_config(config):
+        raise HTTPException(status.HTTP_409_CONFLICT, f"model {body.name!r} already exists")
+    store.put(model)
+    return _info(model, log)
+
+
+@router.get("", response_model=list[ModelInfo])
+def list_models(log: LogDep, store: StoreDep):
+    """Every model."""
+    out = []
+    for name in sorted(log.configs()):
+        model = store.get(name)
+        if model is not None:
+            out.append(_info(model, log))
+    return out
+
+
+@router.get("/{name}", response_model=ModelInfo)
+def read_model(model: ModelDep, log: LogDep):
+    """One model: config, version, counters."""
+    return _info(model, log)
+
+
+@router.delete(
+    "/{name}", status_code=status.HTTP_204_NO_CONTENT, dependencies=[Depends(require_admin)]
+)
+def delete_model(name: str, log: LogDep, store: StoreDep) -> Response:
+    """Delete a model and its whole log (admin)."""
+    if not log.delete_model(name):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown model {name!r}")
+    store.drop(name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,141 @@
+"""Pydantic models of every request and response body of the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
+
+from boosters.base import check_context
+from boosters.registry import names
+
+__all__ = [
+    "CreateModel",
+    "FeedbackRequest",
+    "FeedbackResponse",
+    "ModelInfo",
+    "PredictRequest",
+    "PredictResponse",
+]
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+EVENT_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+ActionId = Field(min_length=1, max_length=256)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateModel(_Body):
+    """``POST /v1/models``."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="URL-safe model name.")
+    booster: str = Field(description="A registered online booster (see boosters.registry).")
+    actions: list[StrictStr] = Field(min_length=2, max_length=1000, description="Action ids.")
+    params: dict[str, Any] = Field(default_factory=dict, description="Booster parameters.")
+    reward_wait_seconds: float = Field(default=600.0, gt=0, le=30 * 86400, allow_inf_nan=False)
+    default_reward: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
+
+    @field_validator("booster")
+    @classmethod
+    def _known_booster(cls, value: str) -> str:
+        if value not in names():
+            raise ValueError(f"unknown booster {value!r}; choose from: {', '.join(names())}")
+        return value
+
+    @field_validator("actions")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        dups = sorted({a for a in value if a in seen or seen.add(a)})
+        if dups:
+            raise ValueError(f"action ids must be distinct; repeated: {', '.join(dups)}")
+        bad = [a for a in value if not 1 <= len(a) <= 256]
+        if bad:
+            raise ValueError(f"action ids must have 1..256 characters: {bad[0]!r}")
+        return value
+
+
+class ModelInfo(BaseModel):
+    """A model's config, version and counters."""
+
+    name: str
+    booster: str
+    actions: list[str]
+    params: dict[str, Any]
+    reward_wait_seconds: float
+    default_reward: float
+    version: int
+    decisions: int
+    rewards: int
+    joined: int
+    average_reward: float | None = Field(description="Mean reward of the joined events.")
+    snapshot_version: int
+
+
+class PredictRequest(_Body):
+    """``POST /v1/models/{name}/predict``."""
+
+    context: dict[str, StrictInt | StrictFloat | StrictStr] = Field(
+        description="Features: name -> number or string."
+    )
+    event_id: str | None = Field(default=None, pattern=EVENT_ID_PATTERN)
+    excluded_actions: list[StrictStr] = Field(default_factory=list)
+
+    @field_validator("context")
+    @classmethod
+    def _finite(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            check_context(value)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+
+class PredictResponse(BaseModel):
+    """The decision."""
+
+    event_id: str
+    action: str
+    probability: float
+    probabilities: dict[str, float]
+    model_version: int
+
+
+class FeedbackRequest(_Body):
+    """``POST /v1/models/{name}/feedback``: a reward in [0, 1] or the true label."""
+
+    event_id: str = Field(pattern=EVENT_ID_PATTERN)
+    reward: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=1)
+    label: StrictStr | None = Field(default=None, description="The correct action id.")
+
+    @field_validator("reward")
+    @classmethod
+    def _finite_reward(cls, value: float | None) -> float | None:
+        if value is not None and value != value:
+            raise ValueError("reward must be a number in [0, 1], got nan")
+        return value
+
+    @model_validator(mode="after")
+    def _one(self) -> FeedbackRequest:
+        if (self.reward is None) == (self.label is None):
+            raise ValueError("give exactly one of reward or label")
+        return self
+
+
+class FeedbackResponse(BaseModel):
+    """What happened to the feedback."""
+
+    event_id: str
+    duplicate: bool = Field(description="True if feedback for this event was already recorded.")
+    late: bool = Field(description="True if it came after the wait window (recorded, unlearned).")

@@ -1,0 +1,504 @@
+"""Models held in memory, the Redis event log, and how a model is rebuilt from it.
+
+Consistency design
+==================
+
+The event log in Redis is the source of truth; a model is always *its latest snapshot plus the
+joined events after it*.
+
+* **Deciding never changes a model.** ``decide_one`` runs on the shared in-memory booster under
+  its lock, but with a *per-event* generator, seeded by ``(model seed, event id)`` (as in
+  Personalizer, where the event id seeds the PRNG), swapped in for the booster's own ``_rng``;
+  the generator and the decision counter are put back afterwards. A decision therefore depends
+  only on the model state and the event id, and the model state depends only on what it learned.
+  The full :class:`~boosters.base.Decision` (internals included) is logged, so learning never
+  decides again.
+* **Learning has one order: the joined stream.** The learner is the only writer of a model.
+  It joins each reward to its decision (or applies the default reward when the wait window
+  expires), appends the joined event to the model's joined stream in one atomic Lua script, and
+  applies ``learn_one`` in that stream's order; the booster's own generator is advanced only
+  by learning. A feedback entry is acknowledged to its consumer group only after that.
+* **Snapshots** pickle the booster under its lock together with the id of the last joined event
+  it has applied. Restoring = unpickle + re-apply the joined events after that id. After a
+  ``kill -9`` nothing acknowledged is lost: decisions and feedback are in Redis before the HTTP
+  answer; a feedback entry whose join did not happen is still pending in the consumer group and is
+  delivered again; a join that happened but was not applied is re-applied from the joined stream.
+  The restored model is bit-for-bit the one that never crashed (same seed, same joined order).
+* **Processes.** ``boostbandit serve``: one process, the API and the learner thread share the
+  in-memory models (the learner applies, the API decides, both under the model's lock).
+  Several API replicas (``uvicorn --factory service.app:create_app``) with a separate
+  ``boostbandit learner``: each replica reloads the latest snapshot of every model it serves every
+  ``replica_refresh_seconds``. A lease in Redis makes one learner the only writer of a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import pickle
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import redis
+
+from boosters.base import Decision, OnlineBooster
+from boosters.registry import make_booster
+from service.events import MODELS_KEY, dumps, event_key, keys, loads
+
+__all__ = ["EventLog", "ModelConfig", "ModelStore", "ServedModel", "apply_joined"]
+
+log = logging.getLogger("boostbandit.store")
+
+# --- Lua scripts: each is atomic, so the log never holds half an event ----------------------
+
+_PREDICT = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local sid = redis.call('XADD', KEYS[2], '*', 'e', ARGV[1])
+redis.call('HSET', KEYS[1], 'sid', sid, 'deadline', ARGV[2], 'd', ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[4])
+redis.call('HINCRBY', KEYS[4], 'decisions', 1)
+return sid
+"""
+
+_FEEDBACK = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+if redis.call('HSETNX', KEYS[1], 'fb', ARGV[2]) == 0 then
+  return {1, redis.call('HGET', KEYS[1], 'fb_late')}
+end
+local late = '0'
+if tonumber(ARGV[1]) > tonumber(redis.call('HGET', KEYS[1], 'deadline')) then late = '1' end
+local sid = redis.call('XADD', KEYS[2], '*', 'e', ARGV[2], 'late', late)
+redis.call('HSET', KEYS[1], 'fb_sid', sid, 'fb_late', late)
+redis.call('HINCRBY', KEYS[3], 'rewards', 1)
+return {2, late}
+"""
+
+_JOIN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return {0}
+end
+if redis.call('HEXISTS', KEYS[1], 'joined') == 1 then return {1} end
+redis.call('ZREM', KEYS[2], ARGV[1])
+local jid = redis.call('XADD', KEYS[3], '*', 'e', ARGV[2])
+redis.call('HSET', KEYS[1], 'joined', jid)
+redis.call('HINCRBY', KEYS[4], 'joined', 1)
+redis.call('HINCRBYFLOAT', KEYS[4], 'reward_sum', ARGV[3])
+return {2, jid}
+"""
+
+_LEASE = """
+local cur = redis.call('GET', KEYS[1])
+if cur == false then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 2
+end
+if cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What ``POST /v1/models`` stored: enough to rebuild the model from scratch."""
+
+    name: str
+    booster: str
+    actions: list[str]
+    params: dict[str, Any]
+    reward_wait_seconds: float = 600.0
+    default_reward: float = 0.0
+    uid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    created: float = field(default_factory=time.time)
+
+    @property
+    def seed(self) -> int:
+        """The seed of the booster and of the per-event decision generators."""
+        return int(self.params["seed"])
+
+    def to_json(self) -> str:
+        """Stored form."""
+        return dumps(self.__dict__)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ModelConfig:
+        """Inverse of :meth:`to_json`."""
+        return cls(**loads(text))
+
+    def build(self) -> OnlineBooster:
+        """A fresh booster (raises ValueError/TypeError on bad parameters)."""
+        return make_booster(self.booster, n_actions=len(self.actions), **self.params)
+
+    @staticmethod
+    def fill_seed(params: dict[str, Any]) -> dict[str, Any]:
+        """Give the parameters a concrete seed so the model is reproducible from its config."""
+        out = dict(params)
+        if out.get("seed") is None:
+            out["seed"] = secrets.randbits(63)
+        return out
+
+
+def event_rng(seed: int, event_id: str) -> np.random.Generator:
+    """The generator of one decision: a function of the model seed and the event id only.
+
+    >>> a = event_rng(1, "e").random(); b = event_rng(1, "e").random()
+    >>> a == b, a == event_rng(1, "f").random()
+    (True, False)
+    """
+    digest = int.from_bytes(hashlib.sha256(event_id.encode()).digest()[:8], "little")
+    return np.random.default_rng([seed, 0xDEC1DE, digest])
+
+
+def apply_joined(booster: OnlineBooster, event: dict[str, Any]) -> bool:
+    """Apply one joined event to ``booster`` (deterministic; False if it was not learned)."""
+    if event.get("_skipLearn"):
+        return False
+    bb = event["bb"]
+    decision = Decision.from_dict(bb["decision"])
+    try:
+        if bb.get("label") is not None:
+            booster.learn_one(event["c"], decision, label=int(bb["label"]))
+        else:
+            booster.learn_one(event["c"], decision, reward=float(bb["reward"]))
+    except (ValueError, TypeError) as exc:  # e.g. a default reward for a full-information booster
+        log.debug("event %s not learned: %s", event.get("EventId"), exc)
+        return False
+    return True
+
+
+class ServedModel:
+    """One model in memory: its config, booster, version and lock."""
+
+    def __init__(
+        self, config: ModelConfig, booster: OnlineBooster, version: int = 0, joined_id: str = "0-0"
+    ) -> None:
+        self.config = config
+        self.booster = booster
+        self.version = version  # joined events applied
+        self.joined_id = joined_id  # id of the last joined event applied
+        self.lock = threading.RLock()
+        self.snapshot_version = version
+        self.snapshot_time = time.time()
+        self.owned = False  # True while this process's learner holds the model's lease
+        self.last_applied_ts: float | None = None
+
+    @property
+    def name(self) -> str:
+        """The model name."""
+        return self.config.name
+
+    def decide(
+        self, context: dict[str, Any], event_id: str, excluded: list[int] | None = None
+    ) -> tuple[Decision, int]:
+        """Decide for ``context`` without changing the model; returns ``(decision, version)``.
+
+        With ``excluded`` action indices, the probabilities are set to 0 on them and renormalised
+        (uniform over the rest if the booster gave them no mass) and the action is drawn from the
+        renormalised vector; that vector is what gets logged as the propensities.
+        """
+        rng = event_rng(self.config.seed, event_id)
+        with self.lock:
+            booster = self.booster
+            saved_rng = getattr(booster, "_rng", None)
+            saved_count = getattr(booster, "n_decisions", None)
+            booster._rng = rng
+            try:
+                decision = booster.decide_one(context)
+            finally:
+                booster._rng = saved_rng
+                if saved_count is not None:
+                    booster.n_decisions = saved_count
+            version = self.version
+        if excluded:
+            p = np.array(decision.probabilities, dtype=float)
+            p[excluded] = 0.0
+            total = p.sum()
+            if total <= 0.0:
+                p = np.ones_like(p)
+                p[excluded] = 0.0
+                total = p.sum()
+            p = p / total
+            action = int(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right"))
+            action = min(action, len(p) - 1)
+            while p[action] == 0.0:  # guard against rounding at the edge of the cumsum
+                action -= 1
+            decision = Decision(action=action, probabilities=p, internals=decision.internals)
+        return decision, version
+
+    def apply(self, event: dict[str, Any], joined_id: str) -> bool:
+        """Apply the joined event with stream id ``joined_id`` (the learner's only write)."""
+        with self.lock:
+            learned = apply_joined(self.booster, event)
+            self.version += 1
+            self.joined_id = joined_id
+        self.last_applied_ts = time.time()
+        return learned
+
+    def dump(self) -> tuple[bytes, int, str]:
+        """``(pickle, version, joined_id)`` taken atomically."""
+        with self.lock:
+            return pickle.dumps(self.booster, protocol=5), self.version, self.joined_id
+
+
+class EventLog:
+    """The Redis side: model configs, the three streams per model, snapshots and stats."""
+
+    GROUP = "learner"
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.r = client
+        self._predict = client.register_script(_PREDICT)
+        self._feedback = client.register_script(_FEEDBACK)
+        self._join = client.register_script(_JOIN)
+        self._lease = client.register_script(_LEASE)
+
+    # --- configs -----------------------------------------------------------------------------
+    def add_config(self, config: ModelConfig) -> bool:
+        """Store a new model's config (False if the name is taken)."""
+        return bool(self.r.hsetnx(MODELS_KEY, config.name, config.to_json()))
+
+    def config(self, name: str) -> ModelConfig | None:
+        """The stored config of ``name``."""
+        raw = self.r.hget(MODELS_KEY, name)
+        return None if raw is None else ModelConfig.from_json(raw)
+
+    def configs(self) -> dict[str, ModelConfig]:
+        """Every stored config."""
+        return {_text(k): ModelConfig.from_json(v) for k, v in self.r.hgetall(MODELS_KEY).items()}
+
+    def delete_model(self, name: str) -> bool:
+        """Remove a model's config and every key of it."""
+        existed = bool(self.r.hdel(MODELS_KEY, name))
+        pattern = f"bb:{{{name}}}:*"  # model names are [A-Za-z0-9_.-]: nothing to escape
+        batch: list[Any] = []
+        for key in self.r.scan_iter(match=pattern, count=500):
+            batch.append(key)
+            if len(batch) >= 500:
+                self.r.delete(*batch)
+                batch = []
+        if batch:
+            self.r.delete(*batch)
+        return existed
+
+    # --- events ------------------------------------------------------------------------------
+    def event_exists(self, name: str, event_id: str) -> bool:
+        """True if ``event_id`` is a live event of ``name``."""
+        return bool(self.r.exists(event_key(name, event_id)))
+
+    def append_decision(
+        self, config: ModelConfig, event_id: str, event: dict[str, Any], ts: float, retention: float
+    ) -> str | None:
+        """Log a decision atomically; None if the event id is already used."""
+        k = keys(config.name)
+        deadline = ts + config.reward_wait_seconds
+        ttl = int(config.reward_wait_seconds + retention) + 1
+        sid = self._predict(
+            keys=[event_key(config.name, event_id), k["decisions"], k["waiting"], k["stats"]],
+            args=[dumps(event), repr(deadline), ttl, event_id],
+        )
+        return None if sid is None else _text(sid)
+
+    def append_feedback(self, name: str, event_id: str, feedback: dict[str, Any], now: float):
+        """Log feedback: ``("unknown", False)``, ``("duplicate", late)`` or ``("new", late)``."""
+        k = keys(name)
+        res = self._feedback(
+            keys=[event_key(name, event_id), k["feedback"], k["stats"]],
+            args=[repr(now), dumps(feedback)],
+        )
+        status = int(res[0])
+        if status == 0:
+            return "unknown", False
+        late = len(res) > 1 and res[1] is not None and _text(res[1]) == "1"
+        return ("duplicate" if status == 1 else "new"), late
+
+    def decision_of(self, name: str, event_id: str) -> dict[str, Any] | None:
+        """The logged decision event of ``event_id`` (None once it expired)."""
+        raw = self.r.hget(event_key(name, event_id), "d")
+        return None if raw is None else loads(raw)
+
+    def join(self, name: str, event_id: str, event: dict[str, Any]) -> str | None:
+        """Append a joined event once per decision; its stream id, or None if already joined."""
+        k = keys(name)
+        res = self._join(
+            keys=[event_key(name, event_id), k["waiting"], k["joined"], k["stats"]],
+            args=[event_id, dumps(event), repr(float(event["bb"]["reward"]))],
+        )
+        return _text(res[1]) if int(res[0]) == 2 else None
+
+    def due(self, name: str, now: float, count: int) -> list[str]:
+        """Event ids whose reward window closed before ``now``."""
+        ids = self.r.zrangebyscore(keys(name)["waiting"], "-inf", now, start=0, num=count)
+        return [_text(i) for i in ids]
+
+    def stats(self, name: str) -> dict[str, float]:
+        """Counters of a model."""
+        raw = self.r.hgetall(keys(name)["stats"])
+        return {_text(k): float(v) for k, v in raw.items()}
+
+    def joined_after(self, name: str, after: str, count: int = 500) -> Iterator[tuple[str, dict]]:
+        """Joined events with ids after ``after``, in order."""
+        stream = keys(name)["joined"]
+        while True:
+            batch = self.r.xrange(stream, min=f"({after}", max="+", count=count)
+            if not batch:
+                return
+            for sid, fields in batch:
+                after = _text(sid)
+                yield after, loads(fields[b"e"] if b"e" in fields else fields["e"])
+
+    # --- learner plumbing --------------------------------------------------------------------
+    def ensure_group(self, name: str) -> None:
+        """Create the learner's consumer group on the feedback stream (idempotent)."""
+        try:
+            self.r.xgroup_create(keys(name)["feedback"], self.GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def lease(self, name: str, owner: str, seconds: float) -> int:
+        """Take or renew a model's lease: 2 taken, 1 renewed, 0 held by another learner."""
+        return int(self._lease(keys=[keys(name)["lease"]], args=[owner, int(seconds * 1000)]))
+
+    def release(self, name: str, owner: str) -> None:
+        """Give the lease back if we hold it."""
+        key = keys(name)["lease"]
+        if self.r.get(key) in (owner, owner.encode()):
+            self.r.delete(key)
+
+    # --- snapshots ---------------------------------------------------------------------------
+    def save_snapshot(self, model: ServedModel) -> int:
+        """Write the model's snapshot; returns the snapshotted version."""
+        blob, version, joined_id = model.dump()
+        now = time.time()
+        self.r.hset(
+            keys(model.name)["snapshot"],
+            mapping={
+                "blob": blob,
+                "version": version,
+                "joined_id": joined_id,
+                "ts": repr(now),
+                "uid": model.config.uid,
+            },
+        )
+        model.snapshot_version, model.snapshot_time = version, now
+        return version
+
+    def snapshot_meta(self, name: str) -> tuple[int, str] | None:
+        """``(version, uid)`` of the latest snapshot, without its blob."""
+        version, uid = self.r.hmget(keys(name)["snapshot"], ["version", "uid"])
+        return None if version is None else (int(version), _text(uid))
+
+    def restore(self, config: ModelConfig, replay: bool = True) -> ServedModel:
+        """Latest snapshot (or a fresh booster), plus the joined events after it if ``replay``."""
+        raw = self.r.hgetall(keys(config.name)["snapshot"])
+        raw = {_text(k): v for k, v in raw.items()}
+        if raw and _text(raw.get("uid", b"")) == config.uid:
+            model = ServedModel(
+                config, pickle.loads(raw["blob"]), int(raw["version"]), _text(raw["joined_id"])
+            )
+            model.snapshot_time = float(raw["ts"])
+        else:
+            model = ServedModel(config, config.build())
+        if replay:
+            for sid, event in self.joined_after(config.name, model.joined_id):
+                model.apply(event, sid)
+        return model
+
+
+class ModelStore:
+    """The models of this process, loaded lazily from the log and shared by API and learner."""
+
+    def __init__(self, log_: EventLog) -> None:
+        self.log = log_
+        self._models: dict[str, ServedModel] = {}
+        self._lock = threading.Lock()
+        self.ready = False
+
+    def get(self, name: str) -> ServedModel | None:
+        """The model ``name`` (restored from the log on first use), or None if unknown."""
+        model = self._models.get(name)
+        if model is not None:
+            return model
+        with self._lock:
+            model = self._models.get(name)
+            if model is None:
+                config = self.log.config(name)
+                if config is None:
+                    return None
+                model = self._models[name] = self.log.restore(config)
+            return model
+
+    def put(self, model: ServedModel) -> None:
+        """Register a model built here."""
+        with self._lock:
+            self._models[model.name] = model
+
+    def drop(self, name: str) -> None:
+        """Forget a model (deleted)."""
+        with self._lock:
+            self._models.pop(name, None)
+
+    def loaded(self) -> list[ServedModel]:
+        """The models in memory."""
+        return list(self._models.values())
+
+    def load_all(self) -> None:
+        """Restore every stored model (startup) and drop models that were deleted."""
+        configs = self.log.configs()
+        for name in list(self._models):
+            if name not in configs or configs[name].uid != self._models[name].config.uid:
+                self.drop(name)
+        for name in configs:
+            self.get(name)
+        self.ready = True
+
+    def reload(self, name: str) -> ServedModel | None:
+        """Rebuild ``name`` from its snapshot and the joined events (a learner taking over)."""
+        config = self.log.config(name)
+        if config is None:
+            self.drop(name)
+            return None
+        fresh = self.log.restore(config)
+        current = self._models.get(name)
+        if current is None or current.config.uid != config.uid:
+            self.put(fresh)
+            return fresh
+        with current.lock:
+            current.booster, current.version = fresh.booster, fresh.version
+            current.joined_id, current.snapshot_time = fresh.joined_id, fresh.snapshot_time
+            current.snapshot_version = fresh.snapshot_version
+        return current
+
+    def refresh_from_snapshots(self) -> None:
+        """API replicas: swap in newer snapshots of the models this process does not learn."""
+        configs = self.log.configs()
+        for model in self.loaded():
+            config = configs.get(model.name)
+            if config is None or config.uid != model.config.uid:
+                self.drop(model.name)
+                continue
+            if model.owned:
+                continue
+            meta = self.log.snapshot_meta(model.name)
+            if meta and meta[1] == config.uid and meta[0] > model.version:
+                fresh = self.log.restore(config, replay=False)
+                with model.lock:  # re-checked under the lock: a learner may have taken over
+                    if model.owned or fresh.version <= model.version:
+                        continue
+                    model.booster, model.version = fresh.booster, fresh.version
+                    model.joined_id, model.snapshot_time = fresh.joined_id, fresh.snapshot_time
+                    model.snapshot_version = fresh.snapshot_version

@@ -1,0 +1,140 @@
+"""Shared fixtures: a real ``redis-server`` on a free loopback port (session scoped).
+
+Tests that need Redis skip with a clear message when the ``redis-server`` binary is missing
+(install it with ``apt-get install -y redis-server``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RedisServer:
+    """A ``redis-server`` child process with its data directory."""
+
+    port: int
+    data_dir: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def db_url(self, db: int) -> str:
+        """URL of logical database ``db``."""
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def start(self) -> None:
+        """Start (or restart, same port and data) and wait until it answers PING."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            _missing_redis()
+        self.process = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.data_dir),
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--databases",
+                "64",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        import redis
+
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                redis.Redis(port=self.port, socket_timeout=0.5).ping()
+                return
+            except redis.RedisError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+
+def start_redis(tmp: Path) -> RedisServer:
+    """Start a fresh server in ``tmp``."""
+    server = RedisServer(free_port(), tmp)
+    server.start()
+    return server
+
+
+
+def _missing_redis() -> None:
+    """Skip locally, but fail in CI, where .ci/run must have installed the server."""
+    message = "redis-server not installed (apt-get install -y redis-server)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real redis-server for the whole session (tests use distinct databases or names)."""
+    if shutil.which("redis-server") is None:
+        _missing_redis()
+    server = start_redis(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
+_next_db = iter(range(1, 64))
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """URL of an empty logical database of the session server."""
+    import redis
+
+    url = redis_server.db_url(next(_next_db))
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of the test's own (to stop and restart), stopped afterwards."""
+    if shutil.which("redis-server") is None:
+        _missing_redis()
+    server = start_redis(tmp_path)
+    yield server
+    server.stop()
