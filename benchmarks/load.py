@@ -3,17 +3,19 @@
 The script starts its own ``redis-server`` (temporary directory, free loopback port, no RDB
 snapshots; AOF off unless ``--redis-aof``) and the service exactly as production runs it, one
 process with the API and the learner thread (``python -m service serve`` = ``boostbandit serve``)
-with ``REDIS_URL`` pointing at that Redis. A second process, the load generator (httpx, asyncio),
-then runs four phases against it, everything on 127.0.0.1:
+with ``REDIS_URL`` pointing at that Redis. A second process, the load generator (httpx, asyncio;
+``--generators K`` splits the connections over K processes that measure the same window), then
+runs the phases below against it, everything on 127.0.0.1:
 
 1. **bare** - closed loop, ``--concurrency`` connections, ``GET /healthz`` (a constant
    ``{"status": "ok"}``, no Redis, same server, same middlewares and threadpool as predict);
 2. **pairs** - closed loop, ``--concurrency`` connections, each sending predict then feedback for
    an AdaBandit model (N = 20, seed 4) on the rows of the bundled Car dataset (reward 1 iff the
    played action is the row's class) -> saturation throughput;
-3. **open** - open loop at half the saturation pair rate (Poisson arrivals, or ``--schedule
-   fixed``); latency is measured from each pair's *scheduled* send time, so queueing in the client
-   counts (no coordinated omission);
+3. **open** - open loop at half the saturation pair rate (seeded Poisson arrivals, or
+   ``--schedule fixed``; at most ``--open-max-inflight`` pairs in flight, default
+   ``--concurrency``); latency is measured from each pair's *scheduled* send time, so queueing in
+   the client counts (no coordinated omission);
 4. **learner lag** - the unapplied feedback (``rewards - version`` of ``GET /v1/models/{name}``)
    is polled during the run, taken at the end of the saturation and open-loop phases, and the time
    until the learner has applied all of it is measured (bounded by ``--drain-timeout``).
@@ -26,7 +28,15 @@ loop <= 1 s of feedback and drained), otherwise the report says how far behind i
     python benchmarks/load.py                  # 20 s phases, 16 connections
     python benchmarks/load.py --results        # also update benchmarks/RESULTS.md
 
-Writes ``benchmarks/out/load.json``; every process it starts is stopped on exit, Ctrl-C or error.
+Writes ``benchmarks/out/load.json``; every process it starts is stopped on exit, Ctrl-C, SIGTERM
+or error (on Linux redis-server and the service also get SIGTERM if this script is killed; the
+load-generator processes end with their phase, which is bounded in time).
+
+The bare endpoint is the app's own ``GET /healthz``: a sync FastAPI route returning a constant, so
+it runs through the same middlewares (metrics, body limit) and threadpool as predict and feedback;
+the app needs no benchmark-only route. Redis runs with ``--save '' --appendonly no`` (no
+persistence, which only removes disk writes from the measurement); ``--redis-aof`` turns on AOF
+with ``appendfsync everysec``, the embedded server's default.
 """
 
 from __future__ import annotations
@@ -814,6 +824,12 @@ def evaluate(report: dict[str, Any]) -> dict[str, Any]:
     total_errors = sum(report["phases"][p]["errors"]["total"] for p in ("bare", "pairs", "open"))
     if total_errors:
         notes.append(f"{total_errors} failed requests (see phases.*.errors in the JSON)")
+    late = open_["latency"]["start_delay"].get("p99_ms")
+    if late is not None and late > 5:
+        notes.append(
+            f"open-loop pairs started up to {late:.0f} ms after their scheduled time (p99; busy "
+            "load generator or all connections in flight); this wait is part of the latencies"
+        )
     if completed < 0.99:
         notes.append(f"only {completed:.1%} of the scheduled open-loop pairs completed")
     return {
@@ -1122,7 +1138,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "windows": windows,
             "poll_failures": poller.failures,
         }
-    except BaseException:
+    except Exception:
         for name in ("service", "redis"):
             tail = procs.log_tail(name)
             if tail:
@@ -1146,7 +1162,11 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM/SIGHUP unwind like Ctrl-C so that every started process is stopped
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
-    report = run(args)
+    try:
+        report = run(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted; every process the benchmark started was stopped", file=sys.stderr)
+        return 130
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     lines = summary_lines(report)

@@ -108,9 +108,9 @@ def main() -> None:
         for b in args.boosters
         if (d, b, s) not in done
     ]
-    # longest first keeps both workers busy to the end
+    # seed by seed (cells fill evenly if stopped early), longest first within a seed
     weight = {"mice": 4, "nursery": 3, "car": 2, "balance": 1}
-    jobs.sort(key=lambda j: (-weight.get(j[0], 0), j[2]))
+    jobs.sort(key=lambda j: (j[2], -weight.get(j[0], 0)))
     print(
         f"{len(jobs)} runs to do ({len(done)} done) on {platform.machine()}",
         file=sys.stderr,
