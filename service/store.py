@@ -295,10 +295,6 @@ class EventLog:
         return existed
 
     # --- events ------------------------------------------------------------------------------
-    def event_exists(self, name: str, event_id: str) -> bool:
-        """True if ``event_id`` is a live event of ``name``."""
-        return bool(self.r.exists(event_key(name, event_id)))
-
     def append_decision(
         self, config: ModelConfig, event_id: str, event: dict[str, Any], ts: float, retention: float
     ) -> str | None:

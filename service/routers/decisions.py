@@ -46,8 +46,7 @@ def predict(
     if len(excluded) >= len(config.actions):
         raise _unprocessable("excluded_actions excludes every action")
     event_id = body.event_id or uuid.uuid4().hex
-    if log.event_exists(config.name, event_id):
-        raise HTTPException(status.HTTP_409_CONFLICT, f"event id {event_id!r} was already used")
+    # deciding does not change the model, so a repeated event id is caught by the atomic append
     decision, version = model.decide(body.context, event_id, excluded)
     ts = time.time()
     event = decision_event(event_id, ts, version, config.actions, body.context, decision)
