@@ -19,13 +19,15 @@ import time
 from collections.abc import AsyncIterator
 
 import redis
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from service import metrics
+from service.deps import require_key
 from service.learner import Learner
 from service.routers import decisions, health, models
 from service.settings import Settings, get_settings
@@ -151,13 +153,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if embedded is not None:
                 embedded.close()
 
+    protected = settings.auth_enabled  # with keys, the docs need one too (all but health do)
     app = FastAPI(
         title="boostbandit decision service",
         version="0.1.0",
         description="Online decisions from boosted Hoeffding-tree bandit learners.",
         lifespan=lifespan,
+        docs_url=None if protected else "/docs",
+        openapi_url=None if protected else "/openapi.json",
     )
     app.state.settings = settings
+    if protected:
+
+        @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_key)])
+        def _openapi() -> JSONResponse:
+            return JSONResponse(app.openapi())
+
+        @app.get("/docs", include_in_schema=False, dependencies=[Depends(require_key)])
+        def _docs() -> HTMLResponse:
+            return get_swagger_ui_html(openapi_url="/openapi.json", title=app.title)
+
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(decisions.router)
