@@ -1,14 +1,25 @@
-"""Prometheus metrics of the API and the learner (prometheus-client, default registry).
+"""Prometheus metrics of the API and the learner (prometheus-client).
 
-Multi-worker deployments would need prometheus-client's multiprocess mode; ``serve`` is one
-process, so the default registry is exact there.
+``serve`` is one process and uses the default registry. With several worker processes (uvicorn
+``--workers 2`` in docker-compose.yml) set ``PROMETHEUS_MULTIPROC_DIR`` to an empty directory:
+every worker then writes its samples there and ``/metrics`` adds them up (counters and histograms
+summed, gauges the most recent value), prometheus-client's multiprocess mode.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
 
 __all__ = [
     "DECISIONS",
@@ -18,6 +29,7 @@ __all__ = [
     "REQUEST_LATENCY",
     "REWARDS",
     "SNAPSHOT_AGE",
+    "exposition",
     "update_model_gauges",
 ]
 
@@ -37,9 +49,29 @@ LEARNER_LAG = Gauge(
     "boostbandit_learner_lag_seconds",
     "Age of the oldest feedback or expired decision the learner has not applied yet",
     ["model"],
+    multiprocess_mode="mostrecent",
 )
-SNAPSHOT_AGE = Gauge("boostbandit_snapshot_age_seconds", "Age of the latest snapshot", ["model"])
-MODEL_VERSION = Gauge("boostbandit_model_version", "Joined events applied to the model", ["model"])
+SNAPSHOT_AGE = Gauge(
+    "boostbandit_snapshot_age_seconds",
+    "Age of the latest snapshot",
+    ["model"],
+    multiprocess_mode="mostrecent",
+)
+MODEL_VERSION = Gauge(
+    "boostbandit_model_version",
+    "Joined events applied to the model",
+    ["model"],
+    multiprocess_mode="mostrecent",
+)
+
+
+def exposition() -> bytes:
+    """The text exposition: this process's registry, or all workers' in multiprocess mode."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry)
+    return generate_latest(REGISTRY)
 
 
 def update_model_gauges(models) -> None:

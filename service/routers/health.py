@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis
 from fastapi import APIRouter, Depends, Request, Response, status
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from service import metrics
 from service.deps import StoreDep, require_key
@@ -41,4 +41,4 @@ def readyz(request: Request, store: StoreDep) -> JSONResponse:
 def prometheus_metrics(store: StoreDep) -> Response:
     """Prometheus text exposition."""
     metrics.update_model_gauges(store.loaded())
-    return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+    return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
