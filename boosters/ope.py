@@ -1,0 +1,206 @@
+"""Off-policy estimators of a target policy's value from logged bandit data.
+
+Implements ../shared/specs/bopl.md §1 (IPS, Eq. 6, unbiased under full support), §4 (clipping,
+self-normalised IPS and doubly robust estimators, named by the paper as complementary options;
+SNIPS formula as given there) and §5.5/§5.6 (DM with a reward model, as in the paper's Table 2).
+
+Every estimator takes the logged actions ``a`` (n,), propensities ``p`` (n,) of the logging policy,
+observed rewards ``r`` (n,) and the target policy's probability matrix ``target`` (n, k) on the
+logged contexts, and returns an :class:`Estimate` (value and a normal-approximation confidence
+interval at ``level``). Everything is vectorised: a million logged events take well under a second.
+
+- :func:`ips`: mean of w_i r_i, w_i = pi(a_i|x_i) / p_i.
+- :func:`clipped_ips`: mean of min(w_i, clip) r_i (biased toward 0 for r >= 0, lower variance).
+- :func:`snips`: sum w r / sum w; interval by the delta method.
+- :func:`direct_method`: mean of sum_a pi(a|x_i) rhat(x_i, a).
+- :func:`doubly_robust`: DM plus w_i (r_i - rhat(x_i, a_i)).
+
+>>> import numpy as np
+>>> a = np.array([0, 1, 0, 1]); p = np.full(4, 0.5); r = np.array([1.0, 0.0, 1.0, 0.0])
+>>> target = np.array([[1.0, 0.0]] * 4)              # always play action 0
+>>> est = ips(a, p, r, target)
+>>> est.value, round(est.stderr, 4)
+(1.0, 0.5774)
+>>> snips(a, p, r, target).value
+1.0
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+__all__ = ["Estimate", "ips", "clipped_ips", "snips", "direct_method", "doubly_robust"]
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """A policy-value estimate with its normal-approximation interval ``[low, high]``."""
+
+    value: float
+    stderr: float
+    low: float
+    high: float
+    level: float
+    n: int
+
+    def covers(self, true_value: float) -> bool:
+        """Whether ``true_value`` lies in the interval."""
+        return self.low <= true_value <= self.high
+
+
+def _check_level(level: float) -> float:
+    if (
+        isinstance(level, bool)
+        or not isinstance(level, numbers.Real)
+        or math.isnan(level)
+        or not 0.0 < level < 1.0
+    ):
+        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
+    return float(level)
+
+
+def _check(
+    actions: np.ndarray, propensities: np.ndarray, rewards: np.ndarray, target: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    target = np.asarray(target, dtype=np.float64)
+    if target.ndim != 2:
+        raise ValueError(f"target must be a 2-D probability matrix (n, k), got {target.shape}")
+    n, k = target.shape
+    if n == 0:
+        raise ValueError("target must hold at least one logged event")
+    a = np.asarray(actions)
+    p = np.asarray(propensities, dtype=np.float64)
+    r = np.asarray(rewards, dtype=np.float64)
+    for name, arr in (("actions", a), ("propensities", p), ("rewards", r)):
+        if arr.shape != (n,):
+            raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
+    if not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= k:
+        raise ValueError(f"actions must be integers in [0, {k})")
+    if not np.all((p > 0) & (p <= 1)):
+        raise ValueError("propensities must lie in (0, 1]")
+    if not np.all(np.isfinite(r)):
+        raise ValueError("rewards must be finite")
+    return a, p, r, target
+
+
+def _interval(value: float, terms: np.ndarray, level: float) -> Estimate:
+    n = terms.shape[0]
+    stderr = float(np.std(terms, ddof=1) / math.sqrt(n)) if n > 1 else math.inf
+    z = NormalDist().inv_cdf(0.5 + level / 2.0)
+    return Estimate(float(value), stderr, value - z * stderr, value + z * stderr, level, n)
+
+
+def _weights(a: np.ndarray, p: np.ndarray, target: np.ndarray) -> np.ndarray:
+    return target[np.arange(a.shape[0]), a] / p
+
+
+def _check_predictions(reward_predictions: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    q = np.asarray(reward_predictions, dtype=np.float64)
+    if q.shape != shape:
+        raise ValueError(f"reward_predictions must have shape {shape}, got {q.shape}")
+    return q
+
+
+def ips(
+    actions: np.ndarray,
+    propensities: np.ndarray,
+    rewards: np.ndarray,
+    target: np.ndarray,
+    *,
+    level: float = 0.95,
+) -> Estimate:
+    """Inverse propensity scoring: mean_i r_i pi(a_i|x_i) / p_i (Eq. 6 with the sign flipped)."""
+    level = _check_level(level)
+    a, p, r, target = _check(actions, propensities, rewards, target)
+    terms = _weights(a, p, target) * r
+    return _interval(float(terms.mean()), terms, level)
+
+
+def clipped_ips(
+    actions: np.ndarray,
+    propensities: np.ndarray,
+    rewards: np.ndarray,
+    target: np.ndarray,
+    *,
+    clip: float = 100.0,
+    level: float = 0.95,
+) -> Estimate:
+    """IPS with importance weights clipped at ``clip`` (> 0): mean_i min(w_i, clip) r_i."""
+    if (
+        isinstance(clip, bool)
+        or not isinstance(clip, numbers.Real)
+        or math.isnan(clip)
+        or not clip > 0
+    ):
+        raise ValueError(f"clip must be a number > 0, got {clip!r}")
+    level = _check_level(level)
+    a, p, r, target = _check(actions, propensities, rewards, target)
+    terms = np.minimum(_weights(a, p, target), clip) * r
+    return _interval(float(terms.mean()), terms, level)
+
+
+def snips(
+    actions: np.ndarray,
+    propensities: np.ndarray,
+    rewards: np.ndarray,
+    target: np.ndarray,
+    *,
+    level: float = 0.95,
+) -> Estimate:
+    """Self-normalised IPS: sum w r / sum w (spec §4); delta-method standard error.
+
+    The linearisation of the ratio gives per-event terms w_i (r_i - V) / mean(w).
+    """
+    level = _check_level(level)
+    a, p, r, target = _check(actions, propensities, rewards, target)
+    w = _weights(a, p, target)
+    total = w.sum()
+    if total <= 0:
+        raise ValueError("snips needs the target to give positive probability to a logged action")
+    value = float(np.dot(w, r) / total)
+    terms = w * (r - value) / w.mean()
+    est = _interval(0.0, terms, level)
+    return Estimate(value, est.stderr, value + est.low, value + est.high, level, est.n)
+
+
+def direct_method(
+    actions: np.ndarray,
+    propensities: np.ndarray,
+    rewards: np.ndarray,
+    target: np.ndarray,
+    reward_predictions: np.ndarray,
+    *,
+    level: float = 0.95,
+) -> Estimate:
+    """Direct method: mean_i sum_a pi(a|x_i) rhat(x_i, a); ``reward_predictions`` is (n, k).
+
+    The interval covers only the sampling variance over contexts, not the model's bias.
+    """
+    level = _check_level(level)
+    a, p, r, target = _check(actions, propensities, rewards, target)
+    q = _check_predictions(reward_predictions, target.shape)
+    terms = np.einsum("ij,ij->i", target, q)
+    return _interval(float(terms.mean()), terms, level)
+
+
+def doubly_robust(
+    actions: np.ndarray,
+    propensities: np.ndarray,
+    rewards: np.ndarray,
+    target: np.ndarray,
+    reward_predictions: np.ndarray,
+    *,
+    level: float = 0.95,
+) -> Estimate:
+    """Doubly robust: DM + mean_i w_i (r_i - rhat(x_i, a_i)); unbiased if p is correct."""
+    level = _check_level(level)
+    a, p, r, target = _check(actions, propensities, rewards, target)
+    q = _check_predictions(reward_predictions, target.shape)
+    rows = np.arange(a.shape[0])
+    terms = np.einsum("ij,ij->i", target, q) + _weights(a, p, target) * (r - q[rows, a])
+    return _interval(float(terms.mean()), terms, level)
