@@ -24,6 +24,8 @@ _BOOSTERS: dict[str, tuple[str, dict[str, Any]]] = {
     "adabandit": ("boosters.adabandit:AdaBandit", {}),
     "onlinembbm": ("boosters.banditbbm:OnlineMBBM", {}),
     "adaboostolm": ("boosters.adabandit:AdaBoostOLM", {}),
+    "oco": ("boosters.oco_bandit:OCOBandit", {}),
+    "oco_full": ("boosters.oco_bandit:OCOFull", {}),
     "uniform": ("boosters.baselines:UniformPolicy", {}),
     "egreedy_tree": ("boosters.baselines:EpsilonGreedyTree", {}),
     "river_egreedy": ("boosters.baselines:RiverPolicy", {"policy": "epsilon_greedy"}),

@@ -142,8 +142,14 @@ def simulate_command(
         ),
     ] = 0.1,
     gamma: Annotated[
-        float, typer.Option("--gamma", metavar="G", help="Edge of the weak learners, in (0, 1).")
-    ] = 0.1,
+        float | None,
+        typer.Option(
+            "--gamma",
+            metavar="G",
+            help="Edge of the weak learners (banditbbm: 0.1) or the OCO boosters' gamma (oco: 0.8),"
+            " in (0, 1); default: the booster's own.",
+        ),
+    ] = None,
     dup: Annotated[
         int, typer.Option("--dup", metavar="D", help="Duplicate the dataset D times.")
     ] = 1,
@@ -200,7 +206,8 @@ def simulate_command(
         _fail(f"--learners must be >= 1, got {learners}")
     if not full_information:
         _check_open_interval("--rho", rho)
-    _check_open_interval("--gamma", gamma)
+    if gamma is not None:
+        _check_open_interval("--gamma", gamma)
     if dup < 1:
         _fail(f"--dup must be >= 1, got {dup}")
     if seed < 0:
@@ -228,6 +235,8 @@ def simulate_command(
         "fixed_trees": fixed_trees,
         "nominal_attributes": list(dataset.nominal),
     }
+    if gamma is None:
+        del candidates["gamma"]  # the booster's own default
     if full_information:
         del candidates["rho"]  # full-information boosters keep their own rho (they exploit)
     params = select_params(booster, candidates)
