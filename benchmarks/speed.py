@@ -50,15 +50,15 @@ def run_booster(booster, xs, ys) -> float:
     return time.perf_counter() - start
 
 
-def record_calls(booster, xs, ys) -> list[list[tuple[int, float]]]:
-    """Run the booster once with every tree's learn_one recorded: per round, per tree (label, w)."""
-    calls: list[list[tuple[int, float]]] = []
-    current: list[tuple[int, float]] = []
-    for tree in booster._trees:
+def record_calls(booster, xs, ys) -> list[list[tuple[int, int, float]]]:
+    """Run the booster once with every tree's learn_one recorded: per round (tree, label, w)."""
+    calls: list[list[tuple[int, int, float]]] = []
+    current: list[tuple[int, int, float]] = []
+    for index, tree in enumerate(booster._trees):
         original = tree.learn_one
 
-        def learn(x, y, *, w=1.0, _original=original):
-            current.append((y, w))
+        def learn(x, y, *, w=1.0, _original=original, _index=index):
+            current.append((_index, y, w))
             return _original(x, y, w=w)
 
         tree.learn_one = learn
@@ -78,8 +78,8 @@ def run_floor(trees, xs, calls) -> float:
     for x, round_calls in zip(xs, calls):
         for tree in trees:
             tree.predict_proba_one(x)
-        for tree, (label, w) in zip(trees, round_calls):
-            tree.learn_one(x, label, w=w)
+        for index, label, w in round_calls:
+            trees[index].learn_one(x, label, w=w)
     return time.perf_counter() - start
 
 
