@@ -1,6 +1,7 @@
 """Command line: ``boostbandit simulate`` runs one supervised-to-bandit simulation (spec §7.3);
-``boostbandit serve`` runs the decision service (API + learner, :mod:`service.app`) and
-``boostbandit learner`` the learner alone (:mod:`service.learner`).
+``boostbandit serve`` runs the decision service (API + learner, :mod:`service.app`),
+``boostbandit learner`` the learner alone (:mod:`service.learner`) and ``boostbandit worker`` the
+offline BOPL worker (:mod:`service.worker`).
 
 Example (the bundled Car dataset, the uniform baseline, one JSON object on stdout)::
 
@@ -344,3 +345,64 @@ def learner_command() -> None:
     typer.echo(f"learner {learner.owner} on {settings.redis_url}", err=True)
     learner.run()
     learner.stop()
+
+
+@app.command("worker")
+def worker_command(
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model",
+            metavar="NAME",
+            help="Train this model (repeat for several; default: every model).",
+            show_default=False,
+        ),
+    ] = None,
+    once: Annotated[
+        bool,
+        typer.Option(
+            "--once",
+            help="Train each model once on its current window, print one JSON line per model, "
+            "exit.",
+        ),
+    ] = False,
+    log_level: Annotated[str, typer.Option("--log-level", help="Logging level.")] = "info",
+) -> None:
+    """Run the offline worker against REDIS_URL: train BOPL policies from the joined events,
+    evaluate them off-policy and publish those that beat the logging policy."""
+    import logging
+    import signal
+
+    from service.app import connect
+    from service.settings import Settings
+    from service.worker import Worker
+
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        _fail(f"--log-level must be a logging level (debug, info, warning, ...), got {log_level!r}")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = Settings()
+    except ValueError as exc:  # pydantic's ValidationError of a BOOSTBANDIT_WORKER_* variable
+        _fail(f"invalid settings: {exc}")
+    if not settings.redis_url:
+        _fail("REDIS_URL is required for the worker (the joined events live in Redis)")
+    timeout = settings.redis_timeout_seconds + settings.worker_block_ms / 1000
+    worker = Worker(connect(settings.redis_url, timeout), settings, model or [])
+    if model:
+        try:
+            known = worker.log.configs()
+        except Exception as exc:  # redis errors: one line, no traceback
+            _fail(f"cannot read the models from {settings.redis_url}: {exc}")
+        unknown = [name for name in model if name not in known]
+        if unknown:
+            _fail(f"unknown model(s): {', '.join(unknown)}")
+    if once:
+        for summary in worker.train_once():
+            typer.echo(json.dumps(summary))
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: worker.stop_event.set())
+    typer.echo(f"worker {worker.owner} on {settings.redis_url}", err=True)
+    worker.run()
+    worker.stop()

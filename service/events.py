@@ -53,6 +53,15 @@ def keys(name: str) -> dict[str, str]:
         "stats": f"{base}:stats",
         "snapshot": f"{base}:snapshot",
         "lease": f"{base}:lease",
+        # offline policies (service/worker.py): metadata by version, pickles of the published
+        # ones, the version counter, the latest published version, the worker's lease and status
+        "policies": f"{base}:policies",
+        "policy_blobs": f"{base}:policy_blobs",
+        "policy_seq": f"{base}:policy_seq",
+        "published": f"{base}:published",
+        "serving": f"{base}:serving",  # JSON: {"mode": "online"|"policy", ...}
+        "worker_lease": f"{base}:worker_lease",
+        "worker_status": f"{base}:worker_status",
         "event_prefix": f"{base}:ev:",  # hash per event: decision JSON, deadline, flags
     }
 
@@ -85,13 +94,22 @@ def decision_event(
     actions: list[str],
     context: dict[str, Any],
     decision: Decision,
+    *,
+    excluded: list[int] | None = None,
+    policy: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The logged form of one decision."""
+    """The logged form of one decision.
+
+    ``excluded`` (0-based action indices the client excluded) is recorded as ``bb.excluded`` so
+    offline evaluation restricts target policies the same way. ``policy`` (``version``,
+    ``temperature``, ``min_propensity``) marks a decision served by a published offline policy
+    (``bb.policy``); the learner does not train the online booster on those (``_skipLearn``).
+    """
     k = len(actions)
     chosen = int(decision.action)
     order = [chosen] + [i for i in range(k) if i != chosen]
     probabilities = decision.probabilities.tolist()
-    return {
+    event: dict[str, Any] = {
         "EventId": event_id,
         "Timestamp": iso_timestamp(ts),
         "Version": "1",
@@ -107,6 +125,11 @@ def decision_event(
             "decision": decision.to_dict(),
         },
     }
+    if excluded:
+        event["bb"]["excluded"] = sorted(int(i) for i in excluded)
+    if policy is not None:
+        event["bb"]["policy"] = dict(policy)
+    return event
 
 
 def joined_event(

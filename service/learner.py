@@ -7,7 +7,9 @@ joined stream by one atomic script, the booster learns from it in the joined str
 only then is the feedback entry acknowledged. After a crash the entries that were delivered but
 not acknowledged are read again (``XREADGROUP ... 0``): a join that already happened is not
 repeated, and the joined events not yet in the snapshot are re-applied by
-:meth:`~service.store.EventLog.restore`. See :mod:`service.store` for the whole design.
+:meth:`~service.store.EventLog.restore`. Decisions served by an offline policy (``bb.policy``) are
+joined like the others but marked ``_skipLearn``: the online booster does not learn from them.
+See :mod:`service.store` for the whole design.
 
 ``boostbandit serve`` runs :class:`Learner` in a background thread of the API process (sharing
 its :class:`~service.store.ModelStore`); ``boostbandit learner`` runs it alone.
@@ -195,12 +197,15 @@ class Learner:
             reward, label = model.config.default_reward, None
         if label is not None:
             reward = 1.0 if int(label) == int(decision["bb"]["decision"]["action"]) else 0.0
+        # a decision served by an offline policy is joined (the worker trains on it) but not
+        # learned by the online booster: its internals and propensities are not the booster's
+        learn = not decision["bb"].get("policy")
         event = joined_event(
             decision,
             reward=float(reward),
             label=label,
             source=source,
-            learn=True,
+            learn=learn,
             ts=time.time(),
             feedback_id=feedback_id,
         )

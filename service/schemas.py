@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -20,6 +21,11 @@ from boosters.registry import names
 
 __all__ = [
     "CreateModel",
+    "EstimateInfo",
+    "PoliciesResponse",
+    "PolicyInfo",
+    "ServingInfo",
+    "ServingRequest",
     "FeedbackRequest",
     "FeedbackResponse",
     "ModelInfo",
@@ -81,6 +87,10 @@ class ModelInfo(BaseModel):
     joined: int
     average_reward: float | None = Field(description="Mean reward of the joined events.")
     snapshot_version: int
+    serving: str = Field(default="online", description="online or policy (see /serving).")
+    published_policy: int | None = Field(
+        default=None, description="Latest published offline policy version."
+    )
 
 
 class PredictRequest(_Body):
@@ -110,6 +120,9 @@ class PredictResponse(BaseModel):
     probability: float
     probabilities: dict[str, float]
     model_version: int
+    policy_version: int | None = Field(
+        default=None, description="The offline policy that decided (None: the online model)."
+    )
 
 
 class FeedbackRequest(_Body):
@@ -139,3 +152,88 @@ class FeedbackResponse(BaseModel):
     event_id: str
     duplicate: bool = Field(description="True if feedback for this event was already recorded.")
     late: bool = Field(description="True if it came after the wait window (recorded, unlearned).")
+
+
+# --- offline policies and serving -----------------------------------------------------------------
+
+
+class ServingRequest(_Body):
+    """``PUT /v1/models/{name}/serving``.
+
+    ``policy`` serves the latest published offline policy: softmax at ``temperature`` (0 is the
+    argmax), mixed with the floor ``min_propensity`` (every propensity >= it; at most
+    1/number of actions). Left out, both are the values the policy was evaluated with.
+    """
+
+    mode: Literal["online", "policy"]
+    temperature: StrictFloat | StrictInt | None = Field(default=None, ge=0)
+    min_propensity: StrictFloat | StrictInt | None = Field(default=None, gt=0, le=0.5)
+
+    @field_validator("temperature", "min_propensity")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+    @model_validator(mode="after")
+    def _policy_only(self) -> ServingRequest:
+        if self.mode == "online" and (
+            self.temperature is not None or self.min_propensity is not None
+        ):
+            raise ValueError("temperature and min_propensity apply to mode 'policy' only")
+        return self
+
+
+class ServingInfo(BaseModel):
+    """How a model decides now."""
+
+    mode: Literal["online", "policy"]
+    temperature: float | None = Field(description="Set value (None: as evaluated).")
+    min_propensity: float | None = Field(description="Set value (None: as evaluated).")
+    policy_version: int | None = Field(
+        description="The published policy that serves in policy mode (the latest one)."
+    )
+    effective_temperature: float | None = None
+    effective_min_propensity: float | None = None
+    updated: float | None = None
+
+
+class EstimateInfo(BaseModel):
+    """A value estimate with its confidence interval (None bounds: not enough data)."""
+
+    value: float
+    stderr: float | None
+    low: float | None
+    high: float | None
+    level: float
+    n: int
+
+
+class PolicyInfo(BaseModel):
+    """One trained offline policy."""
+
+    version: int
+    created: float
+    variant: str
+    published: bool
+    params: dict[str, Any] = Field(description="The training configuration.")
+    n_train: int
+    n_holdout: int
+    n_features: int
+    estimates: dict[str, dict[str, EstimateInfo]] = Field(
+        description="policy/logging -> snips/dr, on the hold-out slice."
+    )
+    baseline: float = Field(description="The logging policy's on-policy value on the hold-out.")
+    publish_rule: str
+    training: dict[str, Any]
+
+
+class PoliciesResponse(BaseModel):
+    """``GET /v1/models/{name}/policies``."""
+
+    model: str
+    serving: ServingInfo
+    published_version: int | None
+    worker: dict[str, Any] | None = Field(description="The offline worker's last report.")
+    policies: list[PolicyInfo] = Field(description="Newest first.")

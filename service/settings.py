@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -59,6 +60,52 @@ class Settings(BaseSettings):
     )
     run_learner: bool = Field(
         default=False, description="Run the learner inside the API process (set by serve)."
+    )
+
+    # --- the offline worker (boostbandit worker, service/worker.py) ----------------------------
+    worker_window: int = Field(
+        default=20000, ge=10, description="Training window: the last N joined events."
+    )
+    worker_holdout_fraction: float = Field(
+        default=0.3, gt=0, lt=1, description="Most recent fraction of the window held out."
+    )
+    worker_retrain_events: int = Field(default=1000, ge=1, description="Retrain every M events.")
+    worker_retrain_seconds: float = Field(
+        default=600.0, gt=0, description="... or every S seconds (when there are new events)."
+    )
+    worker_min_events: int = Field(
+        default=500, ge=10, description="Fewest events in the window before training."
+    )
+    worker_variant: Literal["bopl-regr", "bopl-class", "bopls-regr", "bopls-class"] = Field(
+        default="bopl-regr", description="BOPL objective x base-learner reduction."
+    )
+    worker_n_rounds: int = Field(default=50, ge=1, description="BOPL boosting rounds.")
+    worker_max_depth: int = Field(default=6, ge=1, description="Depth of BOPL's base trees.")
+    worker_reward_translation: float | None = Field(
+        default=None, allow_inf_nan=False,
+        description="Training reward shift c (spec §4); empty: -(mean training reward).",
+    )
+    worker_level: float = Field(default=0.95, gt=0, lt=1, description="Interval level.")
+    worker_publish_estimator: Literal["dr", "snips"] = Field(
+        default="dr", description="Estimator whose lower bound must beat the logging policy."
+    )
+    worker_temperature: float = Field(
+        default=1.0, ge=0, allow_inf_nan=False,
+        description="Softmax temperature the policy is evaluated (and by default served) at.",
+    )
+    worker_min_propensity: float = Field(
+        default=0.01, gt=0, le=0.5,
+        description="Exploration floor it is evaluated (and by default served) with (<= 1/k).",
+    )
+    worker_reward_model_rounds: int = Field(
+        default=50, ge=1, description="Boosting rounds of DR's reward model."
+    )
+    worker_max_categories: int = Field(
+        default=100, ge=1, description="Vocabulary kept per string feature."
+    )
+    worker_block_ms: int = Field(default=1000, ge=1, description="Worker's XREADGROUP block.")
+    worker_lease_seconds: float = Field(
+        default=300.0, gt=0, description="Lease making one worker train a model (> a fit)."
     )
 
     host: str = "127.0.0.1"

@@ -29,6 +29,19 @@ joined events after it*.
   Several API replicas (``uvicorn --factory service.app:create_app``) with a separate
   ``boostbandit learner``: each replica reloads the latest snapshot of every model it serves every
   ``replica_refresh_seconds``. A lease in Redis makes one learner the only writer of a model.
+* **Offline policies.** ``boostbandit worker`` (:mod:`service.worker`) trains BOPL policies on
+  the joined stream and stores them per model: metadata by version (``policies``), pickles of
+  the published ones (``policy_blobs``) and the latest published version (``published``), written
+  in one MULTI/EXEC. The serving config (``serving``: ``online`` or ``policy`` with a temperature
+  and an exploration floor) is read on every predict, so every replica switches at once. In
+  policy mode the decision is drawn from the published policy's probabilities with the same
+  per-event generator; it is logged like an online decision, with ``bb.policy`` naming the policy
+  version. The online booster does not learn from such events (the learner marks them
+  ``_skipLearn``): its ``learn_one`` needs decision-time internals of its *own* decision and
+  importance weights of its *own* propensities, which a policy-served decision does not have.
+  Learning them would bias it; skipping them keeps it exactly the model it was (it resumes when
+  serving goes back online), while the worker trains on every joined event, policy-served ones
+  included, since their logged propensities are exact.
 """
 
 from __future__ import annotations
@@ -51,7 +64,15 @@ from boosters.base import Decision, OnlineBooster
 from boosters.registry import make_booster
 from service.events import MODELS_KEY, dumps, event_key, keys, loads
 
-__all__ = ["EventLog", "ModelConfig", "ModelStore", "ServedModel", "apply_joined"]
+__all__ = [
+    "EventLog",
+    "ModelConfig",
+    "ModelStore",
+    "ServedModel",
+    "ServingConfig",
+    "apply_joined",
+    "draw",
+]
 
 log = logging.getLogger("boostbandit.store")
 
@@ -163,6 +184,42 @@ def event_rng(seed: int, event_id: str) -> np.random.Generator:
     return np.random.default_rng([seed, 0xDEC1DE, digest])
 
 
+def draw(probabilities: np.ndarray, rng: np.random.Generator) -> int:
+    """One action from ``probabilities`` by inverse CDF with one ``rng.random()``; never an
+    action of probability 0.
+
+    >>> draw(np.array([0.0, 1.0, 0.0]), np.random.default_rng(0))
+    1
+    """
+    p = probabilities
+    action = int(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right"))
+    action = min(action, len(p) - 1)
+    while p[action] == 0.0:  # guard against rounding at the edge of the cumsum
+        action -= 1
+    return action
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """How a model's decisions are made: ``online`` (its booster) or ``policy`` (its latest
+    published offline policy, softmax at ``temperature`` mixed with the floor
+    ``min_propensity``; None means: the values the policy was evaluated with)."""
+
+    mode: str = "online"
+    temperature: float | None = None
+    min_propensity: float | None = None
+    updated: float | None = None
+
+    def to_json(self) -> str:
+        """Stored form."""
+        return dumps(self.__dict__)
+
+    @classmethod
+    def from_json(cls, text: str | bytes | None) -> ServingConfig:
+        """Inverse of :meth:`to_json` (the default, online, for a missing key)."""
+        return cls() if text is None else cls(**loads(text))
+
+
 def apply_joined(booster: OnlineBooster, event: dict[str, Any]) -> bool:
     """Apply one joined event to ``booster`` (deterministic; False if it was not learned)."""
     if event.get("_skipLearn"):
@@ -178,6 +235,18 @@ def apply_joined(booster: OnlineBooster, event: dict[str, Any]) -> bool:
         log.debug("event %s not learned: %s", event.get("EventId"), exc)
         return False
     return True
+
+
+def _exclude(p: np.ndarray, excluded: list[int]) -> np.ndarray:
+    """Zero ``excluded`` and renormalise (uniform over the rest if they had no mass)."""
+    p = np.array(p, dtype=float)
+    p[excluded] = 0.0
+    total = p.sum()
+    if total <= 0.0:
+        p = np.ones_like(p)
+        p[excluded] = 0.0
+        total = p.sum()
+    return p / total
 
 
 class ServedModel:
@@ -224,20 +293,34 @@ class ServedModel:
                     booster.n_decisions = saved_count
             version = self.version
         if excluded:
-            p = np.array(decision.probabilities, dtype=float)
-            p[excluded] = 0.0
-            total = p.sum()
-            if total <= 0.0:
-                p = np.ones_like(p)
-                p[excluded] = 0.0
-                total = p.sum()
-            p = p / total
-            action = int(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right"))
-            action = min(action, len(p) - 1)
-            while p[action] == 0.0:  # guard against rounding at the edge of the cumsum
-                action -= 1
-            decision = Decision(action=action, probabilities=p, internals=decision.internals)
+            p = _exclude(np.array(decision.probabilities, dtype=float), excluded)
+            decision = Decision(action=draw(p, rng), probabilities=p, internals=decision.internals)
         return decision, version
+
+    def decide_policy(
+        self,
+        context: dict[str, Any],
+        event_id: str,
+        excluded: list[int] | None,
+        bundle: Any,
+        temperature: float,
+        min_propensity: float,
+    ) -> tuple[Decision, int]:
+        """Decide with a published offline policy (a :class:`~service.offline.PolicyBundle`).
+
+        The probabilities are the policy's for ``context`` (excluded actions zeroed and the rest
+        renormalised, which keeps every allowed propensity >= ``min_propensity``); the action is
+        drawn with the per-event generator of ``event_id``. The decision's internals name the
+        policy version; the booster is not consulted and nothing changes.
+        """
+        p = bundle.probabilities([context], temperature, min_propensity)[0]
+        if excluded:
+            p = _exclude(p, excluded)
+        rng = event_rng(self.config.seed, event_id)
+        decision = Decision(
+            action=draw(p, rng), probabilities=p, internals={"policy_version": bundle.version}
+        )
+        return decision, self.version
 
     def apply(self, event: dict[str, Any], joined_id: str) -> bool:
         """Apply the joined event with stream id ``joined_id`` (the learner's only write)."""
@@ -259,8 +342,11 @@ class EventLog:
 
     GROUP = "learner"
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, serving_ttl: float = 1.0) -> None:
         self.r = client
+        #: how long (seconds) a model's serving state is reused before predict reads it again
+        self.serving_ttl = serving_ttl
+        self._serving: dict[str, tuple[float, tuple[ServingConfig, int | None]]] = {}
         self._predict = client.register_script(_PREDICT)
         self._feedback = client.register_script(_FEEDBACK)
         self._join = client.register_script(_JOIN)
@@ -282,6 +368,7 @@ class EventLog:
 
     def delete_model(self, name: str) -> bool:
         """Remove a model's config and every key of it."""
+        self._serving.pop(name, None)
         existed = bool(self.r.hdel(MODELS_KEY, name))
         pattern = f"bb:{{{name}}}:*"  # model names are [A-Za-z0-9_.-]: nothing to escape
         batch: list[Any] = []
@@ -365,15 +452,94 @@ class EventLog:
             if "BUSYGROUP" not in str(exc):
                 raise
 
-    def lease(self, name: str, owner: str, seconds: float) -> int:
-        """Take or renew a model's lease: 2 taken, 1 renewed, 0 held by another learner."""
-        return int(self._lease(keys=[keys(name)["lease"]], args=[owner, int(seconds * 1000)]))
+    def lease(self, name: str, owner: str, seconds: float, kind: str = "lease") -> int:
+        """Take or renew a model's lease: 2 taken, 1 renewed, 0 held by another process.
 
-    def release(self, name: str, owner: str) -> None:
+        ``kind`` is the key: ``"lease"`` (learners) or ``"worker_lease"`` (offline workers).
+        """
+        return int(self._lease(keys=[keys(name)[kind]], args=[owner, int(seconds * 1000)]))
+
+    def release(self, name: str, owner: str, kind: str = "lease") -> None:
         """Give the lease back if we hold it."""
-        key = keys(name)["lease"]
+        key = keys(name)[kind]
         if self.r.get(key) in (owner, owner.encode()):
             self.r.delete(key)
+
+    # --- offline policies and serving -------------------------------------------------------
+    def next_policy_version(self, name: str) -> int:
+        """A new policy version of ``name`` (1, 2, ...; never reused while the model exists)."""
+        return int(self.r.incr(keys(name)["policy_seq"]))
+
+    def store_policy(
+        self, name: str, version: int, meta: dict[str, Any], blob: bytes | None, publish: bool
+    ) -> dict[str, Any]:
+        """Store a trained policy under ``version`` (one MULTI/EXEC); its stored metadata.
+
+        ``meta`` gets ``version``, ``created`` and ``published``; the pickle is kept only for
+        published policies, which also become the model's latest published one.
+        """
+        k = keys(name)
+        meta = {**meta, "version": version, "created": time.time(), "published": bool(publish)}
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hset(k["policies"], str(version), dumps(meta))
+        if publish:
+            if blob is None:
+                raise ValueError("a published policy needs its pickle")
+            pipe.hset(k["policy_blobs"], str(version), blob)
+            pipe.set(k["published"], version)
+        pipe.execute()
+        self._serving.pop(name, None)
+        return meta
+
+    def policies(self, name: str) -> list[dict[str, Any]]:
+        """Metadata of every trained policy of ``name``, newest first."""
+        raw = self.r.hgetall(keys(name)["policies"])
+        return sorted((loads(v) for v in raw.values()), key=lambda m: -m["version"])
+
+    def policy_meta(self, name: str, version: int) -> dict[str, Any] | None:
+        """Metadata of one policy version."""
+        raw = self.r.hget(keys(name)["policies"], str(version))
+        return None if raw is None else loads(raw)
+
+    def policy_blob(self, name: str, version: int) -> bytes | None:
+        """The pickle of a published policy."""
+        return self.r.hget(keys(name)["policy_blobs"], str(version))
+
+    def published_version(self, name: str) -> int | None:
+        """The latest published policy version of ``name``."""
+        raw = self.r.get(keys(name)["published"])
+        return None if raw is None else int(raw)
+
+    def serving_state(self, name: str, fresh: bool = False) -> tuple[ServingConfig, int | None]:
+        """The serving config and the latest published version (one round trip).
+
+        Unless ``fresh``, reused for ``serving_ttl`` seconds, so predict does not pay a round trip
+        for it every time: a switch or a newly published policy reaches every replica within that
+        delay (at once in the process that made the switch).
+        """
+        now = time.monotonic()
+        cached = self._serving.get(name)
+        if not fresh and cached is not None and now - cached[0] < self.serving_ttl:
+            return cached[1]
+        k = keys(name)
+        serving, published = self.r.mget([k["serving"], k["published"]])
+        state = ServingConfig.from_json(serving), None if published is None else int(published)
+        self._serving[name] = (now, state)
+        return state
+
+    def set_serving(self, name: str, serving: ServingConfig) -> None:
+        """Store the serving config of ``name``."""
+        self.r.set(keys(name)["serving"], serving.to_json())
+        self._serving.pop(name, None)
+
+    def worker_status(self, name: str) -> dict[str, Any] | None:
+        """What the offline worker last reported for ``name``."""
+        raw = self.r.get(keys(name)["worker_status"])
+        return None if raw is None else loads(raw)
+
+    def set_worker_status(self, name: str, status: dict[str, Any]) -> None:
+        """Record the offline worker's progress on ``name``."""
+        self.r.set(keys(name)["worker_status"], dumps(status))
 
     # --- snapshots ---------------------------------------------------------------------------
     def save_snapshot(self, model: ServedModel) -> int:
@@ -422,7 +588,24 @@ class ModelStore:
         self.log = log_
         self._models: dict[str, ServedModel] = {}
         self._lock = threading.Lock()
+        self._policies: dict[str, tuple[str, int, Any]] = {}  # name -> (uid, version, bundle)
         self.ready = False
+
+    def policy(self, config: ModelConfig, version: int) -> Any | None:
+        """The published policy ``version`` of a model (unpickled once per process), or None
+        if it is missing or belongs to an earlier model of that name."""
+        cached = self._policies.get(config.name)
+        if cached is not None and cached[:2] == (config.uid, version):
+            return cached[2]
+        blob = self.log.policy_blob(config.name, version)
+        if blob is None:
+            return None
+        bundle = pickle.loads(blob)
+        if bundle.model_uid != config.uid or bundle.actions != config.actions:
+            log.warning("policy %s of %s belongs to another model; ignored", version, config.name)
+            return None
+        self._policies[config.name] = (config.uid, version, bundle)
+        return bundle
 
     def get(self, name: str) -> ServedModel | None:
         """The model ``name`` (restored from the log on first use), or None if unknown."""
@@ -447,6 +630,7 @@ class ModelStore:
         """Forget a model (deleted)."""
         with self._lock:
             self._models.pop(name, None)
+            self._policies.pop(name, None)
 
     def loaded(self) -> list[ServedModel]:
         """The models in memory."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 
@@ -13,10 +14,13 @@ from service.deps import (
     LogDep,
     ModelDep,
     SettingsDep,
+    StoreDep,
     require_key,
 )
 from service.events import decision_event, iso_timestamp
 from service.schemas import FeedbackRequest, FeedbackResponse, PredictRequest, PredictResponse
+
+log_ = logging.getLogger("boostbandit.api")
 
 router = APIRouter(prefix="/v1/models", tags=["decisions"], dependencies=[Depends(require_key)])
 
@@ -30,9 +34,15 @@ def predict(
     body: PredictRequest,
     model: ModelDep,
     log: LogDep,
+    store: StoreDep,
     settings: SettingsDep,
 ) -> PredictResponse:
-    """Decide an action for a context and log the decision."""
+    """Decide an action for a context and log the decision.
+
+    The online model decides, or, when the model serves its offline policy
+    (``PUT /v1/models/{name}/serving``), the latest published policy; the decision is logged the
+    same way in both cases (``bb.policy`` names the policy).
+    """
     config = model.config
     if len(body.context) > settings.max_features:
         raise _unprocessable(
@@ -47,9 +57,28 @@ def predict(
         raise _unprocessable("excluded_actions excludes every action")
     event_id = body.event_id or uuid.uuid4().hex
     # deciding does not change the model, so a repeated event id is caught by the atomic append
-    decision, version = model.decide(body.context, event_id, excluded)
+    serving, published = log.serving_state(config.name)
+    bundle = None
+    if serving.mode == "policy" and published is not None:
+        bundle = store.policy(config, published)
+        if bundle is None:  # cannot happen through the API; the online model is the fallback
+            log_.warning("%s: published policy %s unavailable; serving online", config.name,
+                         published)
+    policy = None
+    if bundle is not None:
+        temperature = bundle.temperature if serving.temperature is None else serving.temperature
+        floor = bundle.min_propensity if serving.min_propensity is None else serving.min_propensity
+        decision, version = model.decide_policy(
+            body.context, event_id, excluded, bundle, temperature, floor
+        )
+        policy = {"version": published, "temperature": temperature, "min_propensity": floor}
+    else:
+        decision, version = model.decide(body.context, event_id, excluded)
     ts = time.time()
-    event = decision_event(event_id, ts, version, config.actions, body.context, decision)
+    event = decision_event(
+        event_id, ts, version, config.actions, body.context, decision,
+        excluded=excluded, policy=policy,
+    )
     if log.append_decision(config, event_id, event, ts, settings.event_retention_seconds) is None:
         raise HTTPException(status.HTTP_409_CONFLICT, f"event id {event_id!r} was already used")
     metrics.DECISIONS.labels(config.name).inc()
@@ -60,6 +89,7 @@ def predict(
         probability=p[decision.action],
         probabilities=dict(zip(config.actions, p)),
         model_version=version,
+        policy_version=None if policy is None else published,
     )
 
 

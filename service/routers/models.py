@@ -21,6 +21,7 @@ router = APIRouter(prefix="/v1/models", tags=["models"], dependencies=[Depends(r
 
 def _info(model: ServedModel, log: EventLog) -> ModelInfo:
     stats = log.stats(model.name)
+    serving, published = log.serving_state(model.name, fresh=True)
     joined = int(stats.get("joined", 0))
     c = model.config
     return ModelInfo(
@@ -36,6 +37,8 @@ def _info(model: ServedModel, log: EventLog) -> ModelInfo:
         joined=joined,
         average_reward=(stats.get("reward_sum", 0.0) / joined) if joined else None,
         snapshot_version=model.snapshot_version,
+        serving=serving.mode,
+        published_policy=published,
     )
 
 
