@@ -29,7 +29,7 @@ from redis.retry import Retry
 from service import metrics
 from service.deps import require_key
 from service.learner import Learner
-from service.routers import decisions, health, models, policies
+from service.routers import decisions, health, models, personalizer, policies
 from service.settings import Settings, get_settings
 from service.store import EventLog, ModelStore
 
@@ -177,6 +177,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(decisions.router)
     app.include_router(policies.router)
+    app.include_router(personalizer.router)
 
     @app.exception_handler(redis.ConnectionError)
     @app.exception_handler(redis.TimeoutError)

@@ -1,7 +1,8 @@
 """Command line: ``boostbandit simulate`` runs one supervised-to-bandit simulation (spec §7.3);
 ``boostbandit serve`` runs the decision service (API + learner, :mod:`service.app`),
-``boostbandit learner`` the learner alone (:mod:`service.learner`) and ``boostbandit worker`` the
-offline BOPL worker (:mod:`service.worker`).
+``boostbandit learner`` the learner alone (:mod:`service.learner`), ``boostbandit worker`` the
+offline BOPL worker (:mod:`service.worker`), ``boostbandit export`` / ``boostbandit import`` move
+joined events out of and into a model's log (jsonl, DSJSON, OBP CSV; :mod:`service.interchange`).
 
 Example (the bundled Car dataset, the uniform baseline, one JSON object on stdout)::
 
@@ -406,3 +407,173 @@ def worker_command(
     typer.echo(f"worker {worker.owner} on {settings.redis_url}", err=True)
     worker.run()
     worker.stop()
+
+
+def _redis_client() -> Any:
+    """A client of REDIS_URL for the export/import commands (usage error when unset)."""
+    from service.app import connect
+    from service.settings import Settings
+
+    try:
+        settings = Settings()
+    except ValueError as exc:
+        _fail(f"invalid settings: {exc}")
+    if not settings.redis_url:
+        _fail("REDIS_URL is required (the events live in Redis)")
+    return connect(settings.redis_url, max(settings.redis_timeout_seconds, 10.0))
+
+
+@app.command("export")
+def export_command(
+    out: Annotated[str, typer.Argument(metavar="OUT", help="Output file, or - for stdout.")],
+    model: Annotated[str, typer.Option("--model", metavar="NAME", help="The model.")],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help="jsonl (our joined events, complete) or dsjson (Vowpal Wabbit's Decision "
+            "Service JSON, for vw --dsjson --cb_explore_adf).",
+        ),
+    ] = "jsonl",
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="ID",
+            help="Only joined events after this stream id (exclusive; the last id of a "
+            "previous export).",
+        ),
+    ] = None,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="Progress bar on stderr (default: on when stderr is a terminal).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Stream a model's joined events out of Redis (REDIS_URL), in pages (constant memory).
+
+    The summary (events written, last stream id for the next --since) goes to stderr as one
+    JSON line; OUT is written to OUT.part and renamed when complete.
+    """
+    import os
+
+    import redis
+
+    from service.interchange import export_events
+
+    if fmt not in ("jsonl", "dsjson"):
+        _fail(f"--format must be jsonl or dsjson, got {fmt!r}")
+    if since is not None and not all(part.isdigit() for part in since.split("-", 1)):
+        _fail(f"--since must be a stream id such as 1700000000000-0, got {since!r}")
+    client = _redis_client()
+    try:
+        if client.hget("bb:models", model) is None:
+            _fail(f"unknown model {model!r}")
+        if out == "-":
+            report = export_events(client, model, fmt, sys.stdout, since, progress=progress)
+        else:
+            target = Path(out)
+            if target.is_dir() or not target.parent.is_dir():
+                _fail(f"cannot write {out}: not a file in an existing directory")
+            part = target.with_name(target.name + ".part")
+            with open(part, "w", encoding="utf-8") as handle:
+                report = export_events(client, model, fmt, handle, since, progress=progress)
+            os.replace(part, target)
+    except redis.RedisError as exc:
+        _fail(f"Redis error: {exc}")
+    summary = {"model": model, "format": fmt, "exported": report.exported,
+               "skipped": report.skipped, "last_id": report.last_id}
+    if report.problems:
+        summary["problems"] = report.problems
+    typer.echo(json.dumps(summary), err=True)
+
+
+@app.command("import")
+def import_command(
+    path: Annotated[Path, typer.Argument(metavar="FILE", help="The file to import.")],
+    model: Annotated[str, typer.Option("--model", metavar="NAME", help="The target model.")],
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help="jsonl (ours), dsjson (VW / Personalizer learning loop) or obp (CSV with "
+            "context columns, action, reward, pscore).",
+        ),
+    ] = "jsonl",
+    on_error: Annotated[
+        str,
+        typer.Option(
+            "--on-error",
+            metavar="MODE",
+            help="fail: any bad line aborts with nothing written; skip: bad lines are left out.",
+        ),
+    ] = "fail",
+    reward_map: Annotated[
+        str,
+        typer.Option(
+            "--reward-map",
+            metavar="MAP",
+            help="identity (rewards in [0, 1]) or personalizer (rewards x in [-1, 1] -> "
+            "(x + 1) / 2).",
+        ),
+    ] = "identity",
+    action_index: Annotated[
+        bool,
+        typer.Option("--action-index", help="obp: the action column holds 0-based indices."),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Import a file already imported into this model.")
+    ] = False,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="Progress bar on stderr (default: on when stderr is a terminal).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Validate a log file, then append its events to a model's joined stream (REDIS_URL).
+
+    Imported events are joined events flagged bb.imported and _skipLearn: the offline worker
+    trains on them, the online booster never learns them. Bad lines are reported as
+    'line N: reason' on stderr; the summary is one JSON line on stdout. Exit status 1 when the
+    import failed (nothing written), 0 otherwise (with --on-error skip, even with bad lines).
+    """
+    import redis
+
+    from service.interchange import ImportError_, import_events
+
+    if fmt not in ("jsonl", "dsjson", "obp"):
+        _fail(f"--format must be jsonl, dsjson or obp, got {fmt!r}")
+    if on_error not in ("skip", "fail"):
+        _fail(f"--on-error must be skip or fail, got {on_error!r}")
+    if reward_map not in ("identity", "personalizer"):
+        _fail(f"--reward-map must be identity or personalizer, got {reward_map!r}")
+    if not path.is_file():
+        _fail(f"no such file: {path}")
+    client = _redis_client()
+    try:
+        report = import_events(
+            client, model, path, fmt,  # type: ignore[arg-type]
+            on_error=on_error,  # type: ignore[arg-type]
+            reward_map=reward_map,  # type: ignore[arg-type]
+            action_index=action_index, force=force, progress=progress,
+        )
+    except ImportError_ as exc:
+        for error in exc.errors[:100]:
+            typer.echo(str(error), err=True)
+        if len(exc.errors) > 100:
+            typer.echo(f"... and {len(exc.errors) - 100} more bad line(s)", err=True)
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        raise typer.Exit(1) from None
+    except redis.RedisError as exc:
+        _fail(f"Redis error: {exc}")
+    for error in report.errors[:100]:
+        typer.echo(f"skipped {error}", err=True)
+    typer.echo(json.dumps(report.to_dict(0)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -106,6 +106,32 @@ class Settings(BaseSettings):
     worker_block_ms: int = Field(default=1000, ge=1, description="Worker's XREADGROUP block.")
     worker_lease_seconds: float = Field(
         default=300.0, gt=0, description="Lease making one worker train a model (> a fit)."
+    )
+
+    # --- the Personalizer-compatible routes (service/routers/personalizer.py) ---------------
+    personalizer_model: str | None = Field(
+        default=None,
+        description="Model every /personalizer/v1.0 request uses (its actions must be a subset "
+        "of the model's); empty: one model per distinct action set, created on first use.",
+    )
+    personalizer_booster: str = Field(
+        default="adabandit", description="Booster of the models created on first use."
+    )
+    personalizer_params: dict[str, Any] = Field(
+        default_factory=dict, description="Booster parameters of those models (JSON)."
+    )
+    personalizer_reward_wait_seconds: float = Field(
+        default=600.0, gt=0, description="Their reward wait time (Personalizer's default 10 min)."
+    )
+    personalizer_default_reward: float = Field(
+        default=0.0, ge=-1.0, le=1.0,
+        description="Their default reward on Personalizer's scale [-1, 1] (stored as (x+1)/2).",
+    )
+    personalizer_max_actions: int = Field(
+        default=50, ge=1, description="Most actions in one rank request (Personalizer: 50)."
+    )
+    personalizer_max_models: int = Field(
+        default=100, ge=1, description="Most models created on first use (one per action set)."
     )
 
     host: str = "127.0.0.1"

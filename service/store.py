@@ -323,8 +323,16 @@ class ServedModel:
         return decision, self.version
 
     def apply(self, event: dict[str, Any], joined_id: str) -> bool:
-        """Apply the joined event with stream id ``joined_id`` (the learner's only write)."""
+        """Apply the joined event with stream id ``joined_id`` (the learner's only write).
+
+        Imported events (``boostbandit import``) sit in the joined stream for the offline worker
+        only: the live learner never applies them, so neither does a restore (no learning, no
+        version step), and a restored model equals the live one.
+        """
         with self.lock:
+            if event.get("bb", {}).get("imported"):
+                self.joined_id = joined_id
+                return False
             learned = apply_joined(self.booster, event)
             self.version += 1
             self.joined_id = joined_id

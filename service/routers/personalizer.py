@@ -1,0 +1,396 @@
+"""Azure Personalizer-compatible routes: ``/personalizer/v1.0/rank``,
+``.../events/{eventId}/reward`` and ``.../events/{eventId}/activate``.
+
+An existing Personalizer client works by changing its endpoint: same paths, field names and
+status codes (rank 201, reward 204, activate 204), errors in Personalizer's envelope
+``{"error": {"code", "message"}}`` with HTTP 400 (``InvalidRankRequest``,
+``InvalidRewardRequest``, ``InvalidEventIdToActivate``), 404 for an unknown event id, 409 for an
+event id used twice, 401 without a valid key when keys are configured. The key is read from
+``Ocp-Apim-Subscription-Key`` (Personalizer's header) or ``Authorization: Bearer``.
+
+Mapping onto our models
+=======================
+
+* **Which model.** With the setting ``personalizer_model`` every request uses that model; the
+  request's action ids must be among its actions, and its other actions are excluded for that
+  event. Without it, each distinct *set* of action ids gets its own model, named
+  ``pz-<16 hex of sha256 of the sorted ids>``, created on first use with the booster
+  ``personalizer_booster`` (default ``adabandit``), ``personalizer_params``, the reward wait
+  ``personalizer_reward_wait_seconds`` (600 s, Personalizer's default) and the default reward
+  ``personalizer_default_reward`` (Personalizer scale, default 0), its actions the sorted ids.
+  At most ``personalizer_max_models`` are created that way. The event id -> model index is kept in
+  ``bb:personalizer:event:<eventId>`` for as long as the event (reward wait + retention).
+* **Context.** ``contextFeatures`` (a list of objects) is merged and flattened into our flat
+  features (``{"user": {"age": 3}}`` -> ``user.age``; see
+  :func:`service.interchange.flatten_context`). Action ``features`` are accepted but not used:
+  our boosters decide from the context over a fixed action list.
+* **Ranking.** The chosen action first (``rewardActionId``), then the others by decreasing
+  probability, excluded actions last with probability 0. The event id seeds the decision's
+  generator, as in Personalizer.
+* **Rewards.** Personalizer's reward ``x`` in [-1, 1] is stored as ``(x + 1) / 2`` on the model's
+  [0, 1] scale (so 0, Personalizer's default "no reward", is 0.5, and the default reward of the
+  models created here is mapped the same way). The first reward of an event counts
+  (Personalizer's ``earliest`` aggregation); later ones are ignored (still 204).
+* **deferActivation.** A deferred decision is *not* put in the log at rank time: it waits in the
+  hash ``bb:{model}:deferred:<eventId>``. A reward that arrives before activation is stashed
+  there. ``activate`` appends the decision to the log as if it had been made then (same
+  timestamp, reward window counted from the rank call) and forwards the stashed reward, so the
+  learner joins and learns it like any other event. A deferred event never activated is never
+  logged as a decision, joined or learned (Personalizer: "rewards are ignored unless activated").
+  Activation after the reward window closed is accepted (204) but the event is dropped.
+  Activating a non-deferred event is a no-op (204).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from typing import Any
+
+import redis
+from fastapi import APIRouter, Depends, Request, Response, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+
+from boosters.base import check_context
+from boosters.registry import booster_class, names
+from service import metrics
+from service.deps import LogDep, SettingsDep, StoreDep
+from service.deps import _matches as key_matches
+from service.events import decision_event, dumps, event_key, iso_timestamp, loads
+from service.interchange import flatten_context
+from service.schemas import (
+    PersonalizerError,
+    RankedAction,
+    RankRequest,
+    RankResponse,
+    RewardRequest,
+)
+from service.settings import Settings
+from service.store import EventLog, ModelConfig, ModelStore, ServedModel
+
+__all__ = ["PersonalizerFailure", "router", "to_model_reward"]
+
+log_ = logging.getLogger("boostbandit.personalizer")
+
+PREFIX = "/personalizer/v1.0"
+INDEX_PREFIX = "bb:personalizer:event:"
+
+# reward for a deferred event: forward if active, stash if deferred, else unknown
+_REWARD_DEFERRED = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 1 end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  if redis.call('HSETNX', KEYS[2], 'fb', ARGV[1]) == 1 then
+    redis.call('HSET', KEYS[2], 'fb_ts', ARGV[2])
+  end
+  return 2
+end
+return 0
+"""
+
+
+def to_model_reward(value: float) -> float:
+    """Personalizer's reward scale [-1, 1] -> the model's [0, 1]: ``(x + 1) / 2``.
+
+    >>> to_model_reward(-1), to_model_reward(0), to_model_reward(1.0)
+    (0.0, 0.5, 1.0)
+    """
+    return (float(value) + 1.0) / 2.0
+
+
+class PersonalizerFailure(Exception):
+    """An error answered in Personalizer's envelope."""
+
+    def __init__(self, status_code: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status_code, self.code, self.message = status_code, code, message
+
+    def response(self) -> JSONResponse:
+        """The JSON answer."""
+        body = PersonalizerError(error={"code": self.code, "message": self.message})
+        return JSONResponse(body.model_dump(exclude_none=True), status_code=self.status_code)
+
+
+_VALIDATION_CODES = {"rank": "InvalidRankRequest", "reward": "InvalidRewardRequest",
+                     "activate": "InvalidEventIdToActivate"}
+
+
+class PersonalizerRoute(APIRoute):
+    """Answers request-validation errors (and :class:`PersonalizerFailure`) in Personalizer's
+    envelope with HTTP 400, instead of the app's 422 ``{"detail": ...}``."""
+
+    def get_route_handler(self):  # noqa: ANN201 - Starlette's handler type
+        original = super().get_route_handler()
+        code = _VALIDATION_CODES.get(self.path.rsplit("/", 1)[-1], "BadRequest")
+
+        async def handler(request: Request) -> Response:
+            try:
+                return await original(request)
+            except RequestValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
+                    for e in exc.errors()
+                )
+                return PersonalizerFailure(400, code, problems or "invalid request").response()
+            except PersonalizerFailure as exc:
+                return exc.response()
+
+        return handler
+
+
+def require_personalizer_key(request: Request, settings: SettingsDep) -> None:
+    """With keys configured: ``Ocp-Apim-Subscription-Key`` or ``Authorization: Bearer``."""
+    if not settings.auth_enabled:
+        return
+    token = request.headers.get("ocp-apim-subscription-key", "").strip()
+    if not token:
+        scheme, _, rest = request.headers.get("authorization", "").partition(" ")
+        token = rest.strip() if scheme.lower() == "bearer" else ""
+    if not token or not key_matches(token, settings.user_keys):
+        raise PersonalizerFailure(
+            401, "Unauthorized",
+            "missing or invalid key (Ocp-Apim-Subscription-Key or Authorization: Bearer)",
+        )
+
+
+router = APIRouter(
+    prefix=PREFIX,
+    tags=["personalizer"],
+    route_class=PersonalizerRoute,
+    dependencies=[Depends(require_personalizer_key)],
+)
+
+
+def _bad(code: str, message: str) -> PersonalizerFailure:
+    return PersonalizerFailure(400, code, message)
+
+
+def _index_key(event_id: str) -> str:
+    return INDEX_PREFIX + event_id
+
+
+def _deferred_key(name: str, event_id: str) -> str:
+    return f"bb:{{{name}}}:deferred:{event_id}"
+
+
+def action_set_model_name(ids: list[str]) -> str:
+    """The model of an action set (order does not matter).
+
+    >>> action_set_model_name(["b", "a"]) == action_set_model_name(["a", "b"])
+    True
+    """
+    digest = hashlib.sha256("\x1f".join(sorted(ids)).encode()).hexdigest()
+    return f"pz-{digest[:16]}"
+
+
+def _create(name: str, ids: list[str], log: EventLog, store: ModelStore,
+            settings: Settings) -> ServedModel:
+    """Create the model of an action set (a concurrent creator may win: then use theirs)."""
+    if settings.personalizer_booster not in names():
+        raise PersonalizerFailure(500, "InternalServerError",
+                                  f"personalizer_booster {settings.personalizer_booster!r} is "
+                                  "not a registered booster")
+    made = sum(1 for n in log.configs() if n.startswith("pz-"))
+    if made >= settings.personalizer_max_models:
+        raise _bad("InvalidRankRequest",
+                   f"too many distinct action sets (personalizer_max_models = "
+                   f"{settings.personalizer_max_models}); configure personalizer_model")
+    config = ModelConfig(
+        name=name,
+        booster=settings.personalizer_booster,
+        actions=sorted(ids),
+        params=ModelConfig.fill_seed(settings.personalizer_params),
+        reward_wait_seconds=settings.personalizer_reward_wait_seconds,
+        default_reward=to_model_reward(settings.personalizer_default_reward),
+    )
+    try:
+        model = ServedModel(config, config.build())
+    except (ValueError, TypeError) as exc:
+        raise PersonalizerFailure(500, "InternalServerError",
+                                  f"cannot build booster: {exc}") from None
+    log.save_snapshot(model)
+    if log.add_config(config):
+        store.put(model)
+        log_.info("created model %s for actions %s", name, ", ".join(config.actions))
+        return model
+    existing = store.get(name)
+    if existing is None:  # pragma: no cover - deleted right after a concurrent creation
+        raise PersonalizerFailure(503, "ServiceUnavailable", "model creation raced; retry")
+    return existing
+
+
+def resolve_model(ids: list[str], log: EventLog, store: ModelStore,
+                  settings: Settings) -> ServedModel:
+    """The model serving a request with action ids ``ids`` (see the module docstring)."""
+    if settings.personalizer_model:
+        model = store.get(settings.personalizer_model)
+        if model is None:
+            raise PersonalizerFailure(500, "InternalServerError",
+                                      f"personalizer_model {settings.personalizer_model!r} "
+                                      "does not exist; create it with POST /v1/models")
+        unknown = [a for a in ids if a not in set(model.config.actions)]
+        if unknown:
+            raise _bad("InvalidRankRequest",
+                       f"unknown action id(s) for model {model.name!r}: {', '.join(unknown)}")
+    else:
+        if len(ids) < 2:
+            raise _bad("InvalidRankRequest", "rank needs at least 2 actions")
+        name = action_set_model_name(ids)
+        model = store.get(name) or _create(name, ids, log, store, settings)
+    if getattr(booster_class(model.config.booster), "full_information", False):
+        raise PersonalizerFailure(500, "InternalServerError",
+                                  f"model {model.name!r} uses a full-information booster; the "
+                                  "Personalizer routes need a bandit booster")
+    return model
+
+
+def _decide(model: ServedModel, log: EventLog, store: ModelStore, context: dict[str, Any],
+            event_id: str, excluded: list[int]):
+    """Decide like ``/v1/models/{name}/predict`` (online model or published offline policy)."""
+    config = model.config
+    serving, published = log.serving_state(config.name)
+    bundle = store.policy(config, published) if serving.mode == "policy" and published else None
+    if bundle is None:
+        decision, version = model.decide(context, event_id, excluded)
+        return decision, version, None
+    temperature = bundle.temperature if serving.temperature is None else serving.temperature
+    floor = bundle.min_propensity if serving.min_propensity is None else serving.min_propensity
+    decision, version = model.decide_policy(context, event_id, excluded, bundle, temperature,
+                                            floor)
+    return decision, version, {"version": published, "temperature": temperature,
+                               "min_propensity": floor}
+
+
+@router.post(
+    "/rank",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RankResponse,
+    responses={400: {"model": PersonalizerError}, 409: {"model": PersonalizerError}},
+)
+def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep) -> RankResponse:
+    """Rank the actions for a context: the chosen one is ``rewardActionId`` (logged with its
+    probability; learned when its reward arrives or the wait ends, after /activate if deferred)."""
+    ids = [a.id for a in body.actions]
+    if len(ids) > settings.personalizer_max_actions:
+        raise _bad("InvalidRankRequest", f"too many actions: {len(ids)} > "
+                   f"{settings.personalizer_max_actions}")
+    excluded_ids = list(dict.fromkeys(body.excludedActions or []))
+    unknown = [a for a in excluded_ids if a not in set(ids)]
+    if unknown:
+        raise _bad("InvalidRankRequest", f"excludedActions not among actions: {', '.join(unknown)}")
+    if len(excluded_ids) >= len(ids):
+        raise _bad("InvalidRankRequest", "excludedActions excludes every action")
+    merged: dict[str, Any] = {}
+    for obj in body.contextFeatures or []:
+        merged.update(obj)
+    try:
+        context = flatten_context(merged)
+        check_context(context)
+    except (TypeError, ValueError) as exc:
+        raise _bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
+    if len(context) > settings.max_features:
+        raise _bad("InvalidRankRequest", f"too many features: {len(context)} > "
+                   f"{settings.max_features}")
+    model = resolve_model(ids, log, store, settings)
+    config = model.config
+    offered = set(ids) - set(excluded_ids)
+    excluded = [i for i, a in enumerate(config.actions) if a not in offered]
+    event_id = body.eventId or uuid.uuid4().hex
+    retention = config.reward_wait_seconds + settings.event_retention_seconds
+    if not log.r.set(_index_key(event_id), config.name, nx=True, ex=int(retention) + 1):
+        raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
+    try:
+        decision, version, policy = _decide(model, log, store, context, event_id, excluded)
+        ts = time.time()
+        event = decision_event(event_id, ts, version, config.actions, context, decision,
+                               excluded=excluded, policy=policy)
+        event["bb"]["personalizer"] = {"deferred": bool(body.deferActivation),
+                                       "baseline": next(a for a in ids if a in offered)}
+        if body.deferActivation:
+            dkey = _deferred_key(config.name, event_id)
+            pipe = log.r.pipeline(transaction=True)
+            pipe.hset(dkey, mapping={"d": dumps(event), "ts": repr(ts)})
+            pipe.expire(dkey, int(retention) + 1)
+            pipe.execute()
+        elif log.append_decision(config, event_id, event, ts,
+                                 settings.event_retention_seconds) is None:
+            raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
+    except redis.RedisError:
+        log.r.delete(_index_key(event_id))
+        raise
+    metrics.DECISIONS.labels(config.name).inc()
+    p = decision.probabilities.tolist()
+    index = {a: i for i, a in enumerate(config.actions)}
+    chosen = config.actions[decision.action]
+    rest = sorted((a for a in ids if a != chosen),
+                  key=lambda a: (a not in offered, -p[index[a]]))  # stable: request order
+    ranking = [RankedAction(id=a, probability=p[index[a]] if a in offered else 0.0)
+               for a in [chosen, *rest]]
+    return RankResponse(ranking=ranking, eventId=event_id, rewardActionId=chosen)
+
+
+def _model_of(event_id: str, log: EventLog, code: str) -> ModelConfig:
+    name = log.r.get(_index_key(event_id))
+    config = None if name is None else log.config(name.decode())
+    if config is None:
+        raise PersonalizerFailure(404, code, f"unknown or expired eventId {event_id!r}")
+    return config
+
+
+@router.post(
+    "/events/{eventId}/reward",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={400: {"model": PersonalizerError}, 404: {"model": PersonalizerError}},
+)
+def reward(eventId: str, body: RewardRequest, log: LogDep) -> Response:  # noqa: N803
+    """Report the reward of an event, in [-1, 1] (stored as (value + 1) / 2)."""
+    config = _model_of(eventId, log, "NotFound")
+    now = time.time()
+    value = to_model_reward(body.value)
+    payload = {"EventId": eventId, "Timestamp": iso_timestamp(now), "ts": now, "reward": value,
+               "label": None, "label_id": None, "personalizer_value": float(body.value)}
+    state = int(log.r.eval(_REWARD_DEFERRED, 2, event_key(config.name, eventId),
+                           _deferred_key(config.name, eventId), dumps(payload), repr(now)))
+    if state == 0:
+        raise PersonalizerFailure(404, "NotFound", f"unknown or expired eventId {eventId!r}")
+    if state == 1:
+        outcome, _ = log.append_feedback(config.name, eventId, payload, now)
+        if outcome == "new":
+            metrics.REWARDS.labels(config.name).inc()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/events/{eventId}/activate",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={404: {"model": PersonalizerError}},
+)
+def activate(eventId: str, log: LogDep, settings: SettingsDep) -> Response:  # noqa: N803
+    """Activate a deferred event: from now on it is learned like any other (idempotent)."""
+    config = _model_of(eventId, log, "InvalidEventIdToActivate")
+    dkey = _deferred_key(config.name, eventId)
+    raw_event, raw_ts = log.r.hmget(dkey, ["d", "ts"])
+    if raw_event is None:
+        if log.r.exists(event_key(config.name, eventId)):
+            return Response(status_code=status.HTTP_204_NO_CONTENT)  # not deferred / done
+        raise PersonalizerFailure(404, "InvalidEventIdToActivate",
+                                  f"unknown or expired eventId {eventId!r}")
+    ts = float(raw_ts)
+    if time.time() > ts + config.reward_wait_seconds:
+        log_.info("%s: event %s activated after its reward window; dropped", config.name, eventId)
+        log.r.delete(dkey)
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+    event = loads(raw_event)
+    # order matters: log the decision first, then forward a stashed reward (a reward arriving
+    # from now on finds the decision in the log and goes the normal way)
+    log.append_decision(config, eventId, event, ts, settings.event_retention_seconds)
+    stashed, stashed_ts = log.r.hmget(dkey, ["fb", "fb_ts"])
+    if stashed is not None:
+        outcome, _ = log.append_feedback(config.name, eventId, loads(stashed), float(stashed_ts))
+        if outcome == "new":
+            metrics.REWARDS.labels(config.name).inc()
+    log.r.delete(dkey)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

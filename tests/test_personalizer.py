@@ -1,0 +1,180 @@
+"""The Personalizer-compatible routes (service/routers/personalizer.py) against a real redis-server,
+with the request bodies of Personalizer's documented v1.0 examples (Rank.json, Reward.json)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.events import keys
+from service.routers.personalizer import action_set_model_name
+from service.settings import Settings
+from tests.test_service_api import FAST, wait_for
+
+BASE = "/personalizer/v1.0"
+
+# Personalizer's v1.0 example Rank.json request, verbatim
+RANK_EXAMPLE = {
+    "contextFeatures": [{"timeOfDay": "Morning"}],
+    "actions": [
+        {"id": "NewsArticle", "features": [{"type": "News"}]},
+        {"id": "SportsArticle", "features": [{"type": "Sports"}]},
+        {"id": "EntertainmentArticle", "features": [{"type": "Entertainment"}]},
+    ],
+    "excludedActions": ["SportsArticle"],
+    "eventId": "75269AD0-BFEE-4598-8196-C57383D38E10",
+    "deferActivation": False,
+}
+REWARD_EXAMPLE = {"value": 1.0}  # Reward.json
+IDS = ["NewsArticle", "SportsArticle", "EntertainmentArticle"]
+SETTINGS = dict(FAST, personalizer_params={"n_learners": 3, "seed": 5},
+                personalizer_reward_wait_seconds=1.0)
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[TestClient]:
+    with TestClient(create_app(Settings(redis_url=redis_url, **SETTINGS))) as c:
+        yield c
+
+
+def _rank(c: TestClient, event_id: str, **over) -> dict:
+    body = copy.deepcopy(RANK_EXAMPLE)
+    body.update(eventId=event_id, **over)
+    r = c.post(f"{BASE}/rank", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def _joined(c: TestClient, name: str) -> list[dict]:
+    r: redis.Redis = c.app.state.log.r
+    return [json.loads(f[b"e"]) for _, f in r.xrange(keys(name)["joined"])]
+
+
+def test_documented_rank_and_reward_examples(client: TestClient) -> None:
+    r = client.post(f"{BASE}/rank", json=RANK_EXAMPLE)
+    assert r.status_code == 201, r.text
+    body = r.json()
+    assert set(body) == {"ranking", "eventId", "rewardActionId"}
+    assert body["eventId"] == RANK_EXAMPLE["eventId"]
+    ranking = body["ranking"]
+    assert sorted(a["id"] for a in ranking) == sorted(IDS)
+    assert all(set(a) == {"id", "probability"} for a in ranking)
+    assert ranking[0]["id"] == body["rewardActionId"] != "SportsArticle"
+    assert ranking[-1] == {"id": "SportsArticle", "probability": 0.0}
+    assert math.isclose(sum(a["probability"] for a in ranking), 1.0)
+
+    r = client.post(f"{BASE}/events/{body['eventId']}/reward", json=REWARD_EXAMPLE)
+    assert r.status_code == 204 and r.content == b""
+
+    name = action_set_model_name(IDS)
+    config = client.app.state.log.config(name)
+    assert config.actions == sorted(IDS) and config.default_reward == 0.5
+    wait_for(lambda: len(_joined(client, name)) == 1)
+    (event,) = _joined(client, name)
+    assert event["EventId"] == RANK_EXAMPLE["eventId"]
+    assert event["bb"]["reward"] == 1.0 and event["bb"]["source"] == "feedback"  # (1 + 1) / 2
+    assert event["bb"]["action_id"] == body["rewardActionId"]
+    assert event["c"] == {"timeOfDay": "Morning"}
+    assert [event["bb"]["actions"][i] for i in event["bb"]["excluded"]] == ["SportsArticle"]
+    assert event["_skipLearn"] is False
+
+
+def test_same_action_set_same_model_and_reward_scale(client: TestClient) -> None:
+    reversed_actions = list(reversed(RANK_EXAMPLE["actions"]))
+    _rank(client, "a-1", excludedActions=[])
+    _rank(client, "a-2", actions=reversed_actions, excludedActions=[])
+    assert [n for n in client.app.state.log.configs()] == [action_set_model_name(IDS)]
+    assert client.post(f"{BASE}/events/a-1/reward", json={"value": -1}).status_code == 204
+    assert client.post(f"{BASE}/events/a-2/reward", json={"value": 0.5}).status_code == 204
+    # a second reward of the same event is ignored (Personalizer's "earliest" aggregation)
+    assert client.post(f"{BASE}/events/a-2/reward", json={"value": 1.0}).status_code == 204
+    name = action_set_model_name(IDS)
+    wait_for(lambda: len(_joined(client, name)) == 2)
+    rewards = {e["EventId"]: e["bb"]["reward"] for e in _joined(client, name)}
+    assert rewards == {"a-1": 0.0, "a-2": 0.75}
+
+
+def test_errors_use_personalizer_envelope(client: TestClient) -> None:
+    def error(r, status: int, code: str) -> str:
+        assert r.status_code == status, r.text
+        assert set(r.json()) == {"error"} and r.json()["error"]["code"] == code
+        return r.json()["error"]["message"]
+
+    error(client.post(f"{BASE}/rank", json={"contextFeatures": []}), 400, "InvalidRankRequest")
+    body = copy.deepcopy(RANK_EXAMPLE)
+    body["excludedActions"] = ["Nope"]
+    assert "Nope" in error(client.post(f"{BASE}/rank", json=body), 400, "InvalidRankRequest")
+    body["excludedActions"] = IDS
+    error(client.post(f"{BASE}/rank", json=body), 400, "InvalidRankRequest")
+    body = copy.deepcopy(RANK_EXAMPLE)
+    body["actions"].append({"id": "NewsArticle"})
+    error(client.post(f"{BASE}/rank", json=body), 400, "InvalidRankRequest")
+
+    _rank(client, "dup")
+    error(client.post(f"{BASE}/rank", json={**RANK_EXAMPLE, "eventId": "dup"}), 409, "Conflict")
+    for value in (1.5, -2, "high"):
+        error(client.post(f"{BASE}/events/dup/reward", json={"value": value}), 400,
+              "InvalidRewardRequest")
+    error(client.post(f"{BASE}/events/dup/reward", json={}), 400, "InvalidRewardRequest")
+    error(client.post(f"{BASE}/events/nope/reward", json={"value": 1}), 404, "NotFound")
+    error(client.post(f"{BASE}/events/nope/activate"), 404, "InvalidEventIdToActivate")
+    assert client.post(f"{BASE}/events/dup/activate").status_code == 204  # not deferred: no-op
+
+
+def test_defer_activation(client: TestClient) -> None:
+    name = action_set_model_name(IDS)
+    log_r: redis.Redis = client.app.state.log.r
+    _rank(client, "d-on", deferActivation=True)
+    _rank(client, "d-off", deferActivation=True)
+    # a reward before activation is kept aside; nothing is in the log yet
+    assert client.post(f"{BASE}/events/d-on/reward", json={"value": 1}).status_code == 204
+    assert client.post(f"{BASE}/events/d-off/reward", json={"value": 1}).status_code == 204
+    assert log_r.xlen(keys(name)["decisions"]) == 0 and log_r.xlen(keys(name)["feedback"]) == 0
+    assert client.post(f"{BASE}/events/d-on/activate").status_code == 204
+    assert client.post(f"{BASE}/events/d-on/activate").status_code == 204  # idempotent
+    assert log_r.xlen(keys(name)["decisions"]) == 1 and log_r.xlen(keys(name)["feedback"]) == 1
+    wait_for(lambda: len(_joined(client, name)) == 1)
+    time.sleep(1.3)  # past the 1 s reward window: d-off was never activated
+    assert [e["EventId"] for e in _joined(client, name)] == ["d-on"]
+    (event,) = _joined(client, name)
+    assert event["bb"]["reward"] == 1.0 and event["bb"]["source"] == "feedback"
+    assert event["bb"]["personalizer"]["deferred"] is True
+    assert client.post(f"{BASE}/events/d-off/activate").status_code == 204  # too late: dropped
+    time.sleep(0.2)
+    assert [e["EventId"] for e in _joined(client, name)] == ["d-on"]
+
+
+def test_configured_model_and_keys(redis_url: str) -> None:
+    settings = Settings(redis_url=redis_url, personalizer_model="news", api_keys="k1",
+                        admin_keys="adm", **SETTINGS)
+    with TestClient(create_app(settings)) as c:
+        admin = {"Authorization": "Bearer adm"}
+        body = {"name": "news", "booster": "banditbbm", "params": {"n_learners": 3, "seed": 1},
+                "actions": IDS + ["WeatherArticle"]}
+        assert c.post("/v1/models", json=body, headers=admin).status_code == 201
+        r = c.post(f"{BASE}/rank", json=RANK_EXAMPLE)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "Unauthorized"
+        key = {"Ocp-Apim-Subscription-Key": "k1"}
+        r = c.post(f"{BASE}/rank", json=RANK_EXAMPLE, headers=key)
+        assert r.status_code == 201, r.text
+        ranking = r.json()["ranking"]
+        assert sorted(a["id"] for a in ranking) == sorted(IDS)  # WeatherArticle not offered
+        event = json.loads(c.app.state.log.r.xrange(keys("news")["decisions"])[0][1][b"e"])
+        excluded = [event["bb"]["actions"][i] for i in event["bb"]["excluded"]]
+        assert sorted(excluded) == ["SportsArticle", "WeatherArticle"]
+        bad = copy.deepcopy(RANK_EXAMPLE)
+        bad["actions"].append({"id": "Podcast"})
+        bad["eventId"] = "x2"
+        r = c.post(f"{BASE}/rank", json=bad, headers=key)
+        assert r.status_code == 400 and "Podcast" in r.json()["error"]["message"]
+        r = c.post(f"{BASE}/events/{RANK_EXAMPLE['eventId']}/reward", json=REWARD_EXAMPLE,
+                   headers={"Authorization": "Bearer k1"})
+        assert r.status_code == 204
