@@ -427,14 +427,27 @@ def start_redis(procs: Processes, aof: bool) -> tuple[str, subprocess.Popen]:
             time.sleep(0.05)
 
 
-def start_service(procs: Processes, redis_url: str) -> tuple[str, subprocess.Popen]:
-    """``python -m service serve`` (API + learner thread) on a free loopback port, once ready."""
+def start_service(
+    procs: Processes, redis_url: str, split: bool = False
+) -> tuple[str, subprocess.Popen]:
+    """The service on a free loopback port, once ready.
+
+    Default: ``python -m service serve`` (API + learner thread in one process, the embedded
+    default's shape). ``split``: the scaled-out shape of docker-compose.yml, an API process
+    (``uvicorn --factory service.app:create_app``, one worker, reloading the learner's snapshots)
+    and a separate ``python -m service learner`` process.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOOSTBANDIT_")}
     env["REDIS_URL"] = redis_url
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     port = free_port()
-    argv = [sys.executable, "-m", "service", "serve", "--host", LOOPBACK, "--port", str(port)]
-    argv += ["--log-level", "warning"]
+    if split:
+        argv = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app"]
+        argv += ["--host", LOOPBACK, "--port", str(port), "--log-level", "warning"]
+        procs.spawn("learner", [sys.executable, "-m", "service", "learner"], env=env, cwd=procs.tmp)
+    else:
+        argv = [sys.executable, "-m", "service", "serve", "--host", LOOPBACK, "--port", str(port)]
+        argv += ["--log-level", "warning"]
     process = procs.spawn("service", argv, env=env, cwd=procs.tmp)
     base = f"http://{LOOPBACK}:{port}"
     deadline = time.monotonic() + 90
@@ -641,7 +654,9 @@ def model_counts(client: httpx.Client) -> dict[str, Any]:
     info.raise_for_status()
     body = info.json()
     out = {k: body[k] for k in ("decisions", "rewards", "joined", "version")}
-    out["backlog"] = max(0, out["rewards"] - out["version"])
+    # joined events are applied by the learner right after it appends them; an API replica's
+    # own version only moves with the snapshots it reloads, so count from the log
+    out["backlog"] = max(0, out["rewards"] - out["joined"])
     return out
 
 
@@ -702,7 +717,7 @@ class Poller(threading.Thread):
         out: dict[str, Any] = {
             "samples": len(inside),
             "feedback_per_second": (b["rewards"] - a["rewards"]) / dt,
-            "learned_per_second": (b["version"] - a["version"]) / dt,
+            "learned_per_second": (b["joined"] - a["joined"]) / dt,
             "max_backlog": max(s["backlog"] for s in inside),
             "max_lag_gauge_seconds": max(
                 (s["lag_gauge_seconds"] for s in inside if s["lag_gauge_seconds"] is not None),
@@ -886,8 +901,14 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         "latency from the scheduled send time). "
         f"Model: adabandit, {json.dumps(cfg['model_params'])}, actions = Car's "
         f"{len(cfg['actions'])} classes; contexts = Car rows (seeded shuffle), reward 1 iff the "
-        "played action is the row's class. Service: `python -m service serve` (API + learner "
-        f"thread, one process) against its own redis-server ({cfg['redis_persistence']}); "
+        "played action is the row's class. Service: "
+        + (
+            "`uvicorn --factory service.app:create_app` (API, one worker) and a separate "
+            "`python -m service learner` process"
+            if cfg.get("split")
+            else "`python -m service serve` (API + learner thread, one process)"
+        )
+        + f" against its own redis-server ({cfg['redis_persistence']}); "
         f"load generator: {cfg['generators']} separate Python process(es) (httpx, asyncio); "
         "all on 127.0.0.1. Load-gen CPU = CPU of the generator process(es), service CPU = CPU "
         "of the service process (1 = 100% of one core). "
@@ -946,8 +967,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             win["open"].get("service_cpu_utilisation"),
         ),
         "",
-        "Learner (one thread in the service process; backlog = feedback recorded - events "
-        "applied to the served model):",
+        "Learner (backlog = feedback recorded - feedback joined and applied by the learner):",
         "",
         "| phase | feedback/s | learned/s | max backlog seen | backlog at end | drained in |",
         "|---|---|---|---|---|---|",
@@ -1017,6 +1037,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "spare cores if the load-gen CPU column reads ~100%%)",
     )
     parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="API (uvicorn) and learner in separate processes, as docker-compose.yml runs them",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.seconds = 5.0
@@ -1051,6 +1076,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     command = "python benchmarks/load.py" + "".join(f" {a}" for a in sys.argv[1:])
     config = {
         "command": command,
+        "split": args.split,
         "seconds": args.seconds,
         "warmup": warmup,
         "concurrency": args.concurrency,
@@ -1073,7 +1099,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     poller: Poller | None = None
     try:
         redis_url, redis_proc = start_redis(procs, args.redis_aof)
-        base, service_proc = start_service(procs, redis_url)
+        base, service_proc = start_service(procs, redis_url, split=args.split)
         print(f"redis {redis_url} (pid {redis_proc.pid}), service {base} (pid {service_proc.pid})")
         with httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
             created = client.post(
@@ -1176,7 +1202,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.results:
         from benchmarks.results import replace_block
 
-        replace_block("load", "\n".join(lines))
+        replace_block("load-split" if args.split else "load", "\n".join(lines))
         print("updated benchmarks/RESULTS.md (load block)")
     return 0
 
