@@ -30,7 +30,8 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-from river.tree import HoeffdingTreeClassifier
+
+from learners.hoeffding import make_vfdt
 
 __all__ = ["BinaryHoeffdingTree", "BinaryWeakLearner", "margins", "signs_random_ties"]
 
@@ -72,22 +73,11 @@ class BinaryHoeffdingTree:
         tau: float = 0.05,
         nominal_attributes: list | None = None,
     ):
-        if not (grace_period > 0 and 0 < delta < 1 and tau > 0):
-            raise ValueError(
-                f"need grace_period > 0, 0 < delta < 1, tau > 0; got {grace_period}, {delta}, {tau}"
-            )
+        self.tree = make_vfdt(grace_period, delta, tau, nominal_attributes)
         self.grace_period = grace_period
         self.delta = delta
         self.tau = tau
         self.nominal_attributes = nominal_attributes
-        self.tree = HoeffdingTreeClassifier(
-            grace_period=grace_period,
-            delta=delta,
-            tau=tau,
-            split_criterion="info_gain",
-            leaf_prediction="mc",
-            nominal_attributes=nominal_attributes,
-        )
 
     def margin_one(self, x: dict) -> float:
         """``P(+1 | x) - P(-1 | x)``; a class the tree has not seen counts 0 (untrained: 0)."""

@@ -31,6 +31,7 @@ __all__ = [
     "CostSensitiveTree",
     "sample_tree_params",
     "argmax_label",
+    "make_vfdt",
     "proba_matrix",
 ]
 
@@ -102,6 +103,29 @@ def argmax_label(proba: dict, n_classes: int, u: float) -> int:
     return min(int(u * n_classes), n_classes - 1)
 
 
+def make_vfdt(
+    grace_period: float, delta: float, tau: float, nominal_attributes: list | None = None
+) -> HoeffdingTreeClassifier:
+    """River's Hoeffding tree set up as the authors' VFDT (spec §7.5 mapping): information gain,
+    majority-class leaves, the given grace period, split confidence and tie threshold.
+
+    >>> make_vfdt(10.0, 0.1, 0.05).leaf_prediction
+    'mc'
+    """
+    if not (grace_period > 0 and 0 < delta < 1 and tau > 0):
+        raise ValueError(
+            f"need grace_period > 0, 0 < delta < 1, tau > 0; got {grace_period}, {delta}, {tau}"
+        )
+    return HoeffdingTreeClassifier(
+        grace_period=grace_period,
+        delta=delta,
+        tau=tau,
+        split_criterion="info_gain",
+        leaf_prediction="mc",
+        nominal_attributes=nominal_attributes,
+    )
+
+
 def proba_matrix(trees: list, x: dict, n_classes: int) -> np.ndarray:
     """Class probabilities of several River classifiers for ``x`` as an (N, k) array.
 
@@ -138,10 +162,7 @@ class CostSensitiveTree:
     ):
         if n_classes < 2:
             raise ValueError(f"n_classes must be >= 2, got {n_classes}")
-        if not (grace_period > 0 and 0 < delta < 1 and tau > 0):
-            raise ValueError(
-                f"need grace_period > 0, 0 < delta < 1, tau > 0; got {grace_period}, {delta}, {tau}"
-            )
+        self.tree = make_vfdt(grace_period, delta, tau, nominal_attributes)
         self.n_classes = n_classes
         self.grace_period = grace_period
         self.delta = delta
@@ -151,14 +172,6 @@ class CostSensitiveTree:
         self.decimals = decimals
         self.scale = scale
         self.order = order
-        self.tree = HoeffdingTreeClassifier(
-            grace_period=grace_period,
-            delta=delta,
-            tau=tau,
-            split_criterion="info_gain",
-            leaf_prediction="mc",
-            nominal_attributes=nominal_attributes,
-        )
 
     def predict_proba(self, x: dict) -> np.ndarray:
         """Class probabilities as a length-``n_classes`` array (uniform when untrained)."""
