@@ -118,6 +118,17 @@ def _check_open_interval(option: str, value: float) -> None:
         _fail(f"{option} must be in (0, 1), got {value}")
 
 
+#: ``--progress/--no-progress``, shared by the long-running commands
+ProgressOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--progress/--no-progress",
+        help="Progress bar on stderr (default: on when stderr is a terminal).",
+        show_default=False,
+    ),
+]
+
+
 @app.command("simulate")
 def simulate_command(
     data: Annotated[
@@ -186,14 +197,7 @@ def simulate_command(
             help="Write the moving-average learning curve to this PNG.",
         ),
     ] = None,
-    progress: Annotated[
-        bool | None,
-        typer.Option(
-            "--progress/--no-progress",
-            help="Progress bar on stderr (default: on when stderr is a terminal).",
-            show_default=False,
-        ),
-    ] = None,
+    progress: ProgressOption = None,
 ) -> None:
     """Stream a dataset (duplicated, shuffled once) through a booster with bandit feedback."""
     # --- validation, before any work -------------------------------------------------------
@@ -445,14 +449,7 @@ def export_command(
             "previous export).",
         ),
     ] = None,
-    progress: Annotated[
-        bool | None,
-        typer.Option(
-            "--progress/--no-progress",
-            help="Progress bar on stderr (default: on when stderr is a terminal).",
-            show_default=False,
-        ),
-    ] = None,
+    progress: ProgressOption = None,
 ) -> None:
     """Stream a model's joined events out of Redis (REDIS_URL), in pages (constant memory).
 
@@ -485,8 +482,13 @@ def export_command(
             os.replace(part, target)
     except redis.RedisError as exc:
         _fail(f"Redis error: {exc}")
-    summary = {"model": model, "format": fmt, "exported": report.exported,
-               "skipped": report.skipped, "last_id": report.last_id}
+    summary = {
+        "model": model,
+        "format": fmt,
+        "exported": report.exported,
+        "skipped": report.skipped,
+        "last_id": report.last_id,
+    }
     if report.problems:
         summary["problems"] = report.problems
     typer.echo(json.dumps(summary), err=True)
@@ -529,14 +531,7 @@ def import_command(
     force: Annotated[
         bool, typer.Option("--force", help="Import a file already imported into this model.")
     ] = False,
-    progress: Annotated[
-        bool | None,
-        typer.Option(
-            "--progress/--no-progress",
-            help="Progress bar on stderr (default: on when stderr is a terminal).",
-            show_default=False,
-        ),
-    ] = None,
+    progress: ProgressOption = None,
 ) -> None:
     """Validate a log file, then append its events to a model's joined stream (REDIS_URL).
 
@@ -560,10 +555,15 @@ def import_command(
     client = _redis_client()
     try:
         report = import_events(
-            client, model, path, fmt,  # type: ignore[arg-type]
+            client,
+            model,
+            path,
+            fmt,  # type: ignore[arg-type]
             on_error=on_error,  # type: ignore[arg-type]
             reward_map=reward_map,  # type: ignore[arg-type]
-            action_index=action_index, force=force, progress=progress,
+            action_index=action_index,
+            force=force,
+            progress=progress,
         )
     except ImportError_ as exc:
         for error in exc.errors[:100]:
