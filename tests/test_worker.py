@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -25,6 +24,7 @@ from service.offline import TrainConfig, train_and_evaluate
 from service.settings import Settings
 from service.store import apply_joined
 from service.worker import Worker
+from tests.test_service_api import wait_for
 
 ACTIONS = ["a", "b", "c"]
 API = dict(
@@ -45,15 +45,6 @@ WORKER = dict(
     worker_block_ms=20,
     worker_min_propensity=0.02,
 )
-
-
-def wait_for(condition: Callable[[], object], timeout: float = 5.0) -> None:
-    """Poll ``condition`` until true or fail."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.01)
 
 
 def best_action(context: dict) -> int:
