@@ -15,6 +15,7 @@ from __future__ import annotations
 import abc
 import math
 import numbers
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,6 +201,19 @@ class OnlineBooster(abc.ABC):
         self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
     ) -> None:
         """Learn from the feedback to ``decision`` (exactly one of ``reward`` and ``label``)."""
+
+    def learn_steps(
+        self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
+    ) -> Iterator[None]:
+        """:meth:`learn_one` cut into steps (a generator; exhausting it is ``learn_one``).
+
+        Between two steps the booster may be read (:meth:`decide_one`) by another thread: a
+        service lets waiting decisions through there instead of making them wait for the whole
+        update. Boosters of several weak learners yield after each learner's update; this
+        default is one step.
+        """
+        self.learn_one(x, decision, reward=reward, label=label)
+        yield
 
     def predict_one(self, x: dict) -> int:
         """The action :meth:`decide_one` would play (consumes randomness like a decision)."""

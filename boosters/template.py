@@ -18,6 +18,7 @@ the votes from them, so a delayed reward trains exactly what was decided then.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -220,6 +221,17 @@ class BoostingTemplate(OnlineBooster):
         self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
     ) -> None:
         """Steps 7-12 of Algorithm 1 from a reward in [0, 1] or the true label."""
+        for _ in self.learn_steps(x, decision, reward=reward, label=label):
+            pass
+
+    def learn_steps(
+        self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
+    ) -> Iterator[None]:
+        """:meth:`learn_one` with a step after each weak learner's update (see the base class).
+
+        Everything is validated and every random number drawn before the first tree changes;
+        the ensemble's weights change in the last step.
+        """
         check_context(x)
         correct, known = self._feedback(decision, reward, label)
         internals = decision.internals
@@ -245,5 +257,6 @@ class BoostingTemplate(OnlineBooster):
         )
         for tree, lab, w in zip(self._trees, labels.tolist(), weights.tolist()):
             tree.learn_one(x, lab, w=w)
+            yield
         self.n_updates += 1
         self._update(votes, weak, experts, lhat, costs, known)

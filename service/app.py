@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -28,10 +29,11 @@ from redis.retry import Retry
 
 from service import metrics
 from service.deps import require_key
+from service.heap import HeapFreezer
 from service.learner import Learner
 from service.routers import decisions, health, models, personalizer, policies
 from service.settings import Settings, get_settings
-from service.store import EventLog, ModelStore
+from service.store import EventLog, ModelStore, ServedModel
 
 __all__ = ["connect", "create_app"]
 
@@ -91,6 +93,38 @@ class BodySizeLimit:
         await response(scope, receive, send)
 
 
+class RequestMetrics:
+    """Pure ASGI middleware: request counts and latency per route (Prometheus).
+
+    (Starlette's ``@app.middleware("http")`` would do the same at several times the cost per
+    request: it runs the app in a separate task and streams the response through a queue.)
+    """
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start = time.perf_counter()
+        status_code = 500
+
+        async def send_status(message) -> None:
+            nonlocal status_code
+            if message["type"] == "http.response.start":
+                status_code = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            path = getattr(scope.get("route"), "path", "unmatched")  # set by the router
+            metrics.REQUESTS.labels(path, scope["method"], str(status_code)).inc()
+            metrics.REQUEST_LATENCY.labels(path, scope["method"]).observe(
+                time.perf_counter() - start
+            )
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app (nothing connects until startup)."""
     settings = settings or get_settings()
@@ -110,11 +144,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         client = connect(url, settings.redis_timeout_seconds)
         app.state.log = EventLog(client)
         app.state.store = store = ModelStore(app.state.log)
+        ServedModel.YIELD_SECONDS = settings.learner_yield_ms / 1000
         stop = threading.Event()
         learner: Learner | None = None
         background: threading.Thread | None = None
+        switch_interval = sys.getswitchinterval()
 
         def load_then_run() -> None:
+            heap = HeapFreezer(settings.gc_freeze_seconds)
             while not stop.is_set() and not store.ready:  # Redis may be down at startup
                 try:
                     store.load_all()
@@ -122,6 +159,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 except redis.RedisError as exc:
                     log.warning("cannot load models yet: %s", exc)
                     stop.wait(0.5)
+            heap.maybe_freeze()
             # models this process does not learn (another learner holds their lease) follow
             # the latest snapshots; the learner's own models are skipped
             while not stop.wait(settings.replica_refresh_seconds):
@@ -129,12 +167,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     store.refresh_from_snapshots()
                 except redis.RedisError as exc:
                     log.warning("snapshot refresh failed: %s", exc)
+                heap.maybe_freeze()
 
         try:
             store.load_all()
         except redis.RedisError as exc:
             log.warning("Redis unavailable at startup (%s); loading in the background", exc)
         if settings.run_learner:
+            sys.setswitchinterval(settings.gil_switch_ms / 1000)
             timeout = settings.redis_timeout_seconds + settings.learner_block_ms / 1000
             learner = Learner(store, settings, connect(url, timeout))
             learner.start()
@@ -150,6 +190,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if background is not None:
                 background.join(5)
             client.close()
+            sys.setswitchinterval(switch_interval)
             if embedded is not None:
                 embedded.close()
 
@@ -197,21 +238,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ]
         return JSONResponse({"detail": errors}, status_code=422)
 
-    @app.middleware("http")
-    async def _metrics(request: Request, call_next):
-        start = time.perf_counter()
-        status_code = 500
-        try:
-            response = await call_next(request)
-            status_code = response.status_code
-            return response
-        finally:
-            route = request.scope.get("route")
-            path = getattr(route, "path", "unmatched")
-            metrics.REQUESTS.labels(path, request.method, str(status_code)).inc()
-            metrics.REQUEST_LATENCY.labels(path, request.method).observe(
-                time.perf_counter() - start
-            )
-
+    app.add_middleware(RequestMetrics)
     app.add_middleware(BodySizeLimit, limit=settings.max_body_bytes)
     return app

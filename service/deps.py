@@ -1,4 +1,9 @@
-"""FastAPI dependencies: settings, the event log, the model store, authentication."""
+"""FastAPI dependencies: settings, the event log, the model store, authentication.
+
+They are ``async`` because they only read app state: FastAPI runs a plain ``def`` dependency in
+its thread pool, and each such hop costs a thread switch (and a wait for the GIL while the
+learner thread is busy) on every request.
+"""
 
 from __future__ import annotations
 
@@ -25,17 +30,17 @@ __all__ = [
 ]
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     """The app's settings."""
     return request.app.state.settings
 
 
-def get_log(request: Request) -> EventLog:
+async def get_log(request: Request) -> EventLog:
     """The app's event log (Redis)."""
     return request.app.state.log
 
 
-def get_store(request: Request) -> ModelStore:
+async def get_store(request: Request) -> ModelStore:
     """The app's in-memory models."""
     return request.app.state.store
 
@@ -45,7 +50,7 @@ LogDep = Annotated[EventLog, Depends(get_log)]
 StoreDep = Annotated[ModelStore, Depends(get_store)]
 
 
-def get_model(name: str, store: StoreDep) -> ServedModel:
+async def get_model(name: str, store: StoreDep) -> ServedModel:
     """The model named in the path, or 404."""
     model = store.get(name)
     if model is None:
@@ -66,7 +71,7 @@ def _matches(token: str, keys: set[str]) -> bool:
     return any(secrets.compare_digest(token.encode(), key.encode()) for key in keys)
 
 
-def require_key(request: Request, settings: SettingsDep) -> str | None:
+async def require_key(request: Request, settings: SettingsDep) -> str | None:
     """With keys configured: a valid ``Authorization: Bearer <key>`` or 401."""
     if not settings.auth_enabled:
         return None
@@ -83,7 +88,7 @@ def require_key(request: Request, settings: SettingsDep) -> str | None:
 KeyDep = Annotated[str | None, Depends(require_key)]
 
 
-def require_admin(token: KeyDep, settings: SettingsDep) -> None:
+async def require_admin(token: KeyDep, settings: SettingsDep) -> None:
     """With keys configured: an admin key or 403."""
     if settings.auth_enabled and (token is None or not _matches(token, settings.admins)):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "this route needs an admin API key")

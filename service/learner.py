@@ -29,6 +29,7 @@ import redis
 
 from service import metrics
 from service.events import joined_event, keys, loads
+from service.heap import HeapFreezer
 from service.settings import Settings
 from service.store import EventLog, ModelStore, ServedModel
 
@@ -54,6 +55,7 @@ class Learner:
         self._since_snapshot: dict[str, int] = {}
         self._fresh: set[str] = set()  # models whose pending entries must be re-read
         self._thread: threading.Thread | None = None
+        self.heap = HeapFreezer(settings.gc_freeze_seconds)
 
     # --- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -132,6 +134,7 @@ class Learner:
         for model in owned.values():
             self.expire(model, now)
             self.maybe_snapshot(model, now)
+        self.heap.maybe_freeze()
 
     def _read(
         self, owned: dict[str, ServedModel], streams: dict[str, str], block: int | None

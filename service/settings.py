@@ -61,6 +61,26 @@ class Settings(BaseSettings):
     run_learner: bool = Field(
         default=False, description="Run the learner inside the API process (set by serve)."
     )
+    gc_freeze_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="Move the long-lived heap (the models) out of the cyclic GC every S seconds "
+        "(0: never); see service/heap.py.",
+    )
+    learner_yield_ms: float = Field(
+        default=50.0,
+        ge=0,
+        description="Longest a learning step waits while requests wait for the model's lock "
+        "(0: no priority for requests).",
+    )
+    gil_switch_ms: float = Field(
+        default=0.5,
+        gt=0,
+        le=100,
+        description="With the learner in-process: Python's thread switch interval (ms), so a "
+        "request waits at most about this long for the GIL while the learner thread computes "
+        "(Python's default is 5 ms).",
+    )
 
     # --- the offline worker (boostbandit worker, service/worker.py) ----------------------------
     worker_window: int = Field(

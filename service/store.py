@@ -46,14 +46,17 @@ joined events after it*.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
+import os
 import pickle
 import secrets
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,15 +225,27 @@ class ServingConfig:
 
 def apply_joined(booster: OnlineBooster, event: dict[str, Any]) -> bool:
     """Apply one joined event to ``booster`` (deterministic; False if it was not learned)."""
+    steps = apply_steps(booster, event)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def apply_steps(booster: OnlineBooster, event: dict[str, Any]) -> Generator[None, None, bool]:
+    """:func:`apply_joined` in the booster's :meth:`~boosters.base.OnlineBooster.learn_steps`;
+    the generator's return value says whether the event was learned."""
     if event.get("_skipLearn"):
         return False
     bb = event["bb"]
     decision = Decision.from_dict(bb["decision"])
+    if bb.get("label") is not None:
+        steps = booster.learn_steps(event["c"], decision, label=int(bb["label"]))
+    else:
+        steps = booster.learn_steps(event["c"], decision, reward=float(bb["reward"]))
     try:
-        if bb.get("label") is not None:
-            booster.learn_one(event["c"], decision, label=int(bb["label"]))
-        else:
-            booster.learn_one(event["c"], decision, reward=float(bb["reward"]))
+        yield from steps
     except (ValueError, TypeError) as exc:  # e.g. a default reward for a full-information booster
         log.debug("event %s not learned: %s", event.get("EventId"), exc)
         return False
@@ -252,6 +267,9 @@ def _exclude(p: np.ndarray, excluded: list[int]) -> np.ndarray:
 class ServedModel:
     """One model in memory: its config, booster, version and lock."""
 
+    #: longest a learning step waits for deciders queued on the lock
+    YIELD_SECONDS = 0.05
+
     def __init__(
         self, config: ModelConfig, booster: OnlineBooster, version: int = 0, joined_id: str = "0-0"
     ) -> None:
@@ -264,6 +282,11 @@ class ServedModel:
         self.snapshot_time = time.time()
         self.owned = False  # True while this process's learner holds the model's lease
         self.last_applied_ts: float | None = None
+        # deciders waiting for the lock; apply() waits for _no_deciders before learning
+        self._deciders = 0
+        self._deciders_lock = threading.Lock()
+        self._no_deciders = threading.Event()
+        self._no_deciders.set()
 
     @property
     def name(self) -> str:
@@ -280,18 +303,26 @@ class ServedModel:
         renormalised vector; that vector is what gets logged as the propensities.
         """
         rng = event_rng(self.config.seed, event_id)
-        with self.lock:
-            booster = self.booster
-            saved_rng = getattr(booster, "_rng", None)
-            saved_count = getattr(booster, "n_decisions", None)
-            booster._rng = rng
-            try:
-                decision = booster.decide_one(context)
-            finally:
-                booster._rng = saved_rng
-                if saved_count is not None:
-                    booster.n_decisions = saved_count
+        with self._deciders_lock:  # seen by apply(): the learner steps aside
+            self._deciders += 1
+            self._no_deciders.clear()
+        try:
+            self.lock.acquire()  # held against a concurrent learn_one, never for long
+        finally:
+            with self._deciders_lock:
+                self._deciders -= 1
+                if self._deciders == 0:
+                    self._no_deciders.set()
+        try:
+            # a shallow copy shares the trees (read only here) but takes the per-event generator
+            # and its own decision counter, so deciding writes nothing into the shared booster
+            # (a snapshot taken meanwhile sees exactly the learned state)
+            view = copy.copy(self.booster)
+            view._rng = rng
+            decision = view.decide_one(context)
             version = self.version
+        finally:
+            self.lock.release()
         if excluded:
             p = _exclude(np.array(decision.probabilities, dtype=float), excluded)
             decision = Decision(action=draw(p, rng), probabilities=p, internals=decision.internals)
@@ -328,21 +359,100 @@ class ServedModel:
         Imported events (``boostbandit import``) sit in the joined stream for the offline worker
         only: the live learner never applies them, so neither does a restore (no learning, no
         version step), and a restored model equals the live one.
+
+        Deciders come first. The update runs in the booster's
+        :meth:`~boosters.base.OnlineBooster.learn_steps` (one weak learner each), taking the
+        lock per step, so a decision waits for one tree's update at most, not for the whole
+        ensemble's (milliseconds on grown trees). A decision taken between two steps sees some
+        trees updated and the ensemble weights not yet: it is still a valid decision of that
+        state, logged with its internals, and learning only ever uses logged internals, so the
+        model itself stays a function of the joined events alone. And while a :meth:`decide`
+        waits for the lock, the learner steps aside (up to ``YIELD_SECONDS``): Python's locks
+        are not fair, so a learner running a backlog could otherwise re-take the lock before a
+        waiting request thread wakes up.
         """
-        with self.lock:
-            if event.get("bb", {}).get("imported"):
+        if event.get("bb", {}).get("imported"):
+            with self.lock:
                 self.joined_id = joined_id
-                return False
-            learned = apply_joined(self.booster, event)
-            self.version += 1
-            self.joined_id = joined_id
+            return False
+        steps = apply_steps(self.booster, event)
+        while True:
+            self._no_deciders.wait(self.YIELD_SECONDS)  # blocks (no polling) only if some wait
+            with self.lock:
+                try:
+                    next(steps)
+                except StopIteration as done:
+                    learned = done.value
+                    self.version += 1
+                    self.joined_id = joined_id
+                    break
         self.last_applied_ts = time.time()
         return learned
 
-    def dump(self) -> tuple[bytes, int, str]:
-        """``(pickle, version, joined_id)`` taken atomically."""
+    def dump(self, isolated: bool = True) -> tuple[bytes, int, str]:
+        """``(pickle, version, joined_id)`` of one consistent state.
+
+        With ``isolated`` (and ``os.fork`` available) the state is frozen by a fork taken under
+        the lock, and the child process pickles it while this process goes on deciding: pickling
+        20 grown trees takes hundreds of milliseconds of CPU that would otherwise hold the GIL
+        (and the model) for every request. See :func:`pickle_isolated`.
+        """
         with self.lock:
-            return pickle.dumps(self.booster, protocol=5), self.version, self.joined_id
+            version, joined_id = self.version, self.joined_id
+            if not isolated:
+                return pickle.dumps(self.booster, protocol=5), version, joined_id
+            pending = pickle_isolated(self.booster)
+        try:
+            return pending(), version, joined_id
+        except RuntimeError as exc:
+            log.warning("%s: isolated snapshot failed (%s); pickling in process", self.name, exc)
+            return self.dump(isolated=False)
+
+
+def pickle_isolated(obj: Any) -> Callable[[], bytes]:
+    """Start pickling ``obj`` in a forked child; returns the function that collects the bytes.
+
+    The fork freezes ``obj`` as it is now (copy-on-write), so the caller may release its locks
+    and let other threads change it before collecting. The child only pickles, writes to a pipe
+    and leaves with ``os._exit`` (no locks, logging or I/O of the parent are touched). Without
+    ``os.fork`` the pickling happens here, at once. The collector raises :class:`RuntimeError`
+    if the child failed (the frozen state is gone then; the caller retries as it sees fit).
+
+    >>> pickle.loads(pickle_isolated({"a": [1, 2]})())
+    {'a': [1, 2]}
+    """
+    if not hasattr(os, "fork"):
+        data = pickle.dumps(obj, protocol=5)
+        return lambda: data
+    read_fd, write_fd = os.pipe()
+    with warnings.catch_warnings():  # Python >= 3.12 warns about fork in threaded processes
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        status = 1
+        try:
+            os.close(read_fd)
+            view = memoryview(pickle.dumps(obj, protocol=5))
+            while view:
+                view = view[os.write(write_fd, view) :]
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_fd)
+
+    def collect() -> bytes:
+        chunks = []
+        try:
+            while chunk := os.read(read_fd, 1 << 20):  # releases the GIL while waiting
+                chunks.append(chunk)
+        finally:
+            os.close(read_fd)
+            _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise RuntimeError(f"snapshot child process failed (wait status {status})")
+        return b"".join(chunks)
+
+    return collect
 
 
 class EventLog:

@@ -1,4 +1,13 @@
-"""``/v1/models/{name}/predict`` and ``/v1/models/{name}/feedback``."""
+"""``/v1/models/{name}/predict`` and ``/v1/models/{name}/feedback``.
+
+Both routes are ``async``: what they do is short CPU work (validation, one decision of the
+in-memory model, which waits at most for one weak learner's update, see
+:meth:`~service.store.ServedModel.apply`) and one Redis round trip, cheaper on the event loop
+than a hop to FastAPI's thread pool and back, which under a busy learner thread costs a wait for
+the GIL each way (measured in benchmarks/RESULTS.md, "Service load"). A Redis server that is
+down answers at once (connection refused: 503); one that hangs holds the loop for at most
+``redis_timeout_seconds``.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +39,7 @@ def _unprocessable(message: str) -> HTTPException:
 
 
 @router.post("/{name}/predict", response_model=PredictResponse)
-def predict(
+async def predict(
     body: PredictRequest,
     model: ModelDep,
     log: LogDep,
@@ -94,7 +103,7 @@ def predict(
 
 
 @router.post("/{name}/feedback", response_model=FeedbackResponse)
-def feedback(
+async def feedback(
     body: FeedbackRequest,
     model: ModelDep,
     log: LogDep,
