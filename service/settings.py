@@ -45,8 +45,13 @@ class Settings(BaseSettings):
     max_features: int = Field(default=1000, ge=1, description="Most features in one context.")
     max_actions: int = Field(default=1000, ge=2, description="Most actions of one model.")
 
-    snapshot_every_events: int = Field(default=500, ge=1, description="Snapshot every M events.")
-    snapshot_every_seconds: float = Field(default=30.0, gt=0, description="... or S seconds.")
+    # a snapshot bounds the replay on restart (and how stale API replicas are), but each one
+    # costs the serving process a fork and its copy-on-write page faults: measured in
+    # benchmarks/RESULTS.md ("Service load"), p99 predict 39 ms with one every 500 events
+    snapshot_every_events: int = Field(
+        default=5000, ge=1, description="Snapshot every M events (a restart replays <= M)."
+    )
+    snapshot_every_seconds: float = Field(default=60.0, gt=0, description="... or S seconds.")
     event_retention_seconds: float = Field(
         default=7 * 86400.0, gt=0, description="How long an event id is kept after its window."
     )
