@@ -2,9 +2,10 @@
 
 Protocol of the paper's experiments (Section 7, App. J): decision stumps (scikit-learn) as weak
 learners; k-fold cross-validation (30 folds); classification noise of 0/5/10/20% added to the
-*training* folds only (each training label flipped independently with that probability; the test
-fold stays clean); a grid search over T in {25, 50, 100} for every algorithm and over
-sigma in {0.1, 0.25, 0.5} for Algorithm 1. Algorithms (boosters/sample_efficient.py):
+*training* folds only (exactly ``round(noise * n)`` training labels, chosen at random, are flipped:
+:func:`flip_labels`; the test fold stays clean); a grid search over T in {25, 50, 100} for every
+algorithm and over sigma in {0.1, 0.25, 0.5} for Algorithm 1. Algorithms
+(boosters/sample_efficient.py):
 
 - ``ours``: :class:`SampleEfficientBooster` with the paper's experimental settings
   (``PAPER_EXPERIMENT``: fractional relabelling with the unnormalised weights ``(1 +- w) / 2``,
@@ -13,7 +14,10 @@ sigma in {0.1, 0.25, 0.5} for Algorithm 1. Algorithms (boosters/sample_efficient
 - ``bchm20``: :class:`StatisticalAgnosticBooster` with Madaboost weights, as the paper ran it
   (§B.5 (v)); ``bchm20-oco`` (its own OGD weights, Algorithm 2) and ``ours-alg1`` (Algorithm 1
   as written: sampled labels, fixed step, threshold tau = 0, gamma = 0.3, eta = sigma * gamma)
-  are available as extra columns.
+  are available as extra columns;
+- ``adaboost``: a reference that is not in the paper: scikit-learn's ``AdaBoostClassifier`` (SAMME)
+  with T decision stumps, trained on the whole (noisy) training fold, no hold-out. It shows what
+  plain boosted stumps reach on the same folds and noise.
 
 Every algorithm selects its output round on a hold-out of 20% of the training fold (§B.5 step 1;
 the paper does not say how it did this). The reported cell is the grid point with the best mean
@@ -32,6 +36,9 @@ One JSON line per (dataset, noise, fold, algorithm, T, sigma) goes to benchmarks
     python benchmarks/table3.py --jobs 2            # the full reproduction
     python benchmarks/table3.py --report-only       # only rewrite the RESULTS.md block
     python benchmarks/table3.py --quick             # smoke test: Ionosphere, T = 25, 2 folds
+
+The figure benchmarks/table3.png (accuracy against noise, ours beside the paper's) is redrawn with
+the report.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -67,13 +75,14 @@ NOISE = [0.0, 0.05, 0.10, 0.20]
 ROUNDS = [25, 50, 100]
 SIGMAS = [0.1, 0.25, 0.5]
 ALGORITHMS = ["kk09", "bchm20", "ours"]
-EXTRA_ALGORITHMS = ["bchm20-oco", "ours-alg1"]
+EXTRA_ALGORITHMS = ["bchm20-oco", "ours-alg1", "adaboost"]
 LABELS = {
     "kk09": "KK09",
     "bchm20": "BCHM20",
     "ours": "Alg. 1",
     "bchm20-oco": "BCHM20 (OCO)",
     "ours-alg1": "Alg. 1 (as written)",
+    "adaboost": "AdaBoost stumps (ref.)",
 }
 WAVEFORM_ROWS = 5000
 HOLDOUT = 0.2
@@ -108,6 +117,31 @@ PAPER: dict[str, dict[float, dict[str, tuple[float, float]]]] = {
 
 
 # ---- data ---------------------------------------------------------------------------------------
+
+
+def flip_labels(y: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """A copy of the 0/1 labels ``y`` with exactly ``round(fraction * len(y))`` of them flipped.
+
+    The flipped rows are a uniformly random subset drawn with ``rng`` (classification noise on
+    the training folds, spec §B.6).
+
+    >>> y = np.zeros(10, dtype=int)
+    >>> int(flip_labels(y, 0.2, np.random.default_rng(0)).sum())
+    2
+    >>> flip_labels(y, 1.5, np.random.default_rng(0))
+    Traceback (most recent call last):
+    ...
+    ValueError: fraction must be in [0, 1], got 1.5
+    """
+    y = np.asarray(y)
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+    if not np.isin(y, (0, 1)).all():
+        raise ValueError("labels must be 0 or 1")
+    flipped = y.copy()
+    idx = rng.choice(y.size, size=int(round(fraction * y.size)), replace=False)
+    flipped[idx] = 1 - flipped[idx]
+    return flipped
 
 
 def _read_arff(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -153,7 +187,32 @@ def folds(y: np.ndarray, n_folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
 # ---- one job: an algorithm's grid on one fold --------------------------------------------------
 
 
+class AdaBoostStumps:
+    """scikit-learn's AdaBoost (SAMME) over ``n_rounds`` stumps: the reference column.
+
+    Exposes the attributes :func:`run_job` records (``best_round_`` is T: no round selection).
+    """
+
+    def __init__(self, n_rounds: int, seed: int):
+        from sklearn.ensemble import AdaBoostClassifier
+        from sklearn.tree import DecisionTreeClassifier
+
+        self.model = AdaBoostClassifier(
+            DecisionTreeClassifier(max_depth=1), n_estimators=n_rounds, random_state=seed
+        )
+        self.best_round_, self.steps_, self.n_clipped_ = n_rounds, [], 0
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> AdaBoostStumps:
+        self.model.fit(X, y)
+        return self
+
+    def score(self, X: np.ndarray, y: np.ndarray) -> float:
+        return float(self.model.score(X, y))
+
+
 def make(algorithm: str, n_rounds: int, sigma: float | None, seed: int):
+    if algorithm == "adaboost":
+        return AdaBoostStumps(n_rounds, seed)
     common = {"n_rounds": n_rounds, "holdout": HOLDOUT, "random_state": seed}
     if algorithm == "ours":
         return SampleEfficientBooster(sigma=sigma, **PAPER_EXPERIMENT, **common)
@@ -179,7 +238,7 @@ def run_job(job: tuple) -> list[dict]:
     train, test = folds(y, n_folds)[fold]
     seed = 1000 * int(round(noise * 100)) + fold
     rng = np.random.default_rng([DATASETS.index(dataset), int(round(noise * 100)), fold])
-    y_train = np.where(rng.random(len(train)) < noise, 1 - y[train], y[train])
+    y_train = flip_labels(y[train], noise, rng)
     rows = []
     for n_rounds, sigma in cells:
         start = time.perf_counter()
@@ -206,6 +265,70 @@ def run_job(job: tuple) -> list[dict]:
 
 # ---- report -------------------------------------------------------------------------------------
 
+#: the start of the ``table3`` block: heading, protocol, the commands that made the numbers
+HEADER = """## Seed 003, Table 3 (batch agnostic boosting under label noise)
+
+`benchmarks/table3.py`, protocol of the paper's Section 7 / App. J as the spec reads it
+(`../shared/specs/agnostic_boosting.md` §B.5-B.6): scikit-learn decision stumps as weak learners;
+stratified k-fold cross-validation; exactly 0/5/10/20% of the training fold's labels flipped (the
+test fold stays clean); grid T in {25, 50, 100} for every algorithm and sigma in {0.1, 0.25, 0.5}
+for Alg. 1; every booster picks its output round on a 20% hold-out of the training fold. Alg. 1 =
+`SampleEfficientBooster` with the paper's experimental settings (fractional labels with the
+unnormalised weights (1 ± w)/2, adaptive step, App. K's branching); KK09 = `KanadeKalaiBooster`
+(a fresh chunk of n/T rows per round, Madaboost weights); BCHM20 = `StatisticalAgnosticBooster`
+(all rows every round, Madaboost weights, as the paper ran it). Waveform: River's generator, 5000
+rows, class 0 against the rest (the paper does not say how it made the 3-class set binary), 5
+folds instead of 30 to fit the time budget. Spambase and Sonar are not available offline.
+
+Commands (each resumes where it stopped; the last one only rewrites this block and
+`benchmarks/table3.png`):
+
+```bash
+python benchmarks/table3.py --jobs 2 --datasets ionosphere diabetes german \\
+    --algorithms kk09 bchm20 ours adaboost
+python benchmarks/table3.py --jobs 2 --datasets waveform --folds 5 --algorithms kk09 bchm20 ours
+python benchmarks/table3.py --jobs 2 --datasets ionosphere diabetes german --max-folds 10 \\
+    --algorithms bchm20-oco ours-alg1
+python benchmarks/table3.py --report-only
+```
+
+Figure: `benchmarks/table3.png` (ours solid, the paper dashed)."""
+
+#: the reading of the committed runs, appended to the block (the runs are deterministic)
+NOTES = """Reading:
+
+- **Target: met by BCHM20, missed by KK09 and Alg. 1.** BCHM20 lies within the paper's spread in
+  9 of 16 cells: all of Ionosphere, 3 of German, 2 of Diabetes. On Waveform it is 0.08-0.10 above
+  the paper. KK09 and Alg. 1 are below the paper in every cell, by 0.04-0.20. The paper's
+  ordering does not hold either: here Alg. 1 beats both baselines in 2 of 16 cases, the paper
+  claims 18 of 24. The misses, explained as far as the paper allows:
+- **The paper's Alg. 1 numbers are out of reach of boosted stumps on these data.** Diabetes
+  0.87-0.88 and German 0.83-0.85 are far above every method run here. Plain AdaBoost over the
+  same stumps on the same folds reaches 0.77 and 0.75 on clean labels. They are not in-sample
+  accuracies either: no method here fits its own training folds that well (see the in-sample
+  line above; AdaBoost reaches 0.80 and 0.78). The paper's numbers also stay flat from 0% to 20%
+  label noise, while our KK09 and AdaBoost lose up to 0.09. No T, sigma or reading of the spec
+  closes gaps that large. Without the authors' code we cannot say where they come from.
+- **KK09 and Alg. 1 see few fresh rows per round, by design.** Both take n/T fresh rows each
+  round (App. K: "T implicitly limits the algorithm to m_total/T fresh samples each round"). On
+  Ionosphere that is about 11 of the roughly 270 training rows at T = 25, and under 3 at T = 100.
+  KK09 fits each stump on those rows alone. Alg. 1 adds the older chunks, with geometrically
+  decaying mass and frozen labels. BCHM20 fits every stump on all rows, which is why it is the
+  strongest of the three here and the one that matches the paper. The paper's KK09 (0.92 on
+  Ionosphere) implies more data per round than n/T, by a procedure it does not describe.
+- **The experimental variant is weaker than Algorithm 1 as written.** The paper's experimental
+  weights (1 ± w)/2 correlate a fresh chunk's labels with the true ones by only w = sigma while
+  H is small, against 1 for chunk 1. The normalised rule of Algorithm 1 gives
+  w / (eta + sigma) = 1 / (1 + gamma) = 0.77 there (eta = gamma sigma). Run as written
+  (sampled labels, fixed step, gamma = 0.3), it scores higher on most of the shared folds (line
+  above), at 2.6-4.2 stump fits per round instead of 0.7-2.2 (batch-speed block).
+- **The paper's spread is most likely a standard error.** The standard deviation over our 30
+  folds is 0.04-0.13 on these small sets, 2-5 times the paper's ±0.02-0.03, because a test fold
+  holds 11-34 rows. Our standard errors (0.008-0.023) are the size of the paper's spread, so the
+  tables show mean ± s.e.
+- **Waveform differs in set-up.** The paper does not say how it made Waveform binary (here:
+  class 0 against the rest), and it is run with 5 folds here for time."""
+
 
 def key(row: dict) -> tuple:
     return (row["dataset"], row["noise"], row["fold"], row["algorithm"], row["T"], row["sigma"])
@@ -220,10 +343,11 @@ def read_rows(path: Path) -> list[dict]:
 def best_cells(rows: list[dict]) -> dict[tuple, dict]:
     """(dataset, noise, algorithm) -> the grid cell with the best mean accuracy over folds."""
     cells: dict[tuple, list[float]] = {}
+    train: dict[tuple, list[float]] = {}
     for r in rows:
-        cells.setdefault((r["dataset"], r["noise"], r["algorithm"], r["T"], r["sigma"]), []).append(
-            r["accuracy"]
-        )
+        k = (r["dataset"], r["noise"], r["algorithm"], r["T"], r["sigma"])
+        cells.setdefault(k, []).append(r["accuracy"])
+        train.setdefault(k, []).append(r.get("train_accuracy_noisy", float("nan")))
     best: dict[tuple, dict] = {}
     for (d, noise, a, T, s), accs in sorted(cells.items(), key=lambda kv: str(kv[0])):
         mean = float(np.mean(accs))
@@ -232,65 +356,177 @@ def best_cells(rows: list[dict]) -> dict[tuple, dict]:
             best[(d, noise, a)] = {
                 "mean": mean,
                 "std": float(np.std(accs)),
+                "se": float(np.std(accs, ddof=1) / np.sqrt(len(accs))) if len(accs) > 1 else 0.0,
                 "n": len(accs),
                 "T": T,
                 "sigma": s,
+                "train": float(np.mean(train[(d, noise, a, T, s)])),
             }
     return best
 
 
+def _cell(b: dict | None, n_folds: int) -> str:
+    if b is None:
+        return ""
+    grid_point = f"T={b['T']}" + (f", σ={b['sigma']}" if b["sigma"] else "")
+    partial = "" if b["n"] == n_folds else f", {b['n']} folds"
+    return f"{b['mean']:.3f} ± {b['se']:.3f} (sd {b['std']:.2f}; {grid_point}{partial})"
+
+
+def within_spread(ours: float, paper: tuple[float, float]) -> bool:
+    """Whether ``ours`` lies in the paper's ``mean ± spread`` (its 2-decimal rounding allowed).
+
+    >>> within_spread(0.905, (0.88, 0.02)), within_spread(0.91, (0.88, 0.02))
+    (True, False)
+    """
+    return abs(ours - paper[0]) <= paper[1] + 0.005 + 1e-9
+
+
 def report(rows: list[dict]) -> str:
-    """The ``table3`` block: our numbers with the paper's beside them."""
+    """The ``table3`` block: our numbers with the paper's beside them, then the extra columns."""
     if not rows:
         return "No runs yet: `python benchmarks/table3.py --jobs 2`."
     best = best_cells(rows)
-    algorithms = [a for a in ALGORITHMS + EXTRA_ALGORITHMS if any(k[2] == a for k in best)]
     datasets = [d for d in DATASETS if any(k[0] == d for k in best)]
     noises = sorted({k[1] for k in best})
-    n_folds = sorted({r["folds"] for r in rows})
+    n_folds = max(r["folds"] for r in rows)
+    main = [a for a in ALGORITHMS if any(k[2] == a for k in best)]
+    extra = [a for a in EXTRA_ALGORITHMS if any(k[2] == a for k in best)]
     header = ["Dataset", "Noise"]
-    for a in algorithms:
-        header += [LABELS[a], "paper"] if a in ALGORITHMS else [LABELS[a]]
+    for a in main:
+        header += [LABELS[a], "paper"]
     lines = [
-        f"Cross-validated test accuracy ({'/'.join(map(str, n_folds))} folds), mean ± std over "
-        "folds, best grid cell by mean accuracy (its T and sigma in brackets); label noise on "
-        "the training folds only. 'paper': Table 3 of seed 003 (mean ± spread as printed).",
+        HEADER,
+        "",
+        f"Cross-validated test accuracy ({n_folds} folds unless a cell says otherwise): mean ± "
+        "standard error over folds (sd: standard deviation over folds), for the grid cell "
+        "with the best mean test accuracy (its T and sigma in brackets; chosen on the test "
+        "folds, as the paper appears to have done, so slightly optimistic); label noise on "
+        "the training folds only. 'paper': Table 3 of seed 003 (mean ± spread as printed; "
+        "the paper does not say what the spread is). A bold cell is outside the paper's "
+        "spread (±0.005 for its rounding).",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
+    inside: dict[str, list[bool]] = {a: [] for a in main}
     for d in datasets:
         for noise in noises:
             cells = [d.capitalize(), f"{noise:.0%}"]
-            for a in algorithms:
+            for a in main:
                 b = best.get((d, noise, a))
-                if b is None:
-                    cells.append("")
-                else:
-                    grid_point = f"T={b['T']}" + (f", σ={b['sigma']}" if b["sigma"] else "")
-                    partial = "" if b["n"] == max(n_folds) else f", {b['n']} folds"
-                    cells.append(f"{b['mean']:.3f} ± {b['std']:.3f} ({grid_point}{partial})")
-                if a in ALGORITHMS:
-                    p = PAPER.get(d, {}).get(noise, {}).get(a)
-                    cells.append(f"{p[0]:.2f} ± {p[1]:.2f}" if p else "")
+                p = PAPER.get(d, {}).get(noise, {}).get(a)
+                text = _cell(b, n_folds)
+                if b is not None and p is not None:
+                    ok = within_spread(b["mean"], p)
+                    inside[a].append(ok)
+                    text = text if ok else f"**{text}**"
+                cells += [text, f"{p[0]:.2f} ± {p[1]:.2f}" if p else ""]
             lines.append("| " + " | ".join(cells) + " |")
-    wins = 0
-    total = 0
+    wins = total = 0
     for d in datasets:
         for noise in noises:
             got = {a: best.get((d, noise, a)) for a in ALGORITHMS}
             if all(got.values()):
                 total += 1
-                others = max(got["kk09"]["mean"], got["bchm20"]["mean"])
-                wins += got["ours"]["mean"] > others
-    cpu = sum(r["seconds"] for r in rows)
+                wins += got["ours"]["mean"] > max(got["kk09"]["mean"], got["bchm20"]["mean"])
     lines += [
         "",
-        f"Alg. 1 beats both baselines in {wins} of {total} (dataset, noise) instances here "
-        "(the paper: 18 of 24, on six datasets). "
-        f"{len(rows)} fits, {cpu / 3600:.1f} CPU hours in the fits.",
+        "Within the paper's spread: "
+        + ", ".join(f"{LABELS[a]} {sum(v)} of {len(v)}" for a, v in inside.items())
+        + f". Alg. 1 beats both baselines in {wins} of {total} (dataset, noise) instances here "
+        "(the paper: 18 of 24, on six datasets).",
     ]
+    if extra:
+        lines += [
+            "",
+            "Extra columns (same protocol and selection, on the folds a cell states; not in "
+            "the paper's table): " + "; ".join(f"{LABELS[a]}" for a in extra) + ".",
+            "",
+            "| Dataset | Noise | " + " | ".join(LABELS[a] for a in extra) + " |",
+            "|" + "---|" * (2 + len(extra)),
+        ]
+        for d in datasets:
+            for noise in noises:
+                if not any((d, noise, a) in best for a in extra):
+                    continue
+                cells = [d.capitalize(), f"{noise:.0%}"]
+                cells += [_cell(best.get((d, noise, a)), n_folds) for a in extra]
+                lines.append("| " + " | ".join(cells) + " |")
+    if "ours-alg1" in extra and "ours" in main:
+        # Algorithm 1 as written against the paper's variant, on the folds where both ran
+        ran = {(r["dataset"], r["fold"]) for r in rows if r["algorithm"] == "ours-alg1"}
+        same = best_cells([r for r in rows if (r["dataset"], r["fold"]) in ran])
+        diffs = [
+            same[(d, n, "ours-alg1")]["mean"] - same[(d, n, "ours")]["mean"]
+            for d in datasets
+            for n in noises
+            if (d, n, "ours-alg1") in same and (d, n, "ours") in same
+        ]
+        if diffs:
+            lines += [
+                "",
+                f"{LABELS['ours-alg1']} against {LABELS['ours']} on the same folds: higher in "
+                f"{sum(x > 0 for x in diffs)} of {len(diffs)} cells, by "
+                f"{np.median(diffs):+.3f} (median; range {min(diffs):+.3f} to {max(diffs):+.3f}).",
+            ]
+    clean = [(d, a) for d in datasets for a in main + extra if (d, 0.0, a) in best]
+    if clean:
+        lines += [
+            "",
+            "Accuracy on the training fold itself (in-sample) at 0% noise, same cells, to check "
+            "whether the paper's numbers could be in-sample ones: "
+            + "; ".join(
+                f"{d.capitalize()} "
+                + ", ".join(
+                    f"{LABELS[a]} {best[(d, 0.0, a)]['train']:.3f}" for dd, a in clean if dd == d
+                )
+                for d in datasets
+                if any(dd == d for dd, _ in clean)
+            )
+            + ".",
+        ]
+    cpu = sum(r["seconds"] for r in rows)
+    lines += ["", f"{len(rows)} fits, {cpu / 3600:.2f} hours of fitting (sum of wall times)."]
+    if NOTES:
+        lines += ["", NOTES]
     return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: Path) -> Path | None:
+    """Accuracy against training-label noise per dataset: ours (lines) and the paper (dashed)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    best = best_cells(rows)
+    datasets = [d for d in DATASETS if any(k[0] == d for k in best)]
+    if not datasets:
+        return None
+    fig = Figure(figsize=(3.2 * len(datasets), 3.4), dpi=80)
+    FigureCanvasAgg(fig)
+    colours = {"kk09": "tab:blue", "bchm20": "tab:orange", "ours": "tab:green"}
+    colours |= {"ours-alg1": "tab:olive", "bchm20-oco": "tab:brown", "adaboost": "tab:gray"}
+    for i, d in enumerate(datasets, 1):
+        ax = fig.add_subplot(1, len(datasets), i)
+        for a in ALGORITHMS + EXTRA_ALGORITHMS:
+            pts = sorted((k[1], v["mean"]) for k, v in best.items() if k[0] == d and k[2] == a)
+            if pts:
+                x, y = zip(*pts)
+                style = "-o" if a in ALGORITHMS else ":."
+                ax.plot(x, y, style, color=colours[a], label=LABELS[a], markersize=4)
+            paper = sorted((n, v[a][0]) for n, v in PAPER.get(d, {}).items() if a in v)
+            if paper:
+                x, y = zip(*paper)
+                ax.plot(x, y, "--x", color=colours[a], alpha=0.6, markersize=4)
+        ax.set_title(d.capitalize())
+        ax.set_xlabel("training label noise")
+        ax.grid(True, alpha=0.4)
+        if i == 1:
+            ax.set_ylabel("CV test accuracy (dashed: paper)")
+    fig.legend(*fig.axes[0].get_legend_handles_labels(), loc="lower center", ncol=6, fontsize=8)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.savefig(path, format="png")
+    return path
 
 
 # ---- main ---------------------------------------------------------------------------------------
@@ -326,7 +562,15 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     if not args.report_only:
-        done = {key(r) for r in read_rows(args.out)}
+        existing = read_rows(args.out)
+        for d in args.datasets:
+            other = sorted({r["folds"] for r in existing if r["dataset"] == d} - {args.folds})
+            if other:  # fold i of a k-fold split is another fold for another k
+                parser.error(
+                    f"{args.out} holds {d} runs with {other} folds, not {args.folds}: use "
+                    f"--folds {other[0]}, or another --out"
+                )
+        done = {key(r) for r in existing}
         jobs = []
         for d in args.datasets:
             for noise in args.noise:
@@ -348,12 +592,13 @@ def main() -> None:
         )
         start = time.perf_counter()
         with mp.Pool(args.jobs) as pool, args.out.open("a") as out:
-            for i, rows in enumerate(pool.imap_unordered(run_job, jobs), 1):
+            bar = tqdm(pool.imap_unordered(run_job, jobs), total=len(jobs), file=sys.stderr)
+            for i, rows in enumerate(bar, 1):
                 for row in rows:
                     out.write(json.dumps(row) + "\n")
                 out.flush()
                 r = rows[0]
-                print(
+                bar.write(
                     f"[{i}/{len(jobs)}] {r['dataset']:10s} noise {r['noise']:.2f} fold "
                     f"{r['fold']:2d} {r['algorithm']:8s} "
                     + " ".join(f"{x['accuracy']:.3f}" for x in rows)
@@ -370,6 +615,9 @@ def main() -> None:
         from benchmarks.results import RESULTS, replace_block
 
         replace_block("table3", body, args.results or RESULTS)
+        if args.results is None:
+            figure = plot(read_rows(args.out), ROOT / "benchmarks" / "table3.png")
+            print(f"figure: {figure}", file=sys.stderr)
 
 
 if __name__ == "__main__":
