@@ -2,7 +2,9 @@
 ``boostbandit serve`` runs the decision service (API + learner, :mod:`service.app`),
 ``boostbandit learner`` the learner alone (:mod:`service.learner`), ``boostbandit worker`` the
 offline BOPL worker (:mod:`service.worker`), ``boostbandit export`` / ``boostbandit import`` move
-joined events out of and into a model's log (jsonl, DSJSON, OBP CSV; :mod:`service.interchange`).
+joined events out of and into a model's log (jsonl, DSJSON, OBP CSV; :mod:`service.interchange`),
+and ``boostbandit replay`` runs a booster or a trained policy over a logged stream
+(:mod:`service.replay`).
 
 Example (the bundled Car dataset, the uniform baseline, one JSON object on stdout)::
 
@@ -577,3 +579,276 @@ def import_command(
     for error in report.errors[:100]:
         typer.echo(f"skipped {error}", err=True)
     typer.echo(json.dumps(report.to_dict(0)))
+
+
+@app.command("replay")
+def replay_command(
+    log: Annotated[
+        Path, typer.Argument(metavar="LOG", help="Logged events: jsonl, DSJSON or an OBP CSV.")
+    ],
+    booster: Annotated[
+        str | None,
+        typer.Option("--booster", metavar="NAME", help=f"Replay a fresh online booster: "
+                     f"{', '.join(names())}."),
+    ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option("--policy", metavar="ID",
+                     help="Replay a trained BOPL policy: MODEL[:VERSION] published in REDIS_URL "
+                     "(latest published without a version), or a policy pickle file."),
+    ] = None,
+    target: Annotated[
+        str | None,
+        typer.Option("--target", metavar="URL",
+                     help="Replay the contexts against a running service (needs --model)."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", metavar="NAME", help="The service's model (with --target)."),
+    ] = None,
+    fmt: Annotated[
+        str,
+        typer.Option("--format", metavar="FORMAT",
+                     help="auto (.csv: obp; else jsonl or dsjson from the first line), jsonl, "
+                     "dsjson or obp."),
+    ] = "auto",
+    actions: Annotated[
+        str | None,
+        typer.Option("--actions", metavar="A,B,...",
+                     help="The booster's action ids (default: from the log)."),
+    ] = None,
+    mode: Annotated[
+        str,
+        typer.Option("--mode", metavar="MODE",
+                     help="Learner replay: auto (rejection if the log is uniform, else weighted), "
+                     "rejection or weighted."),
+    ] = "auto",
+    learners: Annotated[
+        int | None, typer.Option("--learners", metavar="N", help="Number of weak learners.")
+    ] = None,
+    rho: Annotated[
+        float | None, typer.Option("--rho", metavar="R", help="Exploration rate, in (0, 1).")
+    ] = None,
+    gamma: Annotated[
+        float | None,
+        typer.Option("--gamma", metavar="G", help="Edge (banditbbm) or gamma (oco), in (0, 1)."),
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", metavar="KEY=VALUE",
+                     help="Another booster parameter (VALUE read as JSON, else a string); "
+                     "repeatable.", show_default=False),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="S", help="Seed of the booster and of the replay.")
+    ] = 0,
+    limit: Annotated[
+        int | None, typer.Option("--limit", metavar="N", help="Replay the first N events only.")
+    ] = None,
+    level: Annotated[
+        float, typer.Option("--level", metavar="L", help="Level of the intervals, in (0, 1).")
+    ] = 0.95,
+    temperature: Annotated[
+        float | None,
+        typer.Option("--temperature", metavar="T",
+                     help="Policy: softmax temperature (0 = argmax; default: the policy's)."),
+    ] = None,
+    min_propensity: Annotated[
+        float | None,
+        typer.Option("--min-propensity", metavar="M",
+                     help="Policy: propensity floor, at most 1/k (default: the policy's)."),
+    ] = None,
+    dr: Annotated[
+        bool,
+        typer.Option("--dr/--no-dr", help="Policy: doubly robust estimate (cross-fitted reward "
+                     "model)."),
+    ] = True,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", metavar="KEY", envvar="BOOSTBANDIT_API_KEY",
+                     help="Target: bearer key of the service.", show_default=False),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option("--concurrency", metavar="C",
+                     help="Target: closed-loop connections (default 1)."),
+    ] = None,
+    reward_map: Annotated[
+        str,
+        typer.Option("--reward-map", metavar="MAP",
+                     help="identity (rewards in [0, 1]) or personalizer ([-1, 1] -> [0, 1])."),
+    ] = "identity",
+    action_index: Annotated[
+        bool, typer.Option("--action-index", help="obp: the action column holds 0-based indices.")
+    ] = False,
+    on_error: Annotated[
+        str,
+        typer.Option("--on-error", metavar="MODE",
+                     help="fail: any bad line stops the replay; skip: bad lines are left out."),
+    ] = "fail",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object on stdout.")
+    ] = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", metavar="FILE.png",
+                     help="Write the estimated reward over the stream to this PNG."),
+    ] = None,
+    progress: ProgressOption = None,
+) -> None:
+    """Replay a logged stream it did not generate through a booster, a trained policy or a
+    running service, and estimate what it would have earned (service/replay.py).
+
+    Bad lines are reported as 'line N: reason' on stderr (exit status 1); usage errors as one
+    'error: ...' line (exit status 2).
+    """
+    from service import replay as rp
+
+    # --- validation, before any work -------------------------------------------------------
+    chosen = [flag for flag, value in (("--booster", booster), ("--policy", policy),
+                                       ("--target", target)) if value is not None]
+    if len(chosen) != 1:
+        _fail("give exactly one of --booster, --policy or --target"
+              + (f" (got {', '.join(chosen)})" if chosen else ""))
+    kind = chosen[0]
+    misplaced = {
+        "--booster": [("--learners", learners), ("--rho", rho), ("--gamma", gamma),
+                      ("--param", param), ("--actions", actions)],
+        "--policy": [("--temperature", temperature), ("--min-propensity", min_propensity),
+                     ("--no-dr", None if dr else True)],
+        "--target": [("--model", model), ("--api-key", api_key), ("--concurrency", concurrency)],
+    }
+    for owner, options in misplaced.items():
+        if owner != kind:
+            for option, value in options:
+                if value is not None:
+                    _fail(f"{option} only applies with {owner}")
+    if kind != "--booster" and mode != "auto":
+        _fail("--mode only applies with --booster")
+    if fmt not in ("auto", "jsonl", "dsjson", "obp"):
+        _fail(f"--format must be auto, jsonl, dsjson or obp, got {fmt!r}")
+    if mode not in ("auto", "rejection", "weighted"):
+        _fail(f"--mode must be auto, rejection or weighted, got {mode!r}")
+    if on_error not in ("skip", "fail"):
+        _fail(f"--on-error must be skip or fail, got {on_error!r}")
+    if reward_map not in ("identity", "personalizer"):
+        _fail(f"--reward-map must be identity or personalizer, got {reward_map!r}")
+    if seed < 0:
+        _fail(f"--seed must be >= 0, got {seed}")
+    if limit is not None and limit < 1:
+        _fail(f"--limit must be >= 1, got {limit}")
+    _check_open_interval("--level", level)
+    if learners is not None and learners < 1:
+        _fail(f"--learners must be >= 1, got {learners}")
+    for option, value in (("--rho", rho), ("--gamma", gamma)):
+        if value is not None:
+            _check_open_interval(option, value)
+    if temperature is not None and not 0.0 <= temperature < float("inf"):
+        _fail(f"--temperature must be a finite number >= 0, got {temperature}")
+    if min_propensity is not None and not 0.0 <= min_propensity <= 1.0:
+        _fail(f"--min-propensity must be in [0, 1/k], got {min_propensity}")
+    if concurrency is not None and concurrency < 1:
+        _fail(f"--concurrency must be >= 1, got {concurrency}")
+    if kind == "--target" and not model:
+        _fail("--target needs --model NAME")
+    if plot is not None:
+        if plot.is_dir():
+            _fail(f"--plot {plot} is a directory; give a file name such as replay.png")
+        if not plot.parent.is_dir():
+            _fail(f"--plot: directory {plot.parent} does not exist")
+    if not log.is_file():
+        _fail(f"no such file: {log}")
+    action_list = None
+    if actions is not None:
+        action_list = [a.strip() for a in actions.split(",") if a.strip()]
+        if len(action_list) < 2 or len(set(action_list)) != len(action_list):
+            _fail(f"--actions must list at least 2 distinct action ids, got {actions!r}")
+    common: dict[str, Any] = dict(
+        fmt=fmt, level=level, reward_map=reward_map, action_index=action_index,
+        on_error=on_error, limit=limit, progress=progress,
+    )
+
+    try:
+        if kind == "--booster":
+            assert booster is not None
+            if booster not in names():
+                _fail(f"unknown booster {booster!r}; choose from: {', '.join(names())}")
+            if getattr(booster_class(booster), "full_information", False):
+                _fail(f"{booster} is a full-information booster: it needs true labels, which a "
+                      "logged bandit stream does not have")
+            extra: dict[str, Any] = {}
+            for item in param or []:
+                key, sep, raw = item.partition("=")
+                if not sep or not key.strip():
+                    _fail(f"--param must be KEY=VALUE, got {item!r}")
+                try:
+                    extra[key.strip()] = json.loads(raw)
+                except json.JSONDecodeError:
+                    extra[key.strip()] = raw
+            candidates = {"n_learners": learners, "rho": rho, "gamma": gamma, "seed": seed}
+            params = select_params(
+                booster, {k: v for k, v in candidates.items() if v is not None}
+            )
+            params.update(extra)
+            try:
+                path, log_fmt, _ = rp._open_log(log, fmt, action_list, action_index)
+                action_list = action_list or rp.infer_actions(path, log_fmt, action_index)
+                learner = make_booster(booster, n_actions=len(action_list), **params)
+            except (ValueError, TypeError) as exc:
+                if isinstance(exc, rp.ReplayError):
+                    raise
+                _fail(f"cannot build booster {booster!r}: {exc}")
+            result = rp.replay_learner(
+                log, learner, name=booster, actions=action_list, mode=mode,  # type: ignore[arg-type]
+                seed=seed, params=params, **common,
+            )
+        elif kind == "--policy":
+            assert policy is not None
+            try:
+                if Path(policy).is_file():
+                    bundle, label = rp.load_policy(policy)
+                else:
+                    import redis
+
+                    from service.settings import Settings
+
+                    client = _redis_client() if Settings().redis_url else None
+                    try:
+                        bundle, label = rp.load_policy(policy, client)
+                    except redis.RedisError as exc:
+                        _fail(f"Redis error: {exc}")
+            except ValueError as exc:
+                _fail(exc)
+            result = rp.replay_policy(
+                log, bundle, name=label, temperature=temperature, min_propensity=min_propensity,
+                dr=dr, seed=seed, **common,
+            )
+        else:
+            assert target is not None and model is not None
+            result = rp.replay_target(
+                log, target, model, api_key=api_key, concurrency=concurrency or 1, **common,
+            )
+    except rp.ReplayError as exc:
+        for error in exc.errors[:100]:
+            typer.echo(str(error), err=True)
+        if len(exc.errors) > 100:
+            typer.echo(f"... and {len(exc.errors) - 100} more bad line(s)", err=True)
+        typer.echo(f"error: {_one_line(exc)}", err=True)
+        raise typer.Exit(1) from None
+    except (ValueError, TypeError) as exc:
+        _fail(exc)
+
+    for error in result.skipped[:100]:
+        typer.echo(f"skipped {error}", err=True)
+    if plot is not None:
+        try:
+            rp.plot_replay(result, plot)
+        except OSError as exc:
+            _fail(f"cannot write --plot {plot}: {exc.strerror or exc}")
+    if as_json:
+        record = result.to_dict()
+        if plot is not None:
+            record["plot"] = str(plot)
+        typer.echo(json.dumps(record))
+        return
+    typer.echo(result.table() + (f"\nplot:         {plot}" if plot is not None else ""))
