@@ -13,13 +13,16 @@ effect is the re-activation. :class:`FastHoeffdingTreeClassifier` checks that ca
 tree's own counters and size estimates and then re-activates directly, skipping the promises
 and the sort (and the walk when no leaf is inactive); in every other case it runs River's
 routine. The trees it grows are River's, split for split (tested against River's class on
-weighted streams with pre-pruning and a depth limit).
+weighted streams with pre-pruning, a depth limit and a memory limit).
 
->>> tree = FastHoeffdingTreeClassifier(grace_period=5, nominal_attributes=["c"])
->>> for i in range(200):
-...     tree.learn_one({"c": "pq"[i % 2], "v": float(i % 7)}, i % 3, w=1.0 + i % 4)
->>> tree.summary["n_leaves"] >= 2
+>>> tree = FastHoeffdingTreeClassifier(grace_period=5, delta=0.1, nominal_attributes=["c"])
+>>> for i in range(300):
+...     c, v = "pq"[i % 2], float(i % 7)
+...     tree.learn_one({"c": c, "v": v}, int(c == "p") + int(v > 3), w=1.0 + i % 4)
+>>> tree.summary["n_leaves"] > 1
 True
+>>> tree.predict_one({"c": "p", "v": 5.0}), tree.predict_one({"c": "q", "v": 1.0})
+(2, 0)
 """
 
 from __future__ import annotations
