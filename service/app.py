@@ -33,7 +33,7 @@ from service.heap import HeapFreezer
 from service.learner import Learner
 from service.routers import decisions, health, models, personalizer, policies
 from service.settings import Settings, get_settings
-from service.store import EventLog, ModelStore, ServedModel
+from service.store import EventLog, ModelStore
 
 __all__ = ["connect", "create_app"]
 
@@ -144,14 +144,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         client = connect(url, settings.redis_timeout_seconds)
         app.state.log = EventLog(client)
         app.state.store = store = ModelStore(app.state.log)
-        ServedModel.YIELD_SECONDS = settings.learner_yield_ms / 1000
         stop = threading.Event()
         learner: Learner | None = None
         background: threading.Thread | None = None
         switch_interval = sys.getswitchinterval()
 
         def load_then_run() -> None:
-            heap = HeapFreezer(settings.gc_freeze_seconds)
+            # gc.freeze is process-wide: with the learner in this process, its loop does it
+            heap = HeapFreezer(0 if settings.run_learner else settings.gc_freeze_seconds)
             while not stop.is_set() and not store.ready:  # Redis may be down at startup
                 try:
                     store.load_all()

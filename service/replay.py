@@ -458,6 +458,11 @@ def _running_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(cd > 0, cn / np.where(cd > 0, cd, 1.0), np.nan)
 
 
+def _running_mean(x: np.ndarray) -> np.ndarray:
+    """Mean of ``x[: i + 1]`` for every i (empty for an empty ``x``)."""
+    return _running_ratio(x, np.ones(len(x)))
+
+
 @dataclass
 class ReplayResult:
     """What a replay estimated.
@@ -806,7 +811,7 @@ def replay_learner(
         learned=learned,
         ess=ess,
         curve=_downsample(curve),
-        logged_curve=_downsample(np.cumsum(rewards) / np.arange(1, t + 1)),
+        logged_curve=_downsample(_running_mean(rewards)),
         params=dict(params or {}),
         notes=notes,
     )
@@ -1008,7 +1013,7 @@ def replay_policy(
         seconds=seconds,
         ess=total * total / squares if squares > 0 else 0.0,
         curve=_downsample(_running_ratio(w * r, w)),
-        logged_curve=_downsample(np.cumsum(r) / np.arange(1, events + 1)),
+        logged_curve=_downsample(_running_mean(r)),
         params={"temperature": temp, "min_propensity": floor},
         extra={"dr_seconds": round(dr_seconds, 4)},
         notes=notes,
@@ -1223,9 +1228,7 @@ def replay_target(
         learned=int(fed.sum()),
         ess=ess,
         curve=_downsample(curve),
-        logged_curve=_downsample(
-            np.cumsum(r) / np.arange(1, events + 1) if events else np.zeros(0)
-        ),
+        logged_curve=_downsample(_running_mean(r)),
         params={"concurrency": concurrency, "event_prefix": prefix},
         extra={
             "decisions_per_second": round(events / max(seconds, 1e-9), 1),

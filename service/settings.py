@@ -72,12 +72,6 @@ class Settings(BaseSettings):
         description="Move the long-lived heap (the models) out of the cyclic GC every S seconds "
         "(0: never); see service/heap.py.",
     )
-    learner_yield_ms: float = Field(
-        default=50.0,
-        ge=0,
-        description="Longest a learning step waits while requests wait for the model's lock "
-        "(0: no priority for requests).",
-    )
     gil_switch_ms: float = Field(
         default=0.5,
         gt=0,
