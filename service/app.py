@@ -143,7 +143,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.info("embedded Redis at %s (data in %s)", url, settings.data_dir)
         client = connect(url, settings.redis_timeout_seconds)
         app.state.log = EventLog(client)
-        app.state.store = store = ModelStore(app.state.log)
+        # a replica (no learner here) serves snapshots' serving copies: see service/store.py
+        app.state.store = store = ModelStore(app.state.log, serving_only=not settings.run_learner)
         stop = threading.Event()
         learner: Learner | None = None
         background: threading.Thread | None = None
@@ -173,8 +174,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             store.load_all()
         except redis.RedisError as exc:
             log.warning("Redis unavailable at startup (%s); loading in the background", exc)
+        sys.setswitchinterval(settings.gil_switch_ms / 1000)
         if settings.run_learner:
-            sys.setswitchinterval(settings.gil_switch_ms / 1000)
             timeout = settings.redis_timeout_seconds + settings.learner_block_ms / 1000
             learner = Learner(store, settings, connect(url, timeout))
             learner.start()

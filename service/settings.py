@@ -76,9 +76,9 @@ class Settings(BaseSettings):
         default=0.5,
         gt=0,
         le=100,
-        description="With the learner in-process: Python's thread switch interval (ms), so a "
-        "request waits at most about this long for the GIL while the learner thread computes "
-        "(Python's default is 5 ms).",
+        description="Python's thread switch interval (ms) in the API process, so a request "
+        "waits at most about this long for the GIL while the learner thread computes or a "
+        "replica loads a snapshot in the background (Python's default is 5 ms).",
     )
 
     # --- the offline worker (boostbandit worker, service/worker.py) ----------------------------

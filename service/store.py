@@ -29,6 +29,14 @@ joined events after it*.
   Several API replicas (``uvicorn --factory service.app:create_app``) with a separate
   ``boostbandit learner``: each replica reloads the latest snapshot of every model it serves every
   ``replica_refresh_seconds``. A lease in Redis makes one learner the only writer of a model.
+* **Serving copies.** Every snapshot is written twice from the same state: the whole booster
+  (``blob``, for restarts and learners) and a serving copy (``serving``,
+  :func:`learners.frozen.dumps_serving`) whose Hoeffding trees keep only their branch tests and
+  leaf class counts. It decides exactly like the whole booster, is a fifth of the size, and
+  loads one tree at a time, so a replica swapping it in never stops its event loop for longer
+  than one tree takes to load (milliseconds, where unpickling the whole booster held the GIL for
+  about a second). Replicas (processes without a learner) load serving copies only; a serving
+  copy refuses to learn, and a learner taking a model over always restores the whole booster.
 * **Offline policies.** ``boostbandit worker`` (:mod:`service.worker`) trains BOPL policies on
   the joined stream and stores them per model: metadata by version (``policies``), pickles of
   the published ones (``policy_blobs``) and the latest published version (``published``), written
@@ -58,13 +66,14 @@ import uuid
 import warnings
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import redis
 
 from boosters.base import Decision, OnlineBooster
 from boosters.registry import make_booster
+from learners.frozen import dumps_serving
 from service.events import MODELS_KEY, dumps, event_key, keys, loads
 
 __all__ = [
@@ -281,6 +290,7 @@ class ServedModel:
         self.snapshot_version = version
         self.snapshot_time = time.time()
         self.owned = False  # True while this process's learner holds the model's lease
+        self.serving_copy = False  # True for a booster restored from a serving copy: no learning
         self.last_applied_ts: float | None = None
         # deciders waiting for the lock; apply() waits for _no_deciders before learning
         self._deciders = 0
@@ -292,6 +302,21 @@ class ServedModel:
     def name(self) -> str:
         """The model name."""
         return self.config.name
+
+    def adopt(self, other: ServedModel, newer_only: bool = False) -> bool:
+        """Take ``other``'s booster and position (a reload); returns whether it did.
+
+        With ``newer_only`` (a replica following snapshots) nothing changes if ``other`` is not
+        newer or if this process's learner has taken the model over meanwhile (checked under
+        the lock).
+        """
+        with self.lock:
+            if newer_only and (self.owned or other.version <= self.version):
+                return False
+            self.booster, self.version = other.booster, other.version
+            self.joined_id, self.snapshot_time = other.joined_id, other.snapshot_time
+            self.snapshot_version, self.serving_copy = other.snapshot_version, other.serving_copy
+        return True
 
     def decide(
         self, context: dict[str, Any], event_id: str, excluded: list[int] | None = None
@@ -371,6 +396,11 @@ class ServedModel:
         are not fair, so a learner running a backlog could otherwise re-take the lock before a
         waiting request thread wakes up.
         """
+        if self.serving_copy:
+            raise RuntimeError(
+                f"{self.name}: this process holds a serving copy of the model, which cannot "
+                "learn; restore the whole snapshot first (ModelStore.reload)"
+            )
         if event.get("bb", {}).get("imported"):
             with self.lock:
                 self.joined_id = joined_id
@@ -389,41 +419,67 @@ class ServedModel:
         self.last_applied_ts = time.time()
         return learned
 
-    def dump(self, isolated: bool = True) -> tuple[bytes, int, str]:
-        """``(pickle, version, joined_id)`` of one consistent state.
+    def dump(self, isolated: bool = True) -> Snapshot:
+        """The whole booster and its serving copy, pickled from one consistent state.
 
         With ``isolated`` (and ``os.fork`` available) the state is frozen by a fork taken under
         the lock, and the child process pickles it while this process goes on deciding: pickling
         20 grown trees takes hundreds of milliseconds of CPU that would otherwise hold the GIL
         (and the model) for every request. See :func:`pickle_isolated`.
         """
+        if self.serving_copy:
+            raise RuntimeError(f"{self.name}: a serving copy is not snapshotted")
         with self.lock:
             version, joined_id = self.version, self.joined_id
             if not isolated:
-                return pickle.dumps(self.booster, protocol=5), version, joined_id
-            pending = pickle_isolated(self.booster)
+                return Snapshot(*_snapshot_pickles(self.booster), version, joined_id)
+            pending = pickle_isolated(self.booster, _dumps_whole, dumps_serving)
         try:
-            return pending(), version, joined_id
+            return Snapshot(*pending(), version, joined_id)
         except RuntimeError as exc:
             log.warning("%s: isolated snapshot failed (%s); pickling in process", self.name, exc)
             return self.dump(isolated=False)
 
 
-def pickle_isolated(obj: Any) -> Callable[[], bytes]:
+class Snapshot(NamedTuple):
+    """A model state as stored: the whole booster, its serving copy, and where it stands."""
+
+    blob: bytes
+    serving: bytes
+    version: int
+    joined_id: str
+
+
+def _dumps_whole(obj: Any) -> bytes:
+    return pickle.dumps(obj, protocol=5)
+
+
+def _snapshot_pickles(booster: Any) -> list[bytes]:
+    return [_dumps_whole(booster), dumps_serving(booster)]
+
+
+def pickle_isolated(
+    obj: Any, *dumpers: Callable[[Any], bytes]
+) -> Callable[[], list[bytes]]:
     """Start pickling ``obj`` in a forked child; returns the function that collects the bytes.
 
-    The fork freezes ``obj`` as it is now (copy-on-write), so the caller may release its locks
-    and let other threads change it before collecting. The child only pickles, writes to a pipe
-    and leaves with ``os._exit`` (no locks, logging or I/O of the parent are touched). Without
-    ``os.fork`` the pickling happens here, at once. The collector raises :class:`RuntimeError`
-    if the child failed (the frozen state is gone then; the caller retries as it sees fit).
+    ``dumpers`` (default: ``pickle.dumps``) each turn ``obj`` into bytes; the collector returns
+    their results in order. The fork freezes ``obj`` as it is now (copy-on-write), so the
+    caller may release its locks and let other threads change it before collecting. The child
+    only pickles, writes to a pipe and leaves with ``os._exit`` (no locks, logging or I/O of the
+    parent are touched). Without ``os.fork`` the pickling happens here, at once. The collector
+    raises :class:`RuntimeError` if the child failed (the frozen state is gone then; the caller
+    retries as it sees fit).
 
-    >>> pickle.loads(pickle_isolated({"a": [1, 2]})())
-    {'a': [1, 2]}
+    >>> [pickle.loads(b) for b in pickle_isolated({"a": [1, 2]})()]
+    [{'a': [1, 2]}]
+    >>> [len(b) for b in pickle_isolated(b"xyz", bytes, lambda o: o * 2)()]
+    [3, 6]
     """
+    dumpers = dumpers or (_dumps_whole,)
     if not hasattr(os, "fork"):
-        data = pickle.dumps(obj, protocol=5)
-        return lambda: data
+        parts = [dump(obj) for dump in dumpers]
+        return lambda: parts
     read_fd, write_fd = os.pipe()
     with warnings.catch_warnings():  # Python >= 3.12 warns about fork in threaded processes
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -432,7 +488,7 @@ def pickle_isolated(obj: Any) -> Callable[[], bytes]:
         status = 1
         try:
             os.close(read_fd)
-            view = memoryview(pickle.dumps(obj, protocol=5))
+            view = memoryview(pickle.dumps([dump(obj) for dump in dumpers], protocol=5))
             while view:
                 view = view[os.write(write_fd, view) :]
             status = 0
@@ -450,7 +506,7 @@ def pickle_isolated(obj: Any) -> Callable[[], bytes]:
             _, status = os.waitpid(pid, 0)
         if status != 0:
             raise RuntimeError(f"snapshot child process failed (wait status {status})")
-        return b"".join(chunks)
+        return pickle.loads(b"".join(chunks))
 
     return collect
 
@@ -662,12 +718,13 @@ class EventLog:
     # --- snapshots ---------------------------------------------------------------------------
     def save_snapshot(self, model: ServedModel) -> int:
         """Write the model's snapshot; returns the snapshotted version."""
-        blob, version, joined_id = model.dump()
+        blob, serving, version, joined_id = model.dump()
         now = time.time()
         self.r.hset(
             keys(model.name)["snapshot"],
             mapping={
                 "blob": blob,
+                "serving": serving,
                 "version": version,
                 "joined_id": joined_id,
                 "ts": repr(now),
@@ -682,15 +739,25 @@ class EventLog:
         version, uid = self.r.hmget(keys(name)["snapshot"], ["version", "uid"])
         return None if version is None else (int(version), _text(uid))
 
-    def restore(self, config: ModelConfig, replay: bool = True) -> ServedModel:
-        """Latest snapshot (or a fresh booster), plus the joined events after it if ``replay``."""
-        raw = self.r.hgetall(keys(config.name)["snapshot"])
-        raw = {_text(k): v for k, v in raw.items()}
-        if raw and _text(raw.get("uid", b"")) == config.uid:
-            model = ServedModel(
-                config, pickle.loads(raw["blob"]), int(raw["version"]), _text(raw["joined_id"])
-            )
-            model.snapshot_time = float(raw["ts"])
+    def restore(
+        self, config: ModelConfig, replay: bool = True, serving: bool = False
+    ) -> ServedModel:
+        """Latest snapshot (or a fresh booster), plus the joined events after it if ``replay``.
+
+        With ``serving`` the snapshot's serving copy is loaded instead of the whole booster (when
+        the snapshot has one): it decides the same and cannot learn, so nothing is replayed.
+        """
+        key = keys(config.name)["snapshot"]
+        fields = ["uid", "version", "joined_id", "ts", "serving" if serving else "blob"]
+        uid, version, joined_id, ts, blob = self.r.hmget(key, fields)
+        if serving and uid is not None and blob is None:  # written before serving copies
+            blob, serving = self.r.hget(key, "blob"), False
+        if uid is not None and _text(uid) == config.uid and blob is not None:
+            model = ServedModel(config, pickle.loads(blob), int(version), _text(joined_id))
+            model.snapshot_time = float(ts)
+            model.serving_copy = serving
+            if serving:
+                return model
         else:
             model = ServedModel(config, config.build())
         if replay:
@@ -700,10 +767,16 @@ class EventLog:
 
 
 class ModelStore:
-    """The models of this process, loaded lazily from the log and shared by API and learner."""
+    """The models of this process, loaded lazily from the log and shared by API and learner.
 
-    def __init__(self, log_: EventLog) -> None:
+    With ``serving_only`` (an API replica: no learner in this process) models are loaded from
+    the serving copies of their snapshots (:meth:`EventLog.restore` with ``serving``), without
+    replaying the events after them: a replica serves the latest snapshot.
+    """
+
+    def __init__(self, log_: EventLog, serving_only: bool = False) -> None:
         self.log = log_
+        self.serving_only = serving_only
         self._models: dict[str, ServedModel] = {}
         self._lock = threading.Lock()
         self._policies: dict[str, tuple[str, int, Any]] = {}  # name -> (uid, version, bundle)
@@ -736,7 +809,9 @@ class ModelStore:
                 config = self.log.config(name)
                 if config is None:
                     return None
-                model = self._models[name] = self.log.restore(config)
+                model = self._models[name] = self.log.restore(
+                    config, replay=not self.serving_only, serving=self.serving_only
+                )
             return model
 
     def put(self, model: ServedModel) -> None:
@@ -775,10 +850,7 @@ class ModelStore:
         if current is None or current.config.uid != config.uid:
             self.put(fresh)
             return fresh
-        with current.lock:
-            current.booster, current.version = fresh.booster, fresh.version
-            current.joined_id, current.snapshot_time = fresh.joined_id, fresh.snapshot_time
-            current.snapshot_version = fresh.snapshot_version
+        current.adopt(fresh)
         return current
 
     def refresh_from_snapshots(self) -> None:
@@ -793,10 +865,5 @@ class ModelStore:
                 continue
             meta = self.log.snapshot_meta(model.name)
             if meta and meta[1] == config.uid and meta[0] > model.version:
-                fresh = self.log.restore(config, replay=False)
-                with model.lock:  # re-checked under the lock: a learner may have taken over
-                    if model.owned or fresh.version <= model.version:
-                        continue
-                    model.booster, model.version = fresh.booster, fresh.version
-                    model.joined_id, model.snapshot_time = fresh.joined_id, fresh.snapshot_time
-                    model.snapshot_version = fresh.snapshot_version
+                fresh = self.log.restore(config, replay=False, serving=True)
+                model.adopt(fresh, newer_only=True)

@@ -76,19 +76,48 @@ def test_decisions_depend_on_the_event_id_only() -> None:
 
 def test_isolated_snapshot_equals_the_inline_one() -> None:
     model = _trained()
-    isolated, version, joined_id = model.dump(isolated=True)
-    inline, version2, joined_id2 = model.dump(isolated=False)
-    assert (version, joined_id) == (version2, joined_id2) == (60, "60-0")
-    assert isolated == inline
-    restored = pickle.loads(isolated)
-    assert isinstance(restored, AdaBandit)
+    isolated = model.dump(isolated=True)
+    inline = model.dump(isolated=False)
+    assert (isolated.version, isolated.joined_id) == (inline.version, inline.joined_id)
+    assert (inline.version, inline.joined_id) == (60, "60-0")
+    assert isolated.blob == inline.blob
+    assert isolated.serving == inline.serving
+    assert isinstance(pickle.loads(isolated.blob), AdaBandit)
+    assert len(isolated.serving) < len(isolated.blob)
 
 
 def test_isolated_pickle_freezes_the_state_at_the_call() -> None:
     state = {"values": list(range(5))}
     collect = pickle_isolated(state)
     state["values"].append(99)  # changed after the fork: the child does not see it
-    assert pickle.loads(collect()) == {"values": [0, 1, 2, 3, 4]}
+    (blob,) = collect()
+    assert pickle.loads(blob) == {"values": [0, 1, 2, 3, 4]}
+
+
+def test_isolated_pickle_reports_a_failing_child() -> None:
+    def boom(obj):
+        raise ValueError("cannot pickle")
+
+    with pytest.raises(RuntimeError, match="child process failed"):
+        pickle_isolated({"a": 1}, boom)()
+
+
+def test_a_serving_copy_decides_like_the_model_and_refuses_to_learn() -> None:
+    model = _trained(120)
+    snap = model.dump()
+    copy_ = ServedModel(model.config, pickle.loads(snap.serving), snap.version, snap.joined_id)
+    copy_.serving_copy = True
+    for i in range(60):
+        a, va = model.decide(_context(i), f"p{i}", excluded=[2] if i % 3 == 0 else None)
+        b, vb = copy_.decide(_context(i), f"p{i}", excluded=[2] if i % 3 == 0 else None)
+        assert (a.action, va) == (b.action, vb)
+        np.testing.assert_array_equal(a.probabilities, b.probabilities)
+    before = pickle.dumps(copy_.booster)
+    with pytest.raises(RuntimeError, match="serving copy"):
+        copy_.apply(_joined(model, 7), "999-0")
+    with pytest.raises(RuntimeError, match="serving copy"):
+        copy_.dump()
+    assert copy_.version == snap.version and pickle.dumps(copy_.booster) == before
 
 
 def test_a_waiting_decider_waits_for_one_learning_step_at_most() -> None:

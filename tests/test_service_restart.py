@@ -274,6 +274,19 @@ def test_separate_learner_and_api_replica(redis_server, tmp_path: Path) -> None:
                 c.post("/v1/models/m/feedback", json={"event_id": d["event_id"], "reward": 1})
             wait_for(lambda: c.get("/v1/models/m").json()["version"] == 3)
             assert c.get("/v1/models/m").json()["snapshot_version"] == 3
+            # the replica holds the snapshot's serving copy, which decides like the whole model
+            store = c.app.state.store
+            served = store.get("m")
+            whole = store.log.restore(served.config)
+            assert served.serving_copy and not whole.serving_copy
+            assert served.version == whole.version == 3
+            for i in range(10):
+                a, _ = served.decide({"x": i / 3}, f"probe{i}")
+                b, _ = whole.decide({"x": i / 3}, f"probe{i}")
+                assert a.action == b.action and a.probabilities.tolist() == b.probabilities.tolist()
+        with TestClient(create_app(settings)) as c:  # a replica that starts later loads it too
+            assert c.app.state.store.get("m").serving_copy
+            assert c.get("/v1/models/m").json()["version"] == 3
     finally:
         learner.send_signal(signal.SIGTERM)
         assert learner.wait(15) == 0, (tmp_path / "learner.log").read_text()
