@@ -165,7 +165,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # the latest snapshots; the learner's own models are skipped
             while not stop.wait(settings.replica_refresh_seconds):
                 try:
-                    store.refresh_from_snapshots()
+                    store.refresh_from_snapshots(loading=heap.loading)
                 except redis.RedisError as exc:
                     log.warning("snapshot refresh failed: %s", exc)
                 heap.maybe_freeze()

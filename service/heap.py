@@ -14,12 +14,26 @@ collection down to the objects created since.
 [True, False, True]
 >>> HeapFreezer(every_seconds=0).maybe_freeze(now=1.0)  # 0 switches it off
 False
+
+Loading a model (an API replica swapping in a snapshot) creates all of its objects at once, and
+each few hundred new objects start a collection that walks the ones before them: collections
+were most of the load's time and of the pauses it caused the other threads (RESULTS.md,
+"Service load"). :meth:`HeapFreezer.loading` holds the collector off during a load and, when
+freezing is on, freezes the heap right after it, so the loaded model is never walked.
+
+>>> with HeapFreezer(every_seconds=5.0).loading():
+...     gc.isenabled()
+False
+>>> gc.isenabled()
+True
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
+from collections.abc import Iterator
 
 __all__ = ["HeapFreezer"]
 
@@ -43,3 +57,17 @@ class HeapFreezer:
         gc.freeze()
         self._last = now
         return True
+
+    @contextlib.contextmanager
+    def loading(self) -> Iterator[None]:
+        """No cyclic collection inside the block; a freeze after it (if freezing is on)."""
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            yield
+        finally:
+            if self.every_seconds > 0:
+                gc.freeze()
+                self._last = time.monotonic()
+            if enabled:
+                gc.enable()

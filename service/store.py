@@ -54,6 +54,7 @@ joined events after it*.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import logging
@@ -73,7 +74,7 @@ import redis
 
 from boosters.base import Decision, OnlineBooster
 from boosters.registry import make_booster
-from learners.frozen import dumps_serving
+from learners.frozen import dumps_serving, release
 from service.events import MODELS_KEY, dumps, event_key, keys, loads
 
 __all__ = [
@@ -303,20 +304,22 @@ class ServedModel:
         """The model name."""
         return self.config.name
 
-    def adopt(self, other: ServedModel, newer_only: bool = False) -> bool:
-        """Take ``other``'s booster and position (a reload); returns whether it did.
+    def adopt(self, other: ServedModel, newer_only: bool = False) -> OnlineBooster | None:
+        """Take ``other``'s booster and position (a reload); returns the booster it replaced.
 
         With ``newer_only`` (a replica following snapshots) nothing changes if ``other`` is not
         newer or if this process's learner has taken the model over meanwhile (checked under
-        the lock).
+        the lock); None is returned then. Decisions use the booster under the lock only, so
+        once this returns nothing uses the replaced one.
         """
         with self.lock:
             if newer_only and (self.owned or other.version <= self.version):
-                return False
+                return None
+            replaced = self.booster
             self.booster, self.version = other.booster, other.version
             self.joined_id, self.snapshot_time = other.joined_id, other.snapshot_time
             self.snapshot_version, self.serving_copy = other.snapshot_version, other.serving_copy
-        return True
+        return replaced
 
     def decide(
         self, context: dict[str, Any], event_id: str, excluded: list[int] | None = None
@@ -853,8 +856,16 @@ class ModelStore:
         current.adopt(fresh)
         return current
 
-    def refresh_from_snapshots(self) -> None:
-        """API replicas: swap in newer snapshots of the models this process does not learn."""
+    def refresh_from_snapshots(
+        self, loading: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    ) -> None:
+        """API replicas: swap in newer snapshots of the models this process does not learn.
+
+        Each load runs inside ``loading()`` (the replica passes
+        :meth:`service.heap.HeapFreezer.loading`), and the replaced serving copy is emptied
+        tree by tree (:func:`learners.frozen.release`): both keep the pauses a swap causes the
+        event loop to about a millisecond each.
+        """
         configs = self.log.configs()
         for model in self.loaded():
             config = configs.get(model.name)
@@ -865,5 +876,8 @@ class ModelStore:
                 continue
             meta = self.log.snapshot_meta(model.name)
             if meta and meta[1] == config.uid and meta[0] > model.version:
-                fresh = self.log.restore(config, replay=False, serving=True)
-                model.adopt(fresh, newer_only=True)
+                with loading():
+                    fresh = self.log.restore(config, replay=False, serving=True)
+                replaced = model.adopt(fresh, newer_only=True)
+                if replaced is not None:
+                    release(replaced)

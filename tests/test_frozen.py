@@ -33,21 +33,28 @@ def _label(x: dict) -> int:
     return int(x.get("u", 0.0) > 0) + int(x.get("c") in ("p", "q")) + int(x.get("v", 0) > 5)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     seed=st.integers(0, 2**16),
     n=st.integers(0, 2000),
     grace=st.sampled_from([5.0, 20.0, 50.0]),
     drop=st.sampled_from([0.0, 0.1]),
-    fast=st.booleans(),
+    kind=st.sampled_from(["ours", "river", "river-binary"]),
 )
-def test_a_frozen_tree_predicts_like_its_tree(seed, n, grace, drop, fast) -> None:
+def test_a_frozen_tree_predicts_like_its_tree(seed, n, grace, drop, kind) -> None:
+    """Every branch kind River grows here: numeric binary, nominal multiway and (with
+    ``binary_split``) nominal binary; missing features and unseen values take River's
+    most-common path."""
     rng = np.random.default_rng(seed)
-    if fast:
+    if kind == "ours":
         tree = make_vfdt(grace, 0.1, 0.05, nominal_attributes=["c", "d"])
     else:
         tree = HoeffdingTreeClassifier(
-            grace_period=int(grace), delta=0.1, leaf_prediction="mc", nominal_attributes=["c"]
+            grace_period=int(grace),
+            delta=0.1,
+            leaf_prediction="mc",
+            nominal_attributes=["c"],
+            binary_split=kind == "river-binary",
         )
     for _ in range(n):
         x = _row(rng, drop)
@@ -113,3 +120,25 @@ def test_a_serving_copy_of_every_booster_decides_like_it(name, car) -> None:
         # the ensemble's shared references to its trees survive (one frozen copy per tree)
         if hasattr(served, "_trees"):
             assert all(a is b for a, b in zip(served._trees, trees))
+
+
+def test_the_frozen_trees_cover_every_branch_kind_river_grows_here() -> None:
+    """The property test above is only as good as the trees it grows: check they branch."""
+    from river.tree.nodes.branch import (
+        NominalBinaryBranch,
+        NominalMultiwayBranch,
+        NumericBinaryBranch,
+    )
+
+    seen = set()
+    for binary in (False, True):
+        tree = HoeffdingTreeClassifier(
+            grace_period=20, delta=0.1, leaf_prediction="mc", nominal_attributes=["c"],
+            binary_split=binary,
+        )
+        rng = np.random.default_rng(3)
+        for _ in range(3000):
+            x = _row(rng, 0.1)
+            tree.learn_one(x, _label(x))
+        seen |= {type(n) for n in tree._root.iter_dfs()}
+    assert {NominalBinaryBranch, NominalMultiwayBranch, NumericBinaryBranch} <= seen
