@@ -362,6 +362,7 @@ async def open_loop(cfg: dict[str, Any], ready: Callable[[], float]) -> dict[str
     seconds, conc = cfg["seconds"], cfg["connections"]
     errors = _Errors()
     lat: dict[str, list[float]] = {"predict": [], "feedback": [], "pair": [], "start_delay": []}
+    slow: list[tuple[float, float]] = []  # (monotonic due time, latency) of slow predicts
     rewards: list[int] = []
     cpu: dict[str, float] = {}
     semaphore = asyncio.Semaphore(conc)
@@ -377,6 +378,8 @@ async def open_loop(cfg: dict[str, Any], ready: Callable[[], float]) -> dict[str
                 return
             _, t1, t2, reward = result
             lat["predict"].append(t1 - due)
+            if t1 - due > TARGET_P99_MS / 1000:
+                slow.append((due, t1 - due))
             if not math.isnan(t2):
                 lat["feedback"].append(t2 - t1)
                 lat["pair"].append(t2 - due)
@@ -402,6 +405,7 @@ async def open_loop(cfg: dict[str, Any], ready: Callable[[], float]) -> dict[str
         await timer
     return {
         "lat": lat,
+        "slow": slow,
         "rewards": rewards,
         "cpu_seconds": cpu["cpu_seconds"],
         "errors": errors.as_dict(),
@@ -711,8 +715,10 @@ def open_phase(
     seconds = args.seconds
     lat = {k: [x for p in parts for x in p["lat"][k]] for k in parts[0]["lat"]}
     rewards = [r for p in parts for r in p["rewards"]]
+    slow = sorted((due - start, latency) for p in parts for due, latency in p["slow"])
     return {
         "kind": "open",
+        "slow_bursts": slow_bursts(slow),
         "schedule": args.schedule,
         "offered_pairs_per_second": rate,
         "scheduled_pairs": len(schedule),
@@ -731,6 +737,27 @@ def open_phase(
         "mean_reward": sum(rewards) / len(rewards) if rewards else None,
         "errors": merge_errors([p["errors"] for p in parts]),
     }
+
+
+def slow_bursts(slow: list[tuple[float, float]], gap: float = 0.5) -> list[dict[str, Any]]:
+    """Group slow predicts ``(seconds into the window, latency)`` into bursts ``gap`` apart.
+
+    >>> [b["count"] for b in slow_bursts([(1.0, 0.03), (1.2, 0.05), (4.0, 0.025)])]
+    [2, 1]
+    >>> slow_bursts([(1.0, 0.03), (1.2, 0.05)])[0]
+    {'from_s': 1.0, 'to_s': 1.2, 'count': 2, 'max_ms': 50.0}
+    """
+    bursts: list[dict[str, Any]] = []
+    for at, latency in slow:
+        ms = round(latency * 1000, 1)
+        if bursts and at - bursts[-1]["to_s"] <= gap:
+            last = bursts[-1]
+            last["to_s"] = round(at, 2)
+            last["count"] += 1
+            last["max_ms"] = max(last["max_ms"], ms)
+        else:
+            bursts.append({"from_s": round(at, 2), "to_s": round(at, 2), "count": 1, "max_ms": ms})
+    return bursts
 
 
 # --------------------------------------------------------------------------------------------
@@ -816,6 +843,13 @@ class Poller(threading.Thread):
         dt = b["t"] - a["t"]
         out: dict[str, Any] = {
             "samples": len(inside),
+            # when the serving process's model version moved (an API replica: a snapshot
+            # swapped in), in seconds into the window
+            "version_changes_s": [
+                round(s1["t"] - start, 2)
+                for s0, s1 in zip(inside, inside[1:])
+                if s1["version"] != s0["version"]
+            ],
             "feedback_per_second": (b["rewards"] - a["rewards"]) / dt,
             "learned_per_second": (b["joined"] - a["joined"]) / dt,
             "max_backlog": max(s["backlog"] for s in inside),
@@ -1353,6 +1387,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for key in keys_measured:
             a, b = phases[key]["window"]
             windows[key] = poller.window(a, b)
+            if phases[key]["kind"] == "open":
+                bursts = ", ".join(
+                    f"{b['from_s']:.1f}-{b['to_s']:.1f} s: {b['count']} (max {b['max_ms']:.0f} ms)"
+                    for b in phases[key]["slow_bursts"]
+                )
+                swaps = ", ".join(f"{t:.1f}" for t in windows[key].get("version_changes_s", []))
+                print(f"      {key}: predicts over {TARGET_P99_MS:g} ms by time: {bursts or '-'}")
+                print(f"      {key}: serving model version moved at (s): {swaps or '-'}")
         report: dict[str, Any] = {
             "started_at": started_at,
             "config": config,

@@ -74,7 +74,8 @@ def _encode(node: Any, nodes: list[tuple]) -> tuple[int, float]:
     index = len(nodes)
     if not isinstance(node, DTBranch):
         # River's majority-class leaf predicts its class counts normalised, by this function
-        nodes.append((_LEAF, normalize_values_in_dict(node.stats, inplace=False)))
+        # (on a shallow copy: the counts are floats, so River's deep copy would change nothing)
+        nodes.append((_LEAF, normalize_values_in_dict(dict(node.stats), inplace=True)))
         return index, sum(node.stats.values()) if node.stats else 0
     if any(child is None for child in node.children):
         raise ValueError("cannot freeze a branch with an empty child")

@@ -20,10 +20,12 @@ import time
 from collections.abc import AsyncIterator
 
 import redis
+import redis.asyncio
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
+from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -47,6 +49,17 @@ def connect(url: str, timeout: float) -> redis.Redis:
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), 1),
+        health_check_interval=10,
+    )
+
+
+def connect_async(url: str, timeout: float) -> redis.asyncio.Redis:
+    """:func:`connect` for the event loop (predict and feedback await their round trips)."""
+    return redis.asyncio.Redis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=AsyncRetry(NoBackoff(), 1),
         health_check_interval=10,
     )
 
@@ -142,7 +155,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             url = embedded.url
             log.info("embedded Redis at %s (data in %s)", url, settings.data_dir)
         client = connect(url, settings.redis_timeout_seconds)
-        app.state.log = EventLog(client)
+        use_async = settings.redis_async == "on" or (
+            settings.redis_async == "auto" and not settings.run_learner
+        )
+        async_client = connect_async(url, settings.redis_timeout_seconds) if use_async else None
+        app.state.log = EventLog(client, async_client=async_client)
         # a replica (no learner here) serves snapshots' serving copies: see service/store.py
         app.state.store = store = ModelStore(app.state.log, serving_only=not settings.run_learner)
         stop = threading.Event()
@@ -191,6 +208,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if background is not None:
                 background.join(5)
             client.close()
+            if async_client is not None:
+                await async_client.aclose()
             sys.setswitchinterval(switch_interval)
             if embedded is not None:
                 embedded.close()

@@ -72,6 +72,13 @@ class Settings(BaseSettings):
         description="Move the long-lived heap (the models) out of the cyclic GC every S seconds "
         "(0: never); see service/heap.py.",
     )
+    redis_async: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="Predict and feedback await their Redis round trip on an async client "
+        "(on) or make it blocking (off). auto: on for an API replica, off with the learner "
+        "in-process, where the GIL is the bottleneck and a blocking loopback round trip costs "
+        "less CPU than the async client (benchmarks/RESULTS.md, 'Service load').",
+    )
     gil_switch_ms: float = Field(
         default=0.5,
         gt=0,

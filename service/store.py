@@ -71,6 +71,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import redis
+import redis.asyncio
 
 from boosters.base import Decision, OnlineBooster
 from boosters.registry import make_booster
@@ -519,8 +520,16 @@ class EventLog:
 
     GROUP = "learner"
 
-    def __init__(self, client: redis.Redis, serving_ttl: float = 1.0) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        serving_ttl: float = 1.0,
+        async_client: redis.asyncio.Redis | None = None,
+    ) -> None:
         self.r = client
+        #: for the ``*_async`` methods, which the predict and feedback routes await so the event
+        #: loop serves other requests during the round trip (they use ``client`` without it)
+        self.ar = async_client
         #: how long (seconds) a model's serving state is reused before predict reads it again
         self.serving_ttl = serving_ttl
         self._serving: dict[str, tuple[float, tuple[ServingConfig, int | None]]] = {}
@@ -528,6 +537,9 @@ class EventLog:
         self._feedback = client.register_script(_FEEDBACK)
         self._join = client.register_script(_JOIN)
         self._lease = client.register_script(_LEASE)
+        if async_client is not None:
+            self._apredict = async_client.register_script(_PREDICT)
+            self._afeedback = async_client.register_script(_FEEDBACK)
 
     # --- configs -----------------------------------------------------------------------------
     def add_config(self, config: ModelConfig) -> bool:
@@ -559,31 +571,65 @@ class EventLog:
         return existed
 
     # --- events ------------------------------------------------------------------------------
+    @staticmethod
+    def _decision_call(
+        config: ModelConfig, event_id: str, event: dict[str, Any], ts: float, retention: float
+    ) -> dict[str, list]:
+        k = keys(config.name)
+        deadline = ts + config.reward_wait_seconds
+        ttl = int(config.reward_wait_seconds + retention) + 1
+        return {
+            "keys": [event_key(config.name, event_id), k["decisions"], k["waiting"], k["stats"]],
+            "args": [dumps(event), repr(deadline), ttl, event_id],
+        }
+
     def append_decision(
         self, config: ModelConfig, event_id: str, event: dict[str, Any], ts: float, retention: float
     ) -> str | None:
         """Log a decision atomically; None if the event id is already used."""
-        k = keys(config.name)
-        deadline = ts + config.reward_wait_seconds
-        ttl = int(config.reward_wait_seconds + retention) + 1
-        sid = self._predict(
-            keys=[event_key(config.name, event_id), k["decisions"], k["waiting"], k["stats"]],
-            args=[dumps(event), repr(deadline), ttl, event_id],
-        )
+        sid = self._predict(**self._decision_call(config, event_id, event, ts, retention))
         return None if sid is None else _text(sid)
 
-    def append_feedback(self, name: str, event_id: str, feedback: dict[str, Any], now: float):
-        """Log feedback: ``("unknown", False)``, ``("duplicate", late)`` or ``("new", late)``."""
+    async def append_decision_async(
+        self, config: ModelConfig, event_id: str, event: dict[str, Any], ts: float, retention: float
+    ) -> str | None:
+        """:meth:`append_decision`, awaiting the round trip (on the async client, if any)."""
+        if self.ar is None:
+            return self.append_decision(config, event_id, event, ts, retention)
+        sid = await self._apredict(**self._decision_call(config, event_id, event, ts, retention))
+        return None if sid is None else _text(sid)
+
+    @staticmethod
+    def _feedback_call(
+        name: str, event_id: str, feedback: dict[str, Any], now: float
+    ) -> dict[str, list]:
         k = keys(name)
-        res = self._feedback(
-            keys=[event_key(name, event_id), k["feedback"], k["stats"]],
-            args=[repr(now), dumps(feedback)],
-        )
+        return {
+            "keys": [event_key(name, event_id), k["feedback"], k["stats"]],
+            "args": [repr(now), dumps(feedback)],
+        }
+
+    @staticmethod
+    def _feedback_outcome(res: list) -> tuple[str, bool]:
         status = int(res[0])
         if status == 0:
             return "unknown", False
         late = len(res) > 1 and res[1] is not None and _text(res[1]) == "1"
         return ("duplicate" if status == 1 else "new"), late
+
+    def append_feedback(self, name: str, event_id: str, feedback: dict[str, Any], now: float):
+        """Log feedback: ``("unknown", False)``, ``("duplicate", late)`` or ``("new", late)``."""
+        res = self._feedback(**self._feedback_call(name, event_id, feedback, now))
+        return self._feedback_outcome(res)
+
+    async def append_feedback_async(
+        self, name: str, event_id: str, feedback: dict[str, Any], now: float
+    ) -> tuple[str, bool]:
+        """:meth:`append_feedback`, awaiting the round trip (on the async client, if any)."""
+        if self.ar is None:
+            return self.append_feedback(name, event_id, feedback, now)
+        res = await self._afeedback(**self._feedback_call(name, event_id, feedback, now))
+        return self._feedback_outcome(res)
 
     def decision_of(self, name: str, event_id: str) -> dict[str, Any] | None:
         """The logged decision event of ``event_id`` (None once it expired)."""
@@ -699,7 +745,23 @@ class EventLog:
         if not fresh and cached is not None and now - cached[0] < self.serving_ttl:
             return cached[1]
         k = keys(name)
-        serving, published = self.r.mget([k["serving"], k["published"]])
+        return self._serving_read(name, now, self.r.mget([k["serving"], k["published"]]))
+
+    async def serving_state_async(self, name: str) -> tuple[ServingConfig, int | None]:
+        """:meth:`serving_state` (cached), awaiting the round trip when it reads."""
+        now = time.monotonic()
+        cached = self._serving.get(name)
+        if cached is not None and now - cached[0] < self.serving_ttl:
+            return cached[1]
+        if self.ar is None:
+            return self.serving_state(name)
+        k = keys(name)
+        return self._serving_read(name, now, await self.ar.mget([k["serving"], k["published"]]))
+
+    def _serving_read(
+        self, name: str, now: float, raw: list
+    ) -> tuple[ServingConfig, int | None]:
+        serving, published = raw
         state = ServingConfig.from_json(serving), None if published is None else int(published)
         self._serving[name] = (now, state)
         return state

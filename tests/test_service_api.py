@@ -307,10 +307,14 @@ def test_health_metrics_and_docs(client: TestClient) -> None:
     assert "/v1/models/{name}/predict" in client.get("/openapi.json").json()["paths"]
 
 
-def test_redis_outage_503_then_recovery(private_redis) -> None:
+@pytest.mark.parametrize("redis_async", ["off", "on"])
+def test_redis_outage_503_then_recovery(private_redis, redis_async: str) -> None:
+    """Both ways predict and feedback reach Redis (blocking, and awaited on the async client)."""
     server = private_redis
+    settings = Settings(redis_url=server.url, **{**FAST, "redis_async": redis_async})
     if True:
-        with TestClient(create_app(Settings(redis_url=server.url, **FAST))) as c:
+        with TestClient(create_app(settings)) as c:
+            assert (c.app.state.log.ar is not None) == (redis_async == "on")
             make_model(c)
             assert c.post("/v1/models/m1/predict", json={"context": {"x": 1}}).status_code == 200
             server.stop()

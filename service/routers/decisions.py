@@ -2,10 +2,11 @@
 
 Both routes are ``async``: what they do is short CPU work (validation, one decision of the
 in-memory model, which waits at most for one weak learner's update, see
-:meth:`~service.store.ServedModel.apply`) and one Redis round trip, cheaper on the event loop
-than a hop to FastAPI's thread pool and back, which under a busy learner thread costs a wait for
-the GIL each way (measured in benchmarks/RESULTS.md, "Service load"). A Redis server that is
-down answers at once (connection refused: 503); one that hangs holds the loop for at most
+:meth:`~service.store.ServedModel.apply`), done on the event loop rather than with a hop to
+FastAPI's thread pool and back (which under a busy learner thread costs a wait for the GIL each
+way), and one Redis round trip, awaited on the async Redis client so the loop serves other
+requests meanwhile (measured in benchmarks/RESULTS.md, "Service load"). A Redis server that is
+down answers at once (connection refused: 503); one that hangs fails the request after
 ``redis_timeout_seconds``.
 """
 
@@ -66,7 +67,7 @@ async def predict(
         raise _unprocessable("excluded_actions excludes every action")
     event_id = body.event_id or uuid.uuid4().hex
     # deciding does not change the model, so a repeated event id is caught by the atomic append
-    serving, published = log.serving_state(config.name)
+    serving, published = await log.serving_state_async(config.name)
     bundle = None
     if serving.mode == "policy" and published is not None:
         bundle = store.policy(config, published)
@@ -88,7 +89,8 @@ async def predict(
         event_id, ts, version, config.actions, body.context, decision,
         excluded=excluded, policy=policy,
     )
-    if log.append_decision(config, event_id, event, ts, settings.event_retention_seconds) is None:
+    retention = settings.event_retention_seconds
+    if await log.append_decision_async(config, event_id, event, ts, retention) is None:
         raise HTTPException(status.HTTP_409_CONFLICT, f"event id {event_id!r} was already used")
     metrics.DECISIONS.labels(config.name).inc()
     p = decision.probabilities.tolist()
@@ -130,7 +132,7 @@ async def feedback(
         "label": label,
         "label_id": body.label,
     }
-    outcome, late = log.append_feedback(config.name, body.event_id, payload, now)
+    outcome, late = await log.append_feedback_async(config.name, body.event_id, payload, now)
     if outcome == "unknown":
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,
