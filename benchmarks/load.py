@@ -1165,6 +1165,24 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             f"{w.get('learned_per_second', 0):.0f} | {w.get('max_backlog', '-')} | "
             f"{d['backlog_at_end']} | {drained} |"
         )
+    lines += ["", f"When predicts took over {TARGET_P99_MS:g} ms in the open loops (seconds into "
+              "the window, count, slowest), and when the serving process's model changed (in "
+              "the split shape: a snapshot swapped into the API replica):", ""]
+    for key, name in (("open", "open loop"), ("open_fast", "open loop at half the closed-loop "
+                                                          "rate")):
+        if key not in report["phases"]:
+            continue
+        bursts = "; ".join(
+            f"{b['from_s']:.1f}-{b['to_s']:.1f} s: {b['count']} ({b['max_ms']:.0f} ms)"
+            for b in report["phases"][key].get("slow_bursts", [])
+        )
+        changes = win.get(key, {}).get("version_changes_s", [])
+        moved = (
+            f"{len(changes)} times (every learned event)"
+            if not report["config"]["split"]
+            else ", ".join(f"{t:.1f} s" for t in changes) or "never"
+        )
+        lines.append(f"- {name}: slow predicts {bursts or 'none'}; model changed {moved}")
     lines += [
         "",
         "Targets:",
