@@ -54,6 +54,7 @@ class Learner:
         self.healthy = False
         self._since_snapshot: dict[str, int] = {}
         self._fresh: set[str] = set()  # models whose pending entries must be re-read
+        self._snapshots: dict[str, threading.Thread] = {}  # snapshots being pickled and written
         self._thread: threading.Thread | None = None
         self.heap = HeapFreezer(settings.gc_freeze_seconds)
 
@@ -68,6 +69,8 @@ class Learner:
         self.stop_event.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        for thread in list(self._snapshots.values()):
+            thread.join(timeout)  # an older snapshot must not land after the final one
         try:
             for model in self.store.loaded():
                 if model.owned:
@@ -220,13 +223,35 @@ class Learner:
         self._since_snapshot[model.name] = self._since_snapshot.get(model.name, 0) + 1
 
     def maybe_snapshot(self, model: ServedModel, now: float) -> None:
-        """Snapshot every ``snapshot_every_events`` events or ``snapshot_every_seconds``."""
+        """Snapshot every ``snapshot_every_events`` events or ``snapshot_every_seconds``.
+
+        The state is frozen here (:meth:`~service.store.ServedModel.begin_dump`: a fork), and a
+        background thread waits for the pickles and writes them, so learning goes on meanwhile;
+        one snapshot per model is in flight at a time.
+        """
         pending = model.version - model.snapshot_version
         if pending <= 0:
+            return
+        running = self._snapshots.get(model.name)
+        if running is not None and running.is_alive():
             return
         if (
             pending >= self.settings.snapshot_every_events
             or now - model.snapshot_time >= self.settings.snapshot_every_seconds
         ):
-            self.log.save_snapshot(model)
+            collect = model.begin_dump()
+            thread = threading.Thread(
+                target=self._write_snapshot,
+                args=(model, collect),
+                name=f"snapshot-{model.name}",
+                daemon=True,
+            )
+            self._snapshots[model.name] = thread
+            thread.start()
+
+    def _write_snapshot(self, model: ServedModel, collect) -> None:
+        try:
+            self.log.save_snapshot(model, collect())
             metrics.SNAPSHOT_AGE.labels(model.name).set(0.0)
+        except redis.RedisError as exc:  # the next interval tries again
+            log.warning("snapshot of %s not written: %s", model.name, exc)

@@ -431,18 +431,31 @@ class ServedModel:
         20 grown trees takes hundreds of milliseconds of CPU that would otherwise hold the GIL
         (and the model) for every request. See :func:`pickle_isolated`.
         """
+        return self.begin_dump(isolated)()
+
+    def begin_dump(self, isolated: bool = True) -> Callable[[], Snapshot]:
+        """:meth:`dump` in two halves: the state is frozen now (a fork, under the lock), and
+        the returned function waits for its pickles, so that wait can be another thread's.
+
+        If the child fails, the collector pickles the state of that moment in this process.
+        """
         if self.serving_copy:
             raise RuntimeError(f"{self.name}: a serving copy is not snapshotted")
         with self.lock:
             version, joined_id = self.version, self.joined_id
             if not isolated:
-                return Snapshot(*_snapshot_pickles(self.booster), version, joined_id)
+                snapshot = Snapshot(*_snapshot_pickles(self.booster), version, joined_id)
+                return lambda: snapshot
             pending = pickle_isolated(self.booster, _dumps_whole, dumps_serving)
-        try:
-            return Snapshot(*pending(), version, joined_id)
-        except RuntimeError as exc:
-            log.warning("%s: isolated snapshot failed (%s); pickling in process", self.name, exc)
-            return self.dump(isolated=False)
+
+        def collect() -> Snapshot:
+            try:
+                return Snapshot(*pending(), version, joined_id)
+            except RuntimeError as exc:
+                log.warning("%s: isolated snapshot failed (%s); pickling here", self.name, exc)
+                return self.dump(isolated=False)
+
+        return collect
 
 
 class Snapshot(NamedTuple):
@@ -470,10 +483,11 @@ def pickle_isolated(
     ``dumpers`` (default: ``pickle.dumps``) each turn ``obj`` into bytes; the collector returns
     their results in order. The fork freezes ``obj`` as it is now (copy-on-write), so the
     caller may release its locks and let other threads change it before collecting. The child
-    only pickles, writes to a pipe and leaves with ``os._exit`` (no locks, logging or I/O of the
-    parent are touched). Without ``os.fork`` the pickling happens here, at once. The collector
-    raises :class:`RuntimeError` if the child failed (the frozen state is gone then; the caller
-    retries as it sees fit).
+    lowers its CPU priority (it is background work: on a busy machine the serving process and
+    the learner come first), only pickles, writes to a pipe and leaves with ``os._exit`` (no
+    locks, logging or I/O of the parent are touched). Without ``os.fork`` the pickling happens
+    here, at once. The collector raises :class:`RuntimeError` if the child failed (the frozen
+    state is gone then; the caller retries as it sees fit).
 
     >>> [pickle.loads(b) for b in pickle_isolated({"a": [1, 2]})()]
     [{'a': [1, 2]}]
@@ -492,6 +506,8 @@ def pickle_isolated(
         status = 1
         try:
             os.close(read_fd)
+            with contextlib.suppress(OSError):
+                os.nice(10)
             view = memoryview(pickle.dumps([dump(obj) for dump in dumpers], protocol=5))
             while view:
                 view = view[os.write(write_fd, view) :]
@@ -781,9 +797,9 @@ class EventLog:
         self.r.set(keys(name)["worker_status"], dumps(status))
 
     # --- snapshots ---------------------------------------------------------------------------
-    def save_snapshot(self, model: ServedModel) -> int:
-        """Write the model's snapshot; returns the snapshotted version."""
-        blob, serving, version, joined_id = model.dump()
+    def save_snapshot(self, model: ServedModel, snapshot: Snapshot | None = None) -> int:
+        """Write the model's snapshot (``snapshot``, or one taken now); returns its version."""
+        blob, serving, version, joined_id = snapshot if snapshot is not None else model.dump()
         now = time.time()
         self.r.hset(
             keys(model.name)["snapshot"],

@@ -224,3 +224,55 @@ def test_decisions_between_learning_steps_do_not_change_what_is_learned() -> Non
         np.testing.assert_array_equal(a.internals["alpha"], b.internals["alpha"])
         for t1, t2 in zip(reference.booster._trees, interleaved.booster._trees):
             assert t1.predict_proba_one(_context(i)) == t2.predict_proba_one(_context(i))
+
+
+def test_the_learner_snapshots_in_the_background(redis_url: str) -> None:
+    """Learning goes on while a snapshot is pickled and written; one is in flight at a time;
+    what lands is the state frozen when it started, and a restore of it equals the model then."""
+    import redis
+
+    from service.learner import Learner
+    from service.settings import Settings
+    from service.store import EventLog, ModelStore
+
+    client = redis.Redis.from_url(redis_url)
+    log = EventLog(client)
+    config = _config()
+    log.add_config(config)
+    model = ServedModel(config, config.build())
+    settings = Settings(redis_url=redis_url, snapshot_every_events=5, snapshot_every_seconds=60)
+    learner = Learner(ModelStore(log), settings, client)
+    gate = threading.Event()
+    started = []
+    real_begin = model.begin_dump
+
+    def gated_begin(isolated: bool = True):
+        collect = real_begin(isolated)
+        started.append(model.version)
+
+        def wait_then_collect():
+            assert gate.wait(10)
+            return collect()
+
+        return wait_then_collect
+
+    model.begin_dump = gated_begin  # type: ignore[method-assign]
+    for i in range(5):
+        model.apply(_joined(model, i), f"{i + 1}-0")
+    learner.maybe_snapshot(model, time.time())  # returns at once: the write waits on the gate
+    frozen_state = pickle.dumps(model.booster, protocol=5)
+    for i in range(5, 12):  # learning goes on meanwhile
+        model.apply(_joined(model, i), f"{i + 1}-0")
+        learner.maybe_snapshot(model, time.time())  # in flight: no second snapshot
+    assert started == [5] and model.snapshot_version == 0
+    gate.set()
+    learner._snapshots[model.name].join(10)
+    assert model.snapshot_version == 5 and log.snapshot_meta(model.name)[0] == 5
+    restored = log.restore(config, replay=False)
+    once_through = pickle.dumps(pickle.loads(frozen_state), protocol=5)  # same memo layout
+    assert pickle.dumps(restored.booster, protocol=5) == once_through
+    assert pickle.dumps(model.booster, protocol=5) != frozen_state  # the model moved on
+    assert restored.joined_id == "5-0"
+    learner.maybe_snapshot(model, time.time())  # 7 more pending: the next one starts
+    learner._snapshots[model.name].join(10)
+    assert started == [5, 12] and log.snapshot_meta(model.name)[0] == 12
