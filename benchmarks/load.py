@@ -55,6 +55,7 @@ import random
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -1253,6 +1254,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="extra environment of the service processes (e.g. BOOSTBANDIT_GIL_SWITCH_MS=5)",
     )
     parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run everything this many times (fresh Redis and service each time); the report "
+        "adds a table of the runs and their medians (this machine is shared and noisy)",
+    )
+    parser.add_argument(
         "--learner-nice",
         type=int,
         default=0,
@@ -1274,6 +1282,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--generators must be in 1 .. --concurrency")
     if any("=" not in item for item in args.service_env):
         parser.error("--service-env takes KEY=VALUE")
+    if args.repeats < 1:
+        parser.error("--repeats must be >= 1")
     if args.open_max_inflight is None:
         args.open_max_inflight = args.concurrency
     return args
@@ -1441,19 +1451,79 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def repeat_row(report: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one run that the targets read."""
+    verdict = evaluate(report)
+    phases = report["phases"]
+    return {
+        "bare_req_per_s": phases["bare"]["requests_per_second"],
+        "pairs_per_s": phases["pairs"]["pairs_per_second"],
+        "sustained_pairs_per_s": phases["pairs"].get("sustained_pairs_per_second"),
+        "ratio": verdict["ratio"]["value"],
+        "open_rate": phases["open"]["offered_pairs_per_second"],
+        "p99_ms": phases["open"]["latency"]["predict"].get("p99_ms"),
+        "p50_ms": phases["open"]["latency"]["predict"].get("p50_ms"),
+        "learner_keeps_up": verdict["learner"]["pass"],
+    }
+
+
+def repeat_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """A table of the repeated runs (the tables above are the last run's) and their medians.
+
+    >>> rows = [dict(bare_req_per_s=b, pairs_per_s=1.0, sustained_pairs_per_s=1.0, ratio=r,
+    ...              open_rate=0.5, p99_ms=p, p50_ms=1.0, learner_keeps_up=True)
+    ...         for b, r, p in ((10.0, 0.1, 30.0), (20.0, 0.2, 10.0), (30.0, 0.3, 20.0))]
+    >>> repeat_lines(rows)[-1]
+    '| **median** | 20 | 1 | 1 | **0.20** | 0 | 1.0 | **20.0** | 3 of 3 |'
+    """
+    def med(key: str) -> float:
+        values = [r[key] for r in rows if r[key] is not None]
+        return statistics.median(values) if values else float("nan")
+
+    lines = [
+        f"Repeated runs ({len(rows)}; the tables above are the last one's), and their medians:",
+        "",
+        "| run | bare req/s | pairs/s | sustained pairs/s | predict/bare | open loop pairs/s "
+        "| p50 ms | p99 ms | learner keeps up |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for i, r in enumerate(rows, 1):
+        lines.append(
+            f"| {i} | {r['bare_req_per_s']:.0f} | {r['pairs_per_s']:.0f} | "
+            f"{r['sustained_pairs_per_s'] or 0:.0f} | {r['ratio']:.2f} | {r['open_rate']:.0f} | "
+            f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {'yes' if r['learner_keeps_up'] else 'no'} |"
+        )
+    kept = sum(bool(r["learner_keeps_up"]) for r in rows)
+    lines.append(
+        f"| **median** | {med('bare_req_per_s'):.0f} | {med('pairs_per_s'):.0f} | "
+        f"{med('sustained_pairs_per_s'):.0f} | **{med('ratio'):.2f}** | {med('open_rate'):.0f} | "
+        f"{med('p50_ms'):.1f} | **{med('p99_ms'):.1f}** | {kept} of {len(rows)} |"
+    )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # SIGTERM/SIGHUP unwind like Ctrl-C so that every started process is stopped
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
+    reports = []
     try:
-        report = run(args)
+        for i in range(args.repeats):
+            if args.repeats > 1:
+                print(f"=== run {i + 1} of {args.repeats} ===")
+            reports.append(run(args))
     except KeyboardInterrupt:
         print("\ninterrupted; every process the benchmark started was stopped", file=sys.stderr)
         return 130
+    report = reports[-1]
+    if len(reports) > 1:
+        report = {**report, "repeats": [repeat_row(r) for r in reports]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     lines = summary_lines(report)
+    if len(reports) > 1:
+        lines += ["", *repeat_lines(report["repeats"])]
     print()
     print("\n".join(lines))
     print(f"\nwrote {args.out}")
