@@ -14,9 +14,10 @@ leaf's normalised class counts, computed by River's own function. Its ``predict_
 walks the same path River's does and returns the same numbers for every input; it cannot learn.
 
 :func:`dumps_serving` pickles any object graph (a whole booster) with every such tree replaced
-by its frozen copy. For the load benchmark's AdaBandit (20 trees, Car, 20,000 events) that is
-1.7 MB instead of 17.9 MB; it loads in about 20 ms instead of 2.7 s (during which the whole
-pickle held the GIL), one tree at a time, and decides in half the time.
+by its frozen copy, each tree a pickle of its own, so loading it lets other threads in between
+trees. For the load benchmark's AdaBandit (20 trees, Car, 20,000 events) that is a twelfth of
+the bytes, and it decides in half the time (``python benchmarks/swap_stall.py``; RESULTS.md,
+"Service load").
 
 >>> from learners.hoeffding import make_vfdt
 >>> tree = make_vfdt(5.0, 0.1, 0.05, nominal_attributes=["c"])
