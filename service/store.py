@@ -32,10 +32,10 @@ joined events after it*.
 * **Serving copies.** Every snapshot is written twice from the same state: the whole booster
   (``blob``, for restarts and learners) and a serving copy (``serving``,
   :func:`learners.frozen.dumps_serving`) whose Hoeffding trees keep only their branch tests and
-  leaf class counts. It decides exactly like the whole booster, is a fifth of the size, and
-  loads one tree at a time, so a replica swapping it in never stops its event loop for longer
-  than one tree takes to load (milliseconds, where unpickling the whole booster held the GIL for
-  about a second). Replicas (processes without a learner) load serving copies only; a serving
+  leaf class counts. It decides exactly like the whole booster (in half the time), is a tenth of
+  the size, and loads one tree at a time, so a replica swapping it in never stops its event loop
+  for longer than one tree takes to load: milliseconds, where unpickling the whole booster held
+  the GIL for seconds (``benchmarks/swap_stall.py``). Replicas (processes without a learner) load serving copies only; a serving
   copy refuses to learn, and a learner taking a model over always restores the whole booster.
 * **Offline policies.** ``boostbandit worker`` (:mod:`service.worker`) trains BOPL policies on
   the joined stream and stores them per model: metadata by version (``policies``), pickles of
