@@ -35,8 +35,9 @@ joined events after it*.
   leaf class counts. It decides exactly like the whole booster (in half the time), is a tenth of
   the size, and loads one tree at a time, so a replica swapping it in never stops its event loop
   for longer than one tree takes to load: milliseconds, where unpickling the whole booster held
-  the GIL for seconds (``benchmarks/swap_stall.py``). Replicas (processes without a learner) load serving copies only; a serving
-  copy refuses to learn, and a learner taking a model over always restores the whole booster.
+  the GIL for seconds (``benchmarks/swap_stall.py``). Replicas (processes without a learner)
+  load serving copies only; a serving copy refuses to learn, and a learner taking a model over
+  always restores the whole booster.
 * **Offline policies.** ``boostbandit worker`` (:mod:`service.worker`) trains BOPL policies on
   the joined stream and stores them per model: metadata by version (``policies``), pickles of
   the published ones (``policy_blobs``) and the latest published version (``published``), written
