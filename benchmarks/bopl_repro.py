@@ -629,9 +629,21 @@ REPRODUCE = (
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The result rows of ``path``, one per unit: the first, if two runs both did a unit.
+
+    Units are deterministic (seeded), so a repeat only repeats; counting it would inflate n.
+    """
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows, seen = [], set()
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if key(row) not in seen:
+            seen.add(key(row))
+            rows.append(row)
+    return rows
 
 
 def key(row: dict[str, Any]) -> tuple:
@@ -759,16 +771,16 @@ def fashion_plan_notes(cost_rows: list[dict[str, Any]]) -> list[str]:
         f"thread, shared machine): {hours:.0f} h for the 250 rounds of one trial of one variant; "
         "the paper's exact method and the scikit-learn trees of the -class variants are slower "
         "still (measured costs in the table below). 4 variants x 3 trials at full scale would "
-        f"take more than {12 * hours:.0f} single-thread hours here; the budget was about 80 "
-        "minutes of two cores shared with three other people's jobs (each of these processes "
-        "got 10-30% of a core).",
+        f"take more than {12 * hours:.0f} single-thread hours on this machine of 2 shared "
+        "cores.",
         "So the learners see 2x2 average-pooled images (196 pixels, `pool2`) and a seeded random "
         "subset of each trial's logged target-training rows (`rows=`): 10,000 for BRR-xgb and "
         "the -regr variants, whose trees use XGBoost's hist method with 64 bins (`hist64`) "
         "instead of exact (leaves are still exact least-squares means, so alpha_t = kappa "
-        "holds); 2,000 for the -class variants, whose scikit-learn trees still took about "
-        "9 s per round (43 min for the one BOPL-S-class trial that ran; BOPL-class was not "
-        "reached). The splits, the logging "
+        "holds); 2,000 for the -class variants, whose scikit-learn trees cost the most per "
+        "row (cost table below; a trial's fit time is the table's time column, which swings "
+        "with the machine's load: one BOPL-S-class trial took 43 min on a busy machine, the "
+        "next two under 5 min). The splits, the logging "
         "policy (full features, all 5,400 logging rows), the logged data and the Table 5 "
         "hyperparameters (rounds, depth, min_child_weight, reward translation) are unchanged.",
         "Reading: the logging policy matches the paper (calibrated); every learned policy is "

@@ -7,6 +7,7 @@ Spec: ../shared/specs/bopl.md §5.2-§5.4 (splits, logging policy, reward struct
 from __future__ import annotations
 
 import gzip
+import json
 import struct
 from pathlib import Path
 
@@ -209,3 +210,14 @@ def test_first_round_problem_matches_bopls_targets():
     np.testing.assert_allclose(rows[pos], np.eye(4)[a[pos]] - 0.25)
     np.testing.assert_allclose(rows[neg], -0.5 * (np.eye(4)[a[neg]] - 0.25))
     np.testing.assert_allclose(w.reshape(50, 4)[neg], 0.4 * 0.5 / 0.25)
+
+
+def test_a_unit_done_twice_counts_once(tmp_path) -> None:
+    rows = [
+        {"dataset": "digits", "method": "logging", "trial": 0, "plan": "paper", "test_reward": 0.4},
+        {"dataset": "digits", "method": "logging", "trial": 1, "plan": "paper", "test_reward": 0.5},
+        {"dataset": "digits", "method": "logging", "trial": 0, "plan": "paper", "test_reward": 0.4},
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n")
+    assert [r["trial"] for r in br.read_rows(path)] == [0, 1]
