@@ -629,9 +629,10 @@ REPRODUCE = (
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The result rows of ``path``, one per unit: the first, if two runs both did a unit.
+    """The rows of ``path``; result rows one per unit: the first, if two runs both did a unit.
 
     Units are deterministic (seeded), so a repeat only repeats; counting it would inflate n.
+    Rows of other kinds (the cost file's) are all kept.
     """
     if not path.exists():
         return []
@@ -640,10 +641,14 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         row = json.loads(line)
-        if key(row) not in seen:
-            seen.add(key(row))
+        unit = key(row) if _UNIT_FIELDS <= row.keys() else None
+        if unit is None or unit not in seen:
+            seen.add(unit)
             rows.append(row)
     return rows
+
+
+_UNIT_FIELDS = frozenset({"dataset", "method", "trial", "plan"})
 
 
 def key(row: dict[str, Any]) -> tuple:
