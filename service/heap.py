@@ -21,7 +21,7 @@ were most of the load's time and of the pauses it caused the other threads (RESU
 "Service load"). :meth:`HeapFreezer.loading` holds the collector off during a load and, when
 freezing is on, freezes the heap right after it, so the loaded model is never walked.
 
->>> with HeapFreezer(every_seconds=5.0).loading():
+>>> with HeapFreezer(every_seconds=0).loading():  # 0: no freeze after it either
 ...     gc.isenabled()
 False
 >>> gc.isenabled()

@@ -445,7 +445,8 @@ class ServedModel:
         with self.lock:
             version, joined_id = self.version, self.joined_id
             if not isolated:
-                snapshot = Snapshot(*_snapshot_pickles(self.booster), version, joined_id)
+                b = self.booster
+                snapshot = Snapshot(_dumps_whole(b), dumps_serving(b), version, joined_id)
                 return lambda: snapshot
             pending = pickle_isolated(self.booster, _dumps_whole, dumps_serving)
 
@@ -470,10 +471,6 @@ class Snapshot(NamedTuple):
 
 def _dumps_whole(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=5)
-
-
-def _snapshot_pickles(booster: Any) -> list[bytes]:
-    return [_dumps_whole(booster), dumps_serving(booster)]
 
 
 def pickle_isolated(
