@@ -806,22 +806,24 @@ def plot_curves(dataset: str, rows: list[dict[str, Any]], plot_dir: Path) -> Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    logging = [r["test_reward"] for r in read_logging(dataset, rows)]
     rows = [r for r in rows if r["dataset"] == dataset and "test_curve" in r]
     if not rows:
         return None
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    logging = [r["test_reward"] for r in read_logging(dataset, rows)]
+    colors = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4)
     for method in METHODS[1:]:
         for plan in sorted({r["plan"] for r in rows if r["method"] == method}):
             group = [r for r in rows if r["method"] == method and r["plan"] == plan]
             label = LABELS[method] + ("" if plan == "paper" else f" ({plan})")
+            color = next(colors)  # the same method has the same colour in both panels
             T = min(len(r["test_curve"]) for r in group)
             curve = np.mean([r["test_curve"][:T] for r in group], axis=0)
-            ax1.plot(np.arange(1, T + 1), curve, label=label, lw=1.2)
+            ax1.plot(np.arange(1, T + 1), curve, label=label, lw=1.2, color=color)
             if "objective" in group[0]:
                 T2 = min(len(r["objective"]) for r in group)
                 obj = np.mean([r["objective"][:T2] for r in group], axis=0)
-                ax2.plot(np.arange(T2), obj, label=label, lw=1.2)
+                ax2.plot(np.arange(T2), obj, label=label, lw=1.2, color=color)
     if logging:
         ax1.axhline(statistics.mean(logging), color="gray", ls="--", lw=1, label="Logging")
     ax1.set(xlabel="round", ylabel="test reward (argmax policy)", title=f"{dataset}: test reward")
