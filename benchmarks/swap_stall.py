@@ -35,14 +35,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from learners.frozen import dumps_serving, release  # noqa: E402
 from service.datasets import load_dataset  # noqa: E402
+from service.events import decision_event, joined_event  # noqa: E402
 from service.heap import HeapFreezer  # noqa: E402
 from service.store import ModelConfig, ServedModel  # noqa: E402
 
@@ -72,24 +71,12 @@ def trained_model(events: int, seed: int = 0) -> tuple[ServedModel, list[dict]]:
         i = order[j % len(order)]
         x = ds.X[i]
         contexts.append(x)
-        decision, _ = model.decide(x, f"e{j}")
-        internals = {
-            k: v.tolist() if isinstance(v, np.ndarray) else v
-            for k, v in decision.internals.items()
-        }
-        event = {
-            "c": x,
-            "bb": {
-                "decision": {
-                    "action": decision.action,
-                    "probabilities": decision.probabilities.tolist(),
-                    "internals": internals,
-                },
-                "reward": float(decision.action == int(ds.y[i])),
-                "label": None,
-                "learn": True,
-            },
-        }
+        decision, version = model.decide(x, f"e{j}")
+        logged = decision_event(f"e{j}", 0.0, version, config.actions, x, decision)
+        reward = float(decision.action == int(ds.y[i]))
+        event = joined_event(
+            logged, reward=reward, label=None, source="feedback", learn=True, ts=0.0
+        )
         model.apply(event, f"{j + 1}-0")
     return model, contexts
 

@@ -186,6 +186,10 @@ def _thaw(blob: bytes) -> FrozenHoeffdingTree:
 
 
 class _ServingPickler(pickle.Pickler):
+    def __init__(self, file: io.BytesIO, protocol: int) -> None:
+        super().__init__(file, protocol=protocol)
+        self._protocol = protocol  # for the trees' own pickles
+
     def reducer_override(self, obj: Any) -> Any:
         if type(obj) in FREEZABLE and obj.leaf_prediction == "mc":
             # each tree is a pickle of its own, loaded by a Python-level call: between two trees
@@ -212,9 +216,7 @@ def dumps_serving(obj: Any, protocol: int = 5) -> bytes:
     ('FrozenHoeffdingTree', True)
     """
     buffer = io.BytesIO()
-    pickler = _ServingPickler(buffer, protocol=protocol)
-    pickler._protocol = protocol
-    pickler.dump(obj)
+    _ServingPickler(buffer, protocol).dump(obj)
     return buffer.getvalue()
 
 

@@ -755,22 +755,26 @@ class EventLog:
         delay (at once in the process that made the switch).
         """
         now = time.monotonic()
-        cached = self._serving.get(name)
-        if not fresh and cached is not None and now - cached[0] < self.serving_ttl:
-            return cached[1]
+        cached = None if fresh else self._serving_cached(name, now)
+        if cached is not None:
+            return cached
         k = keys(name)
         return self._serving_read(name, now, self.r.mget([k["serving"], k["published"]]))
 
     async def serving_state_async(self, name: str) -> tuple[ServingConfig, int | None]:
         """:meth:`serving_state` (cached), awaiting the round trip when it reads."""
         now = time.monotonic()
-        cached = self._serving.get(name)
-        if cached is not None and now - cached[0] < self.serving_ttl:
-            return cached[1]
+        cached = self._serving_cached(name, now)
+        if cached is not None:
+            return cached
         if self.ar is None:
             return self.serving_state(name)
         k = keys(name)
         return self._serving_read(name, now, await self.ar.mget([k["serving"], k["published"]]))
+
+    def _serving_cached(self, name: str, now: float) -> tuple[ServingConfig, int | None] | None:
+        cached = self._serving.get(name)
+        return cached[1] if cached is not None and now - cached[0] < self.serving_ttl else None
 
     def _serving_read(
         self, name: str, now: float, raw: list
