@@ -15,9 +15,9 @@ from collections.abc import Iterable
 
 import numpy as np
 from river import bandit, proba
-from river.tree import HoeffdingTreeClassifier
 
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
+from learners.hoeffding import make_vfdt
 
 __all__ = ["UniformPolicy", "EpsilonGreedyTree", "RiverPolicy"]
 
@@ -125,8 +125,9 @@ class EpsilonGreedyTree(OnlineBooster):
         Exploration rate in [0, 1].
     seed
         Seed of the numpy generator that makes every random choice.
-    grace_period, delta, tau, nominal_attributes
-        Passed to ``HoeffdingTreeClassifier``.
+    grace_period, delta, tau, nominal_attributes, fast_trees
+        Passed to :func:`learners.hoeffding.make_vfdt` (River's Hoeffding tree; ``fast_trees``
+        selects the array leaves, the same trees).
 
     >>> policy = EpsilonGreedyTree(n_actions=3, epsilon=0.3, seed=0)
     >>> d = policy.decide_one({"f": 1.0})
@@ -147,6 +148,7 @@ class EpsilonGreedyTree(OnlineBooster):
         delta: float = 1e-7,
         tau: float = 0.05,
         nominal_attributes: list[str] | None = None,
+        fast_trees: bool = True,
     ):
         self.n_actions = _check_n_actions(n_actions)
         self.epsilon = _check_real("epsilon", epsilon, 0.0, 1.0)
@@ -171,12 +173,9 @@ class EpsilonGreedyTree(OnlineBooster):
         self.nominal_attributes = nominal_attributes
         self.seed = seed
         self._rng = np.random.default_rng(seed)
-        self.tree = HoeffdingTreeClassifier(
-            grace_period=self.grace_period,
-            delta=self.delta,
-            tau=self.tau,
-            leaf_prediction="mc",
-            nominal_attributes=nominal_attributes,
+        self.fast_trees = bool(fast_trees)
+        self.tree = make_vfdt(
+            self.grace_period, self.delta, self.tau, nominal_attributes, self.fast_trees
         )
 
     def scores(self, x: dict) -> np.ndarray:

@@ -230,7 +230,7 @@ class _OCOParams:
         self.optimizer = _check_optimizer(optimizer, low, high)
 
     def _make_trees(
-        self, count: int, tree_profile, fixed_trees, nominal_attributes
+        self, count: int, tree_profile, fixed_trees, nominal_attributes, fast_trees=True
     ) -> list[BinaryHoeffdingTree]:
         if tree_profile not in TREE_PROFILES:
             raise ValueError(
@@ -241,9 +241,11 @@ class _OCOParams:
         if nominal_attributes is not None and not isinstance(nominal_attributes, list | tuple):
             raise ValueError("nominal_attributes must be a list of feature names")
         self.nominal_attributes = list(nominal_attributes) if nominal_attributes else None
+        self.fast_trees = bool(fast_trees)
         return [
             BinaryHoeffdingTree(
                 nominal_attributes=self.nominal_attributes,
+                fast_trees=self.fast_trees,
                 **sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees),
             )
             for _ in range(count)
@@ -271,7 +273,7 @@ class OCOBooster(_OCOParams, OnlineBooster):
     optimizer
         The OCO algorithm (see :class:`OnlineConvexOptimizer`); default :class:`ProjectedOGD` on
         the variant's interval with ``G = 2 / gamma``.
-    tree_profile, fixed_trees, nominal_attributes
+    tree_profile, fixed_trees, nominal_attributes, fast_trees
         Hyperparameters of the default Hoeffding trees (:func:`learners.hoeffding.
         sample_tree_params`); the full-information profile by default.
     learners
@@ -298,6 +300,7 @@ class OCOBooster(_OCOParams, OnlineBooster):
         fixed_trees: bool = False,
         nominal_attributes: list | None = None,
         learners: Sequence[BinaryWeakLearner] | None = None,
+        fast_trees: bool = True,
     ):
         if _check_int("n_actions", n_actions, 2) != 2:
             raise ValueError(f"n_actions must be 2 for the binary OCO booster, got {n_actions}")
@@ -308,7 +311,7 @@ class OCOBooster(_OCOParams, OnlineBooster):
         if learners is None:
             self.n_learners = _check_int("n_learners", n_learners, 1)
             self.learners = self._make_trees(
-                self.n_learners, tree_profile, fixed_trees, nominal_attributes
+                self.n_learners, tree_profile, fixed_trees, nominal_attributes, fast_trees
             )
         else:
             self.learners = list(learners)

@@ -98,7 +98,7 @@ class OCOBandit(_OCOParams, OnlineBooster):
         :class:`boosters.oco.OCOBooster`). The default 0.8 is above the spec's suggested grid
         (0.05-0.5): on short Car streams larger values did clearly better (0.1: ~0.3,
         0.5: ~0.5-0.7, 0.8: ~0.64-0.77 accuracy).
-    seed, tree_profile, fixed_trees, nominal_attributes
+    seed, tree_profile, fixed_trees, nominal_attributes, fast_trees
         As for the seed-001 boosters (``boosters.template.BoostingTemplate``).
     update
         ``"weighted"`` (CB-W, default) or ``"rounding"`` (CB-R).
@@ -129,6 +129,7 @@ class OCOBandit(_OCOParams, OnlineBooster):
         optimizer: OnlineConvexOptimizer | None = None,
         baseline: float = 0.5,
         max_weight: float | None = None,
+        fast_trees: bool = True,
     ):
         self.n_actions = _check_int("n_actions", n_actions, 2)
         self.n_learners = _check_int("n_learners", n_learners, 1)
@@ -148,7 +149,11 @@ class OCOBandit(_OCOParams, OnlineBooster):
         self._init_oco(gamma, p_init, realizable, optimizer)
         k, n = self.n_actions, self.n_learners
         self.learners = self._make_trees(
-            k * n, tree_profile or self.default_tree_profile, fixed_trees, nominal_attributes
+            k * n,
+            tree_profile or self.default_tree_profile,
+            fixed_trees,
+            nominal_attributes,
+            fast_trees,
         )
         self._trees = [wl.tree for wl in self.learners]
         self._scale = 1.0 / (self.gamma * n)

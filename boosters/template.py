@@ -73,6 +73,7 @@ class BoostingTemplate(OnlineBooster):
         reduction_order: str = "reference",
         estimator: str = "proposed",
         weak_prediction: str | None = None,
+        fast_trees: bool = True,
     ):
         self.n_actions = _check_int("n_actions", n_actions, 2)
         self.n_learners = _check_int("n_learners", n_learners, 1)
@@ -108,11 +109,13 @@ class BoostingTemplate(OnlineBooster):
                 f"weak_prediction must be 'argmax' or 'cost_sensitive', got {weak_prediction!r}"
             )
 
+        self.fast_trees = bool(fast_trees)
         self._rng = np.random.default_rng(seed)
         self.learners = [
             CostSensitiveTree(
                 self.n_actions,
                 nominal_attributes=self.nominal_attributes,
+                fast_trees=self.fast_trees,
                 **sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees),
             )
             for _ in range(self.n_learners)

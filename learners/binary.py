@@ -72,8 +72,10 @@ class BinaryHoeffdingTree:
         delta: float = 1e-7,
         tau: float = 0.05,
         nominal_attributes: list | None = None,
+        fast_trees: bool = True,
     ):
-        self.tree = make_vfdt(grace_period, delta, tau, nominal_attributes)
+        self.tree = make_vfdt(grace_period, delta, tau, nominal_attributes, fast_trees)
+        self.fast_trees = fast_trees
         self.grace_period = grace_period
         self.delta = delta
         self.tau = tau

@@ -55,12 +55,12 @@ from river.tree.nodes.branch import (
 )
 from river.utils.norm import normalize_values_in_dict
 
-from learners.vfdt import FastHoeffdingTreeClassifier
+from learners.vfdt import ArrayHoeffdingTreeClassifier, FastHoeffdingTreeClassifier
 
 __all__ = ["FrozenHoeffdingTree", "dumps_serving", "freeze", "release"]
 
 #: tree classes whose predictions :func:`freeze` reproduces exactly (with ``"mc"`` leaves)
-FREEZABLE = (HoeffdingTreeClassifier, FastHoeffdingTreeClassifier)
+FREEZABLE = (HoeffdingTreeClassifier, FastHoeffdingTreeClassifier, ArrayHoeffdingTreeClassifier)
 
 # node kinds of the flat encoding (see FrozenHoeffdingTree)
 _LEAF, _NUM2, _NOM2, _NOMW, _NUMW = range(5)

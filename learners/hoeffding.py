@@ -25,7 +25,7 @@ import numpy as np
 from river.tree import HoeffdingTreeClassifier
 
 from learners.reduction import cost_to_label_weight
-from learners.vfdt import FastHoeffdingTreeClassifier
+from learners.vfdt import ArrayHoeffdingTreeClassifier, FastHoeffdingTreeClassifier
 
 __all__ = [
     "TREE_PROFILES",
@@ -105,20 +105,31 @@ def argmax_label(proba: dict, n_classes: int, u: float) -> int:
 
 
 def make_vfdt(
-    grace_period: float, delta: float, tau: float, nominal_attributes: list | None = None
+    grace_period: float,
+    delta: float,
+    tau: float,
+    nominal_attributes: list | None = None,
+    fast_trees: bool = True,
 ) -> HoeffdingTreeClassifier:
     """River's Hoeffding tree set up as the authors' VFDT (spec §7.5 mapping): information gain,
-    majority-class leaves, the given grace period, split confidence and tie threshold. (River's
-    class with a cheaper, exactly equivalent memory check: :mod:`learners.vfdt`.)
+    majority-class leaves, the given grace period, split confidence and tie threshold.
+
+    ``fast_trees=True`` (default): leaves with array statistics and vectorised split evaluation
+    (:class:`learners.vfdt.ArrayHoeffdingTreeClassifier`), the same trees; ``False``: River's own
+    leaves, the reference (with the cheaper, exactly equivalent memory check of
+    :mod:`learners.vfdt`).
 
     >>> make_vfdt(10.0, 0.1, 0.05).leaf_prediction
     'mc'
+    >>> type(make_vfdt(10.0, 0.1, 0.05, fast_trees=False)).__name__
+    'FastHoeffdingTreeClassifier'
     """
     if not (grace_period > 0 and 0 < delta < 1 and tau > 0):
         raise ValueError(
             f"need grace_period > 0, 0 < delta < 1, tau > 0; got {grace_period}, {delta}, {tau}"
         )
-    return FastHoeffdingTreeClassifier(
+    cls = ArrayHoeffdingTreeClassifier if fast_trees else FastHoeffdingTreeClassifier
+    return cls(
         grace_period=grace_period,
         delta=delta,
         tau=tau,
@@ -161,10 +172,12 @@ class CostSensitiveTree:
         decimals: int | None = 2,
         scale: float = 1.0,
         order: str = "reference",
+        fast_trees: bool = True,
     ):
         if n_classes < 2:
             raise ValueError(f"n_classes must be >= 2, got {n_classes}")
-        self.tree = make_vfdt(grace_period, delta, tau, nominal_attributes)
+        self.tree = make_vfdt(grace_period, delta, tau, nominal_attributes, fast_trees)
+        self.fast_trees = fast_trees
         self.n_classes = n_classes
         self.grace_period = grace_period
         self.delta = delta

@@ -28,8 +28,12 @@ True
 from __future__ import annotations
 
 from river.tree import HoeffdingTreeClassifier
+from river.tree.nodes.branch import DTBranch, NominalMultiwayBranch
+from river.tree.splitter import GaussianSplitter
 
-__all__ = ["FastHoeffdingTreeClassifier"]
+from learners.array_leaf import ArrayLeaf, NominalValues
+
+__all__ = ["ArrayHoeffdingTreeClassifier", "FastHoeffdingTreeClassifier"]
 
 
 class FastHoeffdingTreeClassifier(HoeffdingTreeClassifier):
@@ -53,9 +57,156 @@ class FastHoeffdingTreeClassifier(HoeffdingTreeClassifier):
             return super()._enforce_size_limit()
         if self._n_inactive_leaves == 0:
             return None  # nothing to deactivate, nothing to re-activate
-        for leaf in self._find_leaves():
+        for leaf in self._inactive_candidates():
             if not leaf.is_active() and leaf.depth < self.max_depth:
                 leaf.activate()
                 self._n_active_leaves += 1
                 self._n_inactive_leaves -= 1
         return None
+
+    def _inactive_candidates(self) -> list:
+        """Leaves that may be inactive (every leaf; a subclass may know better)."""
+        return self._find_leaves()
+
+
+class ArrayHoeffdingTreeClassifier(FastHoeffdingTreeClassifier):
+    """River's Hoeffding tree whose leaves keep array statistics (:mod:`learners.array_leaf`).
+
+    It grows River's trees, split for split, with River's branch nodes: ``predict_proba_one``,
+    ``summary``, ``draw`` and pickling are River's. Only majority-class leaves with the
+    information-gain criterion and a Gaussian splitter are array leaves; any other setting falls
+    back to River's leaves.
+
+    Nominal features with many values are bounded: a leaf tracks at most ``max_nominal_values``
+    values of a feature (the rest share an "other" row), and a feature that has shown more than
+    ``max_multiway_values`` distinct values to the tree is only split in two ("x == v" or not).
+    ``None`` for either turns it off.
+
+    >>> tree = ArrayHoeffdingTreeClassifier(grace_period=5, delta=0.1, nominal_attributes=["c"])
+    >>> for i in range(300):
+    ...     c, v = "pq"[i % 2], float(i % 7)
+    ...     tree.learn_one({"c": c, "v": v}, int(c == "p") + int(v > 3), w=1.0 + i % 4)
+    >>> tree.summary["n_leaves"] > 1
+    True
+    >>> tree.predict_one({"c": "p", "v": 5.0}), tree.predict_one({"c": "q", "v": 1.0})
+    (2, 0)
+    """
+
+    def __init__(
+        self,
+        grace_period: int = 200,
+        max_depth: int | None = None,
+        split_criterion: str = "info_gain",
+        delta: float = 1e-7,
+        tau: float = 0.05,
+        leaf_prediction: str = "mc",
+        nb_threshold: int = 0,
+        nominal_attributes: list | None = None,
+        splitter=None,
+        binary_split: bool = False,
+        min_branch_fraction: float = 0.01,
+        max_share_to_split: float = 0.99,
+        max_size: float = 100.0,
+        memory_estimate_period: int = 1000000,
+        stop_mem_management: bool = False,
+        remove_poor_attrs: bool = False,
+        merit_preprune: bool = True,
+        max_nominal_values: int | None = 64,
+        max_multiway_values: int | None = 32,
+    ):
+        super().__init__(
+            grace_period=grace_period,
+            max_depth=max_depth,
+            split_criterion=split_criterion,
+            delta=delta,
+            tau=tau,
+            leaf_prediction=leaf_prediction,
+            nb_threshold=nb_threshold,
+            nominal_attributes=nominal_attributes,
+            splitter=splitter,
+            binary_split=binary_split,
+            min_branch_fraction=min_branch_fraction,
+            max_share_to_split=max_share_to_split,
+            max_size=max_size,
+            memory_estimate_period=memory_estimate_period,
+            stop_mem_management=stop_mem_management,
+            remove_poor_attrs=remove_poor_attrs,
+            merit_preprune=merit_preprune,
+        )
+        self.max_nominal_values = max_nominal_values
+        self.max_multiway_values = max_multiway_values
+        self._tree_values = NominalValues(max_multiway_values)
+        self._splitting = None  # the leaf of the split attempt under way
+
+    def learn_one(self, x, y, *, w=1.0):
+        super().learn_one(x, y, w=w)
+        if self._tree_values.crossed:
+            for name in self._tree_values.crossed:
+                self._undo_multiway(name)
+            self._tree_values.crossed.clear()
+
+    def _undo_multiway(self, feature) -> None:
+        """Replace every multiway split on ``feature`` by one leaf holding its subtree's counts.
+
+        Called once a feature has shown more than ``max_multiway_values`` distinct values: a
+        split with one branch per value of an id fragments the data for good (and grows a branch
+        for every new value). Such splits can only have been made early, on few values.
+        """
+        if isinstance(self._root, NominalMultiwayBranch) and self._root.feature == feature:
+            self._root = self._merged_leaf(self._root, None)
+            return
+        stack = [self._root] if isinstance(self._root, DTBranch) else []
+        while stack:
+            node = stack.pop()
+            for i, child in enumerate(node.children):
+                if isinstance(child, NominalMultiwayBranch) and child.feature == feature:
+                    node.children[i] = self._merged_leaf(child, node)
+                elif isinstance(child, DTBranch):
+                    stack.append(child)
+
+    def _merged_leaf(self, branch, parent):
+        stats: dict = {}
+        for leaf in branch.iter_leaves():
+            for label, weight in leaf.stats.items():
+                stats[label] = stats.get(label, 0.0) + weight
+            if leaf.is_active():
+                self._n_active_leaves -= 1
+            else:
+                self._n_inactive_leaves -= 1
+        self._n_active_leaves += 1
+        leaf = self._new_leaf(stats, parent)
+        leaf.depth = branch.depth
+        return leaf
+
+    def _attempt_to_split(self, leaf, parent, parent_branch, **kwargs):
+        self._splitting = leaf
+        try:
+            super()._attempt_to_split(leaf, parent, parent_branch, **kwargs)
+        finally:
+            self._splitting = None
+
+    def _inactive_candidates(self) -> list:
+        # the usual inactive leaf: the one pre-pruned by this very split attempt ("null wins"),
+        # which River re-activates at once; any other case walks the tree
+        leaf = self._splitting
+        if self._n_inactive_leaves == 1 and leaf is not None and not leaf.is_active():
+            return [leaf]
+        return self._find_leaves()
+
+    def _array_leaves(self) -> bool:
+        return (
+            self._leaf_prediction == self._MAJORITY_CLASS
+            and self._split_criterion == self._INFO_GAIN_SPLIT
+            and type(self.splitter) is GaussianSplitter
+        )
+
+    def _new_leaf(self, initial_stats=None, parent=None):
+        if not self._array_leaves():
+            return super()._new_leaf(initial_stats, parent)
+        return ArrayLeaf(
+            {} if initial_stats is None else initial_stats,
+            0 if parent is None else parent.depth + 1,
+            self.splitter,
+            max_nominal_values=self.max_nominal_values,
+            tree_values=self._tree_values,
+        )

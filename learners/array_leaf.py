@@ -1,0 +1,492 @@
+"""A Hoeffding-tree leaf whose split statistics live in NumPy arrays.
+
+River's majority-class leaf keeps one splitter object per feature: a ``GaussianSplitter`` (one
+``Gaussian`` per class) for a numeric feature, a ``NominalSplitterClassif`` (a dict per class)
+for a nominal one, and evaluates every candidate split of every feature in pure Python.
+:class:`ArrayLeaf` keeps the same sufficient statistics in arrays:
+
+- numeric features: per (feature, class) the weight, the weighted Welford mean and sum of squares,
+  the minimum and the maximum, updated with the same floating-point operations River performs, so
+  the statistics are bit for bit River's;
+- nominal features: one row of class weights per (feature, value), in a shared table.
+
+A split attempt scores *all* candidates of *all* features in one vectorised pass (the same
+``n_splits`` candidate points per numeric feature, the same Gaussian class distributions, the
+same information gain, the same binary and multiway nominal candidates). The few candidates
+within ``1e-9`` of the top two features are then scored again exactly, by River's own formulas
+in River's own order, and the suggestions returned to River's ``_attempt_to_split`` carry those
+exact merits and class distributions. Vectorised arithmetic rounds differently from River's
+scalar loops by ~1e-15, far below the 1e-9 band, so the tree installs River's split, at River's
+example, with River's child statistics.
+
+High-cardinality nominal features (an id with thousands of values) get a bounded
+representation: at most ``max_nominal_values`` values of a feature are tracked per leaf (the
+rest share one "other" row that takes part in no binary candidate), and multiway splits are only
+proposed for features with at most ``max_multiway_values`` distinct values in the whole tree
+(the tree keeps that count; see :mod:`learners.vfdt`). Below both thresholds nothing changes.
+
+The leaf is created by :class:`learners.vfdt.ArrayHoeffdingTreeClassifier`; it needs the tree's
+Gaussian splitter settings (``n_splits``) and the information-gain criterion.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections import defaultdict
+
+import numpy as np
+from river.tree.nodes.htc_nodes import LeafMajorityClass
+from river.tree.splitter.nominal_splitter_classif import NominalSplitterClassif
+from river.tree.utils import BranchFactory
+from river.utils.math import norm_cdf
+from scipy.special import erf
+
+__all__ = ["ArrayLeaf", "EXACT_BAND", "NominalValues"]
+
+#: Candidates whose vectorised merit is within this of the top are re-scored exactly.
+EXACT_BAND = 1e-9
+_SQRT2 = math.sqrt(2.0)
+_NUMERIC, _NOMINAL = 0, 1
+_EMPTY = np.zeros((0, 0))  # shared by fresh leaves; arrays are replaced, never written, at size 0
+_OTHER = object()  # the key of the values past a leaf's cap (never equal to a real value)
+
+
+def _xlogx(d: np.ndarray) -> np.ndarray:
+    """``d * log2(d)``, 0 where ``d <= 0`` (River's entropy skips those terms)."""
+    return d * np.log2(np.where(d > 0.0, d, 1.0))
+
+
+def _split_merits(pre_entropy: float, dists: np.ndarray, min_frac: float) -> np.ndarray:
+    """Information gain of splits given as class weights ``dists`` (..., branches, classes).
+
+    ``-inf`` where fewer than two branches hold more than ``min_frac`` of the weight (River's
+    ``InfoGainSplitCriterion.merit_of_split``).
+    """
+    sums = dists.sum(axis=-1)
+    total = sums.sum(axis=-1)
+    inner = _xlogx(sums) - _xlogx(dists).sum(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        post = inner.sum(axis=-1) / total
+        big = (sums / total[..., None] > min_frac).sum(axis=-1)
+    return np.where((big >= 2) & (total > 0), pre_entropy - post, -np.inf)
+
+
+class NominalValues:
+    """The distinct values of each nominal feature a tree has seen, counted up to ``limit + 1``.
+
+    Shared by a tree and its leaves. A feature whose count passes ``limit`` is queued in
+    ``crossed`` for the tree, which then undoes its multiway splits on that feature.
+
+    >>> seen = NominalValues(limit=2)
+    >>> for v in "abcd":
+    ...     seen.add("user", v)
+    >>> seen.allows_multiway("user"), seen.crossed
+    (False, ['user'])
+    """
+
+    def __init__(self, limit: int | None):
+        self.limit = limit
+        self.values: dict = {}
+        self.crossed: list = []
+
+    def add(self, name, value) -> None:
+        if self.limit is None:
+            return
+        seen = self.values.setdefault(name, set())
+        if len(seen) <= self.limit and value not in seen:
+            seen.add(value)
+            if len(seen) == self.limit + 1:
+                self.crossed.append(name)
+
+    def allows_multiway(self, name) -> bool:
+        return self.limit is None or len(self.values.get(name, ())) <= self.limit
+
+
+def _grow(a: np.ndarray, rows: int, cols: int, fill: float) -> np.ndarray:
+    """``a`` padded with ``fill`` to at least (rows, cols), doubling to keep growth amortised."""
+    r, c = a.shape
+    if rows <= r and cols <= c:
+        return a
+    out = np.full((max(rows, 2 * r if rows > r else r), max(cols, c)), fill, dtype=a.dtype)
+    out[:r, :c] = a
+    return out
+
+
+class ArrayLeaf(LeafMajorityClass):
+    """River's majority-class leaf with array statistics and vectorised split evaluation."""
+
+    def __init__(
+        self,
+        stats,
+        depth,
+        splitter,
+        max_nominal_values: int | None = None,
+        tree_values: NominalValues | None = None,
+        **kwargs,
+    ):
+        super().__init__(stats, depth, splitter, **kwargs)
+        self.n_splits = splitter.n_splits
+        self.max_nominal_values = max_nominal_values
+        self._tree_values = tree_values  # the tree's distinct values per feature (shared)
+        self._reset()
+
+    # ---- state --------------------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        self._slots: dict = {}  # feature -> (kind, index); insertion order = River's splitters
+        self._cols: dict = {}  # class label -> column
+        self._labels: list = []
+        self._layout = None  # (keys, numeric positions, numeric indices, nominal (pos, index))
+        # numeric: (feature, class) statistics
+        self._num_names: list = []
+        self._w = self._mean = self._s = self._min = self._max = _EMPTY
+        self._num_order: list[list[int]] = []  # per feature: class columns, first-seen order
+        # nominal: one row per (feature, value); "other" rows collect values past the cap
+        self._nom_names: list = []
+        self._rows: list[dict] = []  # per feature: value -> row
+        self._values: list[set] = []  # per feature: River's set of values (same insertion order)
+        self._occ: list[list] = []  # per feature: (row, column) in first-seen order
+        self._other: list = []  # per feature: the "other" row, or None
+        self._counts: list[list[float]] = []  # per row: class weights (Python floats, as River)
+        self._row_feature: list[int] = []
+
+    def activate(self):
+        if not self.is_active():
+            super().activate()
+            self._reset()
+
+    def deactivate(self):
+        super().deactivate()
+        self._reset()
+
+    def disable_attribute(self, att_id):
+        if att_id in self._slots and att_id not in self._disabled_attrs:
+            self._disabled_attrs.add(att_id)
+            self._layout = None
+
+    # ---- learning -----------------------------------------------------------------------------
+
+    def update_splitters(self, x, y, w, nominal_attributes):
+        col = self._cols.get(y)
+        if col is None:
+            col = self._add_class(y)
+        keys = tuple(x)
+        layout = self._layout
+        if layout is None or layout[0] != keys:
+            layout = self._layout = self._make_layout(x, keys, nominal_attributes)
+        _, num_pos, num_idx, nominal = layout
+        if num_pos:
+            values = list(x.values())
+            self._update_numeric(num_idx, [values[p] for p in num_pos], col, w)
+        if nominal:
+            self._update_nominal([(i, x[keys[pos]]) for pos, i in nominal], col, w)
+
+    def _add_class(self, y) -> int:
+        col = self._cols[y] = len(self._labels)
+        self._labels.append(y)
+        for row in self._counts:
+            row.append(0.0)
+        if self._num_names:
+            self._fit_arrays()
+        return col
+
+    def _fit_arrays(self) -> None:
+        """Grow the arrays to the features, rows and classes seen (amortised doubling)."""
+        n, c = len(self._num_names), max(len(self._labels), 1)
+        self._w = _grow(self._w, n, c, 0.0)
+        self._mean = _grow(self._mean, n, c, 0.0)
+        self._s = _grow(self._s, n, c, 0.0)
+        self._min = _grow(self._min, n, c, np.inf)
+        self._max = _grow(self._max, n, c, -np.inf)
+
+    def _make_layout(self, x, keys, nominal_attributes):
+        num_pos, num_idx, nominal = [], [], []
+        for pos, (name, value) in enumerate(x.items()):
+            if name in self._disabled_attrs or value is None:
+                continue
+            slot = self._slots.get(name)
+            if slot is None:
+                nominal_kind = (
+                    nominal_attributes is not None and name in nominal_attributes
+                ) or not isinstance(value, numbers.Number)
+                slot = self._add_feature(name, _NOMINAL if nominal_kind else _NUMERIC)
+            if slot[0] == _NUMERIC:
+                num_pos.append(pos)
+                num_idx.append(slot[1])
+            else:
+                nominal.append((pos, slot[1]))
+        if num_idx:
+            self._fit_arrays()
+        if num_idx == list(range(len(self._num_names))):
+            num_idx = slice(0, len(num_idx))  # every numeric feature in slot order: views
+        else:
+            num_idx = np.array(num_idx, dtype=np.intp)
+        # a None value is skipped by River: such an x gets a layout of its own, never cached
+        cacheable = all(v is not None for v in x.values())
+        return (keys if cacheable else None, num_pos, num_idx, nominal)
+
+    def _add_feature(self, name, kind):
+        if kind == _NUMERIC:
+            slot = self._slots[name] = (_NUMERIC, len(self._num_names))
+            self._num_names.append(name)
+            self._num_order.append([])
+        else:
+            slot = self._slots[name] = (_NOMINAL, len(self._nom_names))
+            self._nom_names.append(name)
+            self._rows.append({})
+            self._values.append(set())
+            self._occ.append([])
+            self._other.append(None)
+        return slot
+
+    def _update_numeric(self, idx, values: list, col: int, w: float) -> None:
+        vals = np.array(values, dtype=float)
+        weights = self._w[idx, col]
+        if not weights.all():  # first weight of this class for some feature: River's dict order
+            slots = np.arange(len(self._num_names))[idx]
+            for i in slots[weights == 0.0].tolist():
+                if col not in self._num_order[i]:
+                    self._num_order[i].append(col)
+        # River's Gaussian: n += w; mean += (w / n) * (x - mean); S += w * (x - old) * (x - new)
+        n = weights + w
+        old = self._mean[idx, col]
+        mean = old + (w / n) * (vals - old)
+        self._s[idx, col] += w * (vals - old) * (vals - mean)
+        self._w[idx, col] = n
+        self._mean[idx, col] = mean
+        self._min[idx, col] = np.minimum(self._min[idx, col], vals)
+        self._max[idx, col] = np.maximum(self._max[idx, col], vals)
+
+    def _update_nominal(self, pairs: list, col: int, w: float) -> None:
+        """``pairs``: (nominal feature index, value) of one example."""
+        counts = self._counts
+        for index, value in pairs:
+            row = self._rows[index].get(value)
+            if row is None:
+                row = self._add_value(index, value)
+            cell = counts[row]
+            if cell[col] == 0.0:  # first weight (a repeat after a zero weight is harmless)
+                self._occ[index].append((row, col))
+            cell[col] += w
+
+    def _add_value(self, index: int, value) -> int:
+        rows = self._rows[index]
+        cap = self.max_nominal_values
+        if cap is not None and len(rows) >= cap:
+            other = self._other[index]
+            if other is None:
+                other = self._other[index] = self._new_row(index)
+            return other
+        row = rows[value] = self._new_row(index)
+        self._values[index].add(value)
+        if self._tree_values is not None:
+            self._tree_values.add(self._nom_names[index], value)
+        return row
+
+    def _new_row(self, index: int) -> int:
+        self._row_feature.append(index)
+        self._counts.append([0.0] * len(self._labels))
+        return len(self._row_feature) - 1
+
+    # ---- split evaluation ---------------------------------------------------------------------
+
+    def best_split_suggestions(self, criterion, tree) -> list[BranchFactory]:
+        maj_class = max(self.stats.values())
+        if maj_class and maj_class / self.total_weight > tree.max_share_to_split:
+            return [BranchFactory()]
+        suggestions = [BranchFactory()] if tree.merit_preprune else []
+        names = [n for n in self._slots if n not in self._disabled_attrs]
+        if not names:
+            return suggestions
+        pre = criterion.compute_entropy(self.stats)
+        scores = self._approximate(pre, criterion.min_branch_fraction, tree.binary_split)
+        best = np.array([scores[n][0] for n in names])
+        if tree.remove_poor_attrs or len(names) <= 2:
+            keep = names
+        else:
+            order = np.argsort(best, kind="stable")
+            second, first = best[order[-2]], best[order[-1]]
+            if self._surely_no_split(first, second, criterion, tree):
+                # River will not split on these merits nor on the exact ones: no exact pass
+                return [*suggestions, BranchFactory(second), BranchFactory(first)]
+            keep = [n for n, b in zip(names, best.tolist()) if b >= second - EXACT_BAND]
+        for name in keep:
+            suggestions.append(self._exact(name, scores[name], criterion, tree.binary_split))
+        return suggestions
+
+    def _surely_no_split(self, first: float, second: float, criterion, tree) -> bool:
+        """Whether River's split test fails for every merits within the band of these."""
+        if second == -np.inf:  # River splits (or pre-prunes) for sure: exact pass
+            return False
+        bound = tree._hoeffding_bound(
+            criterion.range_of_merit(self.stats), tree.delta, self.total_weight
+        )
+        return bound >= tree.tau and first - second < bound - 3 * EXACT_BAND
+
+    def _approximate(self, pre: float, min_frac: float, binary_only: bool) -> dict:
+        """feature -> (best vectorised merit, its candidates' merits), all in one pass.
+
+        A numeric feature's candidates are its ``n_splits`` points; a nominal feature's are
+        its multiway split (``None`` when not proposed) and one binary split per row.
+        """
+        n_num, c = len(self._num_names), len(self._labels)
+        blocks = []
+        if n_num:
+            num_dists, valid = self._numeric_dists()
+            blocks.append(num_dists.reshape(-1, 2, c))
+        n_rows = len(self._row_feature)
+        if n_rows:
+            rows = np.array(self._counts).reshape(n_rows, c)
+            feature_of = np.array(self._row_feature, dtype=np.intp)
+            onehot = np.zeros((len(self._nom_names), n_rows))
+            onehot[feature_of, np.arange(n_rows)] = 1.0
+            totals = onehot @ rows
+            blocks.append(np.stack([rows, totals[feature_of] - rows], axis=1))
+        merits = _split_merits(pre, np.concatenate(blocks), min_frac)
+        out = {}
+        if n_num:
+            num = np.where(valid, merits[: valid.size].reshape(valid.shape), -np.inf)
+            for name, m, b in zip(self._num_names, num, num.max(axis=1).tolist()):
+                out[name] = (b, m)
+        if n_rows:
+            binary = merits[-n_rows:]
+            binary[[r for r in self._other if r is not None]] = -np.inf
+            multi = self._multiway_merits(pre, rows, onehot, feature_of, min_frac, binary_only)
+            best = np.full(len(self._nom_names), -np.inf)
+            np.maximum.at(best, feature_of, binary)
+            for i, name in enumerate(self._nom_names):
+                m = multi[i]
+                out[name] = (best[i] if m is None else max(m, best[i]), (m, binary))
+        return out
+
+    def _numeric_dists(self) -> tuple[np.ndarray, np.ndarray]:
+        """Class weights left/right of every candidate point (features, points, 2, classes)."""
+        n, c = len(self._num_names), len(self._labels)
+        w, mean = self._w[:n, :c, None], self._mean[:n, :c, None]
+        lo, hi = self._min[:n, :c, None], self._max[:n, :c, None]
+        points, valid = self._split_values()
+        p = points[:, None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            var = np.where(w > 1.0, self._s[:n, :c, None] / (w - 1.0), 0.0)
+            sigma = np.sqrt(var)
+            cdf = np.where(sigma > 0.0, 0.5 * (1.0 + erf((p - mean) / sigma / _SQRT2)), 0.0)
+        left = np.where(p < lo, 0.0, np.where(p >= hi, w, cdf * w))
+        dists = np.stack([left, w - left], axis=-1)  # (features, classes, points, 2)
+        return np.moveaxis(dists, 1, -1), valid
+
+    def _split_values(self) -> tuple[np.ndarray, np.ndarray]:
+        """River's candidate points (features, n_splits) and which of them are proposed."""
+        n, c = len(self._num_names), len(self._labels)
+        lo = self._min[:n, :c].min(axis=1)
+        hi = self._max[:n, :c].max(axis=1)
+        with np.errstate(invalid="ignore"):
+            size = (hi - lo) / (self.n_splits + 1.0)
+            points = lo[:, None] + size[:, None] * np.arange(1, self.n_splits + 1, dtype=float)
+            valid = (lo[:, None] < points) & (points < hi[:, None])
+        return points, valid
+
+    def _multiway_merits(self, pre, rows, onehot, feature_of, min_frac, binary_only) -> list:
+        """Per nominal feature, the merit of its multiway split, or ``None`` if not proposed."""
+        allowed = [not binary_only and self._multiway_allowed(i) for i in range(len(onehot))]
+        if not any(allowed):
+            return [None] * len(allowed)
+        sums = rows.sum(axis=1)
+        inner = _xlogx(sums) - _xlogx(rows).sum(axis=1)
+        total = onehot @ sums
+        with np.errstate(divide="ignore", invalid="ignore"):
+            post = (onehot @ inner) / total
+            big = onehot @ (sums / total[feature_of] > min_frac)
+        merits = np.where((big >= 2) & (total > 0), pre - post, -np.inf).tolist()
+        return [m if ok else None for m, ok in zip(merits, allowed)]
+
+    def _multiway_allowed(self, i: int) -> bool:
+        if self._other[i] is not None:
+            return False
+        return self._tree_values is None or self._tree_values.allows_multiway(self._nom_names[i])
+
+    # ---- exact re-scoring (River's formulas, River's order) ------------------------------------
+
+    def _exact(self, name, score, criterion, binary_only) -> BranchFactory:
+        kind, i = self._slots[name]
+        best, merits = score
+        if kind == _NUMERIC:
+            near = np.ones(len(merits), bool) if best == -np.inf else merits >= best - EXACT_BAND
+            return self._exact_numeric(name, i, np.flatnonzero(near), criterion)
+        return self._exact_nominal(name, i, best, merits, criterion)
+
+    def _exact_numeric(self, name, i, candidates, criterion) -> BranchFactory:
+        points, valid = self._split_values()
+        suggestion = BranchFactory()
+        pre = self.stats
+        for j in candidates.tolist():
+            if not valid[i, j]:
+                continue
+            value = float(points[i, j])
+            post = self._gaussian_dists(i, value)
+            merit = criterion.merit_of_split(pre, post)
+            if merit > suggestion.merit:
+                suggestion = BranchFactory(merit, name, value, post)
+        return suggestion
+
+    def _gaussian_dists(self, i: int, value: float) -> list[dict]:
+        """River's ``GaussianSplitter._class_dists_from_binary_split`` on feature ``i``."""
+        left, right = {}, {}
+        for col in self._num_order[i]:
+            label, n = self._labels[col], float(self._w[i, col])
+            if value < self._min[i, col]:
+                right[label] = n
+            elif value >= self._max[i, col]:
+                left[label] = n
+            else:
+                var = float(self._s[i, col]) / (n - 1.0) if n > 1.0 else 0.0
+                try:
+                    cdf = norm_cdf((value - float(self._mean[i, col])) / var**0.5)
+                except ZeroDivisionError:
+                    cdf = 0.0
+                left[label] = cdf * n
+                right[label] = n - left[label]
+        return [left, right]
+
+    def _river_nominal(self, i: int) -> NominalSplitterClassif:
+        """River's splitter for nominal feature ``i``, dicts filled in River's insertion order."""
+        splitter = NominalSplitterClassif()
+        per_class = defaultdict(dict)
+        values_of = {row: value for value, row in self._rows[i].items()}
+        values_of[self._other[i]] = _OTHER  # past the cap: weight on the "not equal" side only
+        for row, col in self._occ[i]:
+            per_class[self._labels[col]][values_of[row]] = self._counts[row][col]
+        splitter._att_dist_per_class = per_class
+        splitter._att_values = self._values[i]
+        return splitter
+
+    def _exact_nominal(self, name, i, best, merits, criterion) -> BranchFactory:
+        multi, binary = merits
+        floor = -np.inf if best == -np.inf else best - EXACT_BAND
+        splitter = self._river_nominal(i)
+        pre = self.stats
+        suggestion = BranchFactory()
+        if multi is not None:
+            post = splitter._class_dist_from_multiway_split()
+            merit = criterion.merit_of_split(pre, post)
+            values = sorted(self._values[i])
+            suggestion = BranchFactory(merit, name, values, post, False, True)
+        rows = self._rows[i]
+        for value in list(self._values[i]):
+            if binary[rows[value]] < floor:
+                continue
+            post = splitter._class_dist_from_binary_split(value)
+            merit = criterion.merit_of_split(pre, post)
+            if merit > suggestion.merit:
+                suggestion = BranchFactory(merit, name, value, post, False, False)
+        return suggestion
+
+    # ---- prediction ---------------------------------------------------------------------------
+
+    def prediction(self, x, *, tree=None):
+        # River's normalize_values_in_dict(stats, inplace=False) without its deep copy
+        total = sum(self.stats.values())
+        if total == 0 or math.isnan(total):
+            return dict(self.stats)
+        scale = 1 / total
+        return {label: weight * scale for label, weight in self.stats.items()}
