@@ -1,11 +1,13 @@
 """BanditBBM ("OptBandit") and its full-information twin OnlineMBBM ("OptFull").
 
 Implements ../shared/specs/bandit_boosting.md §3 (BanditBBM: all weights 1, the last expert plays,
-cost matrices of boost-by-majority potentials, eq. 9, computed exactly and cached per state by
-:class:`boosters.potentials.BBMPotentials`) and §7.6 (OnlineMBBM as the authors coded it: trained
-on the true label with weight ``sum_l (c_l - c_y)``, no clipping, weak learners predicting
-``argmin_l sum_r P(r | x) C[l, r]``). The potentials are exact rather than the authors' Monte Carlo
-estimate (spec §3.2 gives both; the exact one is noise-free and checked against brute force).
+cost matrices of boost-by-majority potentials, eq. 9) and §7.6 (OnlineMBBM as the authors coded
+it: trained on the true label with weight ``sum_l (c_l - c_y)``, no clipping, weak learners
+predicting ``argmin_l sum_r P(r | x) C[l, r]``). The potentials are exact rather than the
+authors' Monte Carlo estimate (spec §3.2 gives both; the exact one is noise-free and checked
+against brute force). :class:`boosters.potentials.BBMPotentials` computes each cost matrix per
+class of equally voted labels and keeps everything in bounded caches, so a round costs ``O(N^3)``
+potentials' bookkeeping plus ``O(N k^2)`` array work, with bounded memory, at any ``k``.
 
 >>> from boosters.banditbbm import BanditBBM
 >>> booster = BanditBBM(n_actions=3, n_learners=5, rho=0.1, seed=42)
@@ -30,7 +32,12 @@ class BanditBBM(BoostingTemplate):
 
     Parameters are those of :class:`boosters.template.BoostingTemplate` plus ``gamma``, the weak
     learners' assumed edge (0.1 in the paper, not tuned), which enters only through the potentials.
+    Above ``dense_max_actions`` actions the cost vectors are formed per class of labels
+    (:meth:`boosters.potentials.BBMPotentials.costs`) instead of through ``k x k`` matrices.
     """
+
+    #: up to this many actions, cost vectors are ``C @ omega`` with dense matrices (as always)
+    dense_max_actions = 64
 
     def __init__(
         self,
@@ -56,6 +63,11 @@ class BanditBBM(BoostingTemplate):
 
     def _cost_matrices(self, votes: np.ndarray, first: int = 0) -> np.ndarray:
         return self.potentials.cost_matrices(votes, self.n_learners - 1 - first)
+
+    def _learn_costs(self, votes: np.ndarray, omega: np.ndarray) -> np.ndarray:
+        if self.n_actions <= self.dense_max_actions:
+            return super()._learn_costs(votes, omega)
+        return self.potentials.costs(votes[:-1], self.n_learners - 1, omega)
 
 
 class OnlineMBBM(BanditBBM):

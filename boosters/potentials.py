@@ -10,10 +10,19 @@ method ([derived], checked against brute force). This module computes them exact
 defining recursion
 ``phi_n(s) = q phi_{n-1}(s + e_y) + sum_{l != y} (1-gamma)/k phi_{n-1}(s + e_l)``
 (with ``q = (1-gamma)/k + gamma``), memoised on a canonical state: the potential depends on ``s``
-only through the sorted gaps ``s_y - s_l`` (l != y), and a gap larger than ``n`` cannot be closed,
-so gaps are clamped to ``n + 1``. A gap below ``-n`` cannot be closed by ``y`` either: the
-potential is then 1. :func:`potential_by_binomial_dp` is the spec's independent closed-form
-dynamic programme, kept to cross-check.
+only through the multiset of gaps ``s_y - s_l`` (l != y), kept as (gap, multiplicity) runs, and
+a gap larger than ``n`` cannot be closed, so gaps are clamped to ``n + 1``. A gap below ``-n``
+cannot be closed by ``y`` either: the potential is then 1. A state therefore has at most
+``2n + 3`` runs whatever ``k``, and a recursion step costs that many children, not ``k``.
+
+Cost matrices are built per class of labels with equal votes: ``C[l, r]`` depends only on the
+classes of ``l`` and ``r`` (and on ``l = r``), and a booster's vote vector has at most
+``n_learners`` distinct counts, so a matrix costs ``O(N^2)`` potentials plus one vectorised gather
+of its ``k^2`` entries, instead of ``k^2`` potentials. The numbers are bit-identical to the
+entry-by-entry method (:meth:`BBMPotentials.cost_matrix_by_pairs`, kept as the reference), so
+boosters decide exactly as before. Every cache is bounded (see :class:`BBMPotentials`).
+:func:`potential_by_binomial_dp` is the spec's independent closed-form dynamic programme, kept to
+cross-check.
 
 >>> pot = BBMPotentials(k=3, gamma=0.1)
 >>> round(pot.value(0, 5, (0, 0, 0)), 3), round(pot.value(0, 20, (0, 0, 0)), 3)
@@ -26,6 +35,7 @@ True
 from __future__ import annotations
 
 import math
+from collections import Counter, OrderedDict
 from functools import cache
 from itertools import combinations_with_replacement
 
@@ -33,15 +43,100 @@ import numpy as np
 
 __all__ = ["BBMPotentials", "potential_by_binomial_dp"]
 
+#: a canonical state: (gap, multiplicity) pairs, gaps ascending and clamped
+Runs = tuple[tuple[int, int], ...]
 
-class BBMPotentials:
-    """Memoised exact potentials ``phi^y_n(s)`` for ``k`` labels and edge ``gamma``.
 
-    The memo tables are a cache: they are dropped when pickled and rebuilt on demand (the values
-    are exact, so a restored booster computes the very same numbers).
+class BoundedCache(OrderedDict):
+    """Map with at most ``max_items`` entries and ``max_bytes`` of arrays; oldest in, first out.
+
+    Lookups are plain (C-speed) ``get`` calls; an entry larger than ``max_bytes`` is not kept.
+
+    >>> cache = BoundedCache(max_items=2)
+    >>> cache.put("a", 1.0); cache.put("b", 2.0); _ = cache.get("a"); cache.put("c", 3.0)
+    >>> list(cache)
+    ['b', 'c']
     """
 
-    def __init__(self, k: int, gamma: float):
+    def __init__(self, max_items: int, max_bytes: float = math.inf):
+        super().__init__()
+        self.max_items = max_items
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+
+    def put(self, key, value) -> None:
+        if key in self:
+            self.nbytes -= getattr(self.pop(key), "nbytes", 0)
+        self[key] = value
+        self.nbytes += getattr(value, "nbytes", 0)
+        while self and (len(self) > self.max_items or self.nbytes > self.max_bytes):
+            self.nbytes -= getattr(self.popitem(last=False)[1], "nbytes", 0)
+
+    def clear(self) -> None:
+        super().clear()
+        self.nbytes = 0
+
+    def __reduce__(self):  # pickled empty: a cache
+        return (type(self), (self.max_items, self.max_bytes))
+
+
+class LRUCache(BoundedCache):
+    """:class:`BoundedCache` evicting the least recently *used* entry (a hit refreshes it).
+
+    >>> cache = LRUCache(max_items=2)
+    >>> cache.put("a", 1.0); cache.put("b", 2.0); _ = cache.get("a"); cache.put("c", 3.0)
+    >>> list(cache)
+    ['a', 'c']
+    """
+
+    def get(self, key, default=None):
+        value = super().get(key, default)
+        if value is not default:
+            self.move_to_end(key)
+        return value
+
+
+def _move_down(runs: Runs, i: int) -> Runs:
+    """``runs`` with one unit of its ``i``-th gap lowered by one (a vote for that label)."""
+    g, c = runs[i]
+    head = list(runs[:i])
+    if head and head[-1][0] == g - 1:
+        head[-1] = (g - 1, head[-1][1] + 1)
+    else:
+        head.append((g - 1, 1))
+    if c > 1:
+        head.append((g, c - 1))
+    return (*head, *runs[i + 1 :])
+
+
+def _gap_runs(top: int, others: Counter) -> Runs:
+    """Sorted runs of the gaps ``top - v`` over the multiset ``others`` of vote counts."""
+    return tuple(sorted((top - v, c) for v, c in others.items() if c))
+
+
+class BBMPotentials:
+    """Exact potentials ``phi^y_n(s)`` for ``k`` labels and edge ``gamma``, in bounded caches.
+
+    Four capped caches hold what was computed: least-recently-used ones for the potentials per
+    canonical state (``max_potentials`` entries, the recursion's working set) and the per-class
+    tables of cost matrices (``max_tables``); first-in-first-out ones, for their C-speed hits, for
+    the cost matrices per vote vector (``max_matrix_bytes``) and the stacked cost matrices per
+    vote matrix (``max_stack_bytes``). Values are exact, so an evicted entry is recomputed to the
+    very same number; caches are not pickled. With the defaults the caches hold at most about
+    160 MB (a potential ~0.6 kB, a table at most ~3.5 kB at N = 20), typically a few MB: BanditBBM
+    at k = 50, N = 10 uses 169 potentials and ~100 tables. ``max_potentials`` must exceed the
+    recursion's working set (a few thousand at N = 20), or the recursion recomputes its children.
+    """
+
+    def __init__(
+        self,
+        k: int,
+        gamma: float,
+        max_potentials: int = 100_000,
+        max_tables: int = 10_000,
+        max_stack_bytes: float = 32e6,
+        max_matrix_bytes: float = 32e6,
+    ):
         if k < 2:
             raise ValueError(f"k must be >= 2, got {k}")
         if not 0.0 <= gamma <= 1.0:
@@ -50,84 +145,155 @@ class BBMPotentials:
         self.gamma = gamma
         self._q = (1.0 - gamma) / k + gamma  # probability of a vote for the true label
         self._p = (1.0 - gamma) / k  # probability of a vote for one given other label
-        self._memo: dict[tuple[int, tuple[int, ...]], float] = {}
-        self._matrices: dict[tuple[int, ...], np.ndarray] = {}
-        self._stacks: dict[tuple[int, bytes], np.ndarray] = {}
+        self._limits = (max_potentials, max_tables, max_stack_bytes, max_matrix_bytes)
+        self._memo = LRUCache(max_potentials)
+        self._tables = LRUCache(max_tables)
+        self._stacks = BoundedCache(math.inf, max_stack_bytes)
+        self._matrices = BoundedCache(math.inf, max_matrix_bytes)
 
     def __getstate__(self):
-        return {"k": self.k, "gamma": self.gamma}
+        return {"k": self.k, "gamma": self.gamma, "limits": self._limits}
 
     def __setstate__(self, state):
-        self.__init__(state["k"], state["gamma"])
+        self.__init__(state["k"], state["gamma"], *state.get("limits", ()))
+
+    # ---- potentials on canonical states -------------------------------------------------------
 
     @staticmethod
-    def _canon(n: int, gaps) -> tuple[int, ...] | None:
-        """Sorted, clamped gaps, or ``None`` when the true label can no longer win."""
-        lo = min(gaps)
-        if lo < -n:
+    def _canon(n: int, runs: Runs) -> Runs | None:
+        """Gaps above ``n + 1`` merged into ``n + 1``; ``None`` when the true label cannot win."""
+        if runs[0][0] < -n:
             return None
         cap = n + 1
-        return tuple(sorted(g if g < cap else cap for g in gaps))
+        if runs[-1][0] < cap:
+            return runs
+        kept = tuple(r for r in runs if r[0] < cap)
+        return (*kept, (cap, sum(c for g, c in runs if g >= cap)))
 
-    def _phi(self, n: int, gaps: tuple[int, ...]) -> float:
-        key = (n, gaps)
+    def _phi(self, n: int, runs: Runs) -> float:
+        """The recursion of the module docstring on a canonical state; memoised."""
+        key = (n, runs)
         value = self._memo.get(key)
         if value is not None:
             return value
         if n == 0:
-            if gaps[0] < 0:
-                value = 1.0
-            else:
-                ties = gaps.count(0)
-                value = 1.0 - 1.0 / (1.0 + ties)
+            g, c = runs[0]
+            value = 1.0 if g < 0 else 1.0 - 1.0 / (1.0 + (c if g == 0 else 0))
         else:
             m = n - 1
-            up = self._canon(m, [g + 1 for g in gaps])
+            up = self._canon(m, tuple((g + 1, c) for g, c in runs))
             value = self._q * (1.0 if up is None else self._phi(m, up))
-            i = 0
-            size = len(gaps)
-            while i < size:  # one child per distinct gap value, weighted by its multiplicity
-                g = gaps[i]
-                j = i
-                while j < size and gaps[j] == g:
-                    j += 1
-                child = self._canon(m, gaps[:i] + (g - 1,) + gaps[i + 1 :])
-                value += (j - i) * self._p * (1.0 if child is None else self._phi(m, child))
-                i = j
-        self._memo[key] = value
+            for i, (_, c) in enumerate(runs):  # one child per distinct gap, times its multiplicity
+                child = self._canon(m, _move_down(runs, i))
+                value += c * self._p * (1.0 if child is None else self._phi(m, child))
+        self._memo.put(key, value)
         return value
+
+    def _potential(self, n: int, runs: Runs) -> float:
+        canon = self._canon(n, runs)
+        return 1.0 if canon is None else self._phi(n, canon)
 
     def value(self, y: int, n: int, s) -> float:
         """``phi^y_n(s)``: expected final 0-1 loss, ``n`` votes to come (integer votes ``s``)."""
-        gaps = [s[y] - s[l] for l in range(self.k) if l != y]
-        canon = self._canon(n, gaps)
-        return 1.0 if canon is None else self._phi(n, canon)
+        votes = [int(v) for v in s]
+        others = Counter(votes[:y] + votes[y + 1 :])
+        return self._potential(n, _gap_runs(votes[y], others))
+
+    # ---- cost matrices by classes of equal votes ----------------------------------------------
+
+    def _table(self, n: int, values: tuple[int, ...], counts: tuple[int, ...]) -> np.ndarray:
+        """Eq. 9 per class: labels with equal votes are interchangeable, so ``C[l, r]`` depends
+        only on the classes ``a`` of ``l`` and ``b`` of ``r`` (and on whether ``l = r``).
+
+        Returns ``T`` (d + 1, d): ``T[a, b]`` for ``l != r`` and ``T[d, b]`` for ``l = r``.
+        """
+        key = (n, values, counts)
+        table = self._tables.get(key)
+        if table is not None:
+            return table
+        d = len(values)
+        table = np.full((d + 1, d), np.nan)
+        base = Counter(dict(zip(values, counts, strict=True)))
+        for b, vb in enumerate(values):
+            rest = base.copy()
+            rest[vb] -= 1  # r itself is not among the others
+            table[d, b] = self._potential(n, _gap_runs(vb + 1, rest))
+            for a, va in enumerate(values):
+                if rest[va] == 0:  # no label l != r in class a
+                    continue
+                moved = rest.copy()
+                moved[va] -= 1
+                moved[va + 1] += 1
+                table[a, b] = self._potential(n, _gap_runs(vb, moved))
+        self._tables.put(key, table)
+        return table
+
+    def _state_table(self, n: int, s) -> tuple[np.ndarray, np.ndarray]:
+        """(class table, class of every label) for the vote vector ``s``."""
+        values, classes, counts = np.unique(s, return_inverse=True, return_counts=True)
+        rel = tuple((values - values[0]).tolist())  # potentials are shift invariant
+        return self._table(n, rel, tuple(counts.tolist())), classes.reshape(-1)
 
     def cost_matrix(self, n: int, s) -> np.ndarray:
-        """Eq. 9: ``C[l, r] = phi^r_n(s + e_l)`` as a (k, k) array, cached per state."""
-        key = (n, *(int(v) for v in s))
+        """Eq. 9: ``C[l, r] = phi^r_n(s + e_l)`` as a (k, k) array, from the class table.
+
+        Costs ``(d + 1) d`` potentials for ``d`` distinct vote counts (at most ``n_learners``),
+        then one vectorised gather of ``k^2`` entries; equal, bit for bit, to
+        :meth:`cost_matrix_by_pairs`, which costs ``k^2`` potentials. Cached per state (read-only).
+        """
+        return self._matrix(n, [int(v) for v in s])
+
+    def _matrix(self, n: int, row: list[int]) -> np.ndarray:
+        key = (n, *row)
         C = self._matrices.get(key)
         if C is None:
-            k = self.k
-            C = np.empty((k, k))
-            votes = list(key[1:])
-            for l in range(k):
-                votes[l] += 1
-                for r in range(k):
-                    C[l, r] = self.value(r, n, votes)
-                votes[l] -= 1
+            table, classes = self._state_table(n, row)
+            C = table[classes[:, None], classes[None, :]]
+            diagonal = np.arange(self.k)
+            C[diagonal, diagonal] = table[-1, classes]
             C.setflags(write=False)
-            self._matrices[key] = C
+            self._matrices.put(key, C)
         return C
 
+    def costs(self, votes: np.ndarray, n_first: int, omega: np.ndarray) -> np.ndarray:
+        """Eq. 5 with eq. 9, ``C^m omega`` (M, k) for every row of ``votes``, no (k, k) matrix.
+
+        ``O(M k)`` work after the class tables, for many actions. Equal to
+        ``cost_matrices(votes, n_first) @ omega`` up to the order of floating-point sums.
+
+        >>> pot = BBMPotentials(k=5, gamma=0.1)
+        >>> votes, omega = np.array([[0, 0, 0, 0, 0], [0, 1, 0, 0, 0]]), np.arange(5.0) - 1
+        >>> bool(np.allclose(pot.costs(votes, 3, omega), pot.cost_matrices(votes, 3) @ omega))
+        True
+        """
+        out = np.empty(votes.shape)
+        for m, row in enumerate(votes):
+            table, classes = self._state_table(n_first - m, row)
+            d = table.shape[1]
+            off = np.nan_to_num(table[:d])  # nan only for l != r in a one-label class: unused
+            per_class = np.bincount(classes, weights=omega, minlength=d)
+            out[m] = (off @ per_class)[classes] + (table[d] - off.diagonal())[classes] * omega
+        return out
+
+    def cost_matrix_by_pairs(self, n: int, s) -> np.ndarray:
+        """Eq. 9 entry by entry, ``k^2`` calls of :meth:`value`: the reference for small ``k``."""
+        C = np.empty((self.k, self.k))
+        votes = [int(v) for v in s]
+        for l in range(self.k):
+            votes[l] += 1
+            for r in range(self.k):
+                C[l, r] = self.value(r, n, votes)
+            votes[l] -= 1
+        return C
 
     def precompute(self, n_learners: int, budget: int = 2_000_000) -> bool:
-        """Fill the cost-matrix table for every vote state of an ``n_learners`` booster.
+        """Fill the cost-matrix cache for every vote state of an ``n_learners`` booster.
 
         The states before learner ``j`` (0-based) are the integer vote vectors summing to ``j``;
-        there are ``comb(n_learners - 1 + k, k)`` of them. Done only when that many matrices hold
-        at most ``budget`` potentials (a second or so); otherwise they stay computed on demand.
-        The values are the same either way: this only moves work out of the first rounds.
+        there are ``comb(n_learners - 1 + k, k)`` of them. Done only when their matrices hold at
+        most ``budget`` potentials (16 MB by default, within the matrix cache); otherwise they are
+        computed on demand. The values are the same either way: this only moves work out of the
+        first rounds.
         """
         if math.comb(n_learners - 1 + self.k, self.k) * self.k**2 > budget:
             return False
@@ -145,15 +311,13 @@ class BBMPotentials:
         key = (n_first, votes.tobytes())
         stack = self._stacks.get(key)
         if stack is None:
-            matrices = self._matrices
-            rows = []
-            for m, row in enumerate(votes.tolist()):
+            matrices, rows = self._matrices, []
+            for m, row in enumerate(votes.tolist()):  # hits inline: this is the hot path
                 C = matrices.get((n_first - m, *row))
-                rows.append(self.cost_matrix(n_first - m, row) if C is None else C)
+                rows.append(self._matrix(n_first - m, row) if C is None else C)
             stack = np.stack(rows)
-            if len(self._stacks) * stack.nbytes > 64e6:  # bound it; entries are exact to rebuild
-                self._stacks.clear()
-            self._stacks[key] = stack
+            stack.setflags(write=False)
+            self._stacks.put(key, stack)
         return stack
 
 

@@ -108,7 +108,8 @@ def _grow(a: np.ndarray, rows: int, cols: int, fill: float) -> np.ndarray:
     r, c = a.shape
     if rows <= r and cols <= c:
         return a
-    out = np.full((max(rows, 2 * r if rows > r else r), max(cols, c)), fill, dtype=a.dtype)
+    shape = (r if rows <= r else max(rows, 2 * r), c if cols <= c else max(cols, 2 * c))
+    out = np.full(shape, fill, dtype=a.dtype)
     out[:r, :c] = a
     return out
 
@@ -176,9 +177,29 @@ class ArrayLeaf(LeafMajorityClass):
         if layout is None or layout[0] != keys:
             layout = self._layout = self._make_layout(x, keys, nominal_attributes)
         _, num_pos, num_idx, nominal = layout
+        try:
+            if num_pos is True:  # every feature numeric, in slot order
+                vals = np.fromiter(x.values(), float, len(keys))
+            elif num_pos:
+                values = list(x.values())
+                vals = np.array([values[p] for p in num_pos], dtype=float)
+        except (TypeError, ValueError):  # a None (skipped, as River does) where a number was
+            self._layout = None
+            layout = self._make_layout(x, keys, nominal_attributes)
+            return self._update(x, keys, layout, col, w)
+        if num_pos:
+            self._update_numeric(num_idx, vals, col, w)
+        if nominal:
+            self._update_nominal([(i, x[keys[pos]]) for pos, i in nominal], col, w)
+
+    def _update(self, x, keys, layout, col, w) -> None:
+        """The update of one example through an explicit ``layout`` (no fast paths)."""
+        _, num_pos, num_idx, nominal = layout
         if num_pos:
             values = list(x.values())
-            self._update_numeric(num_idx, [values[p] for p in num_pos], col, w)
+            positions = range(len(keys)) if num_pos is True else num_pos
+            vals = np.array([values[p] for p in positions], dtype=float)
+            self._update_numeric(num_idx, vals, col, w)
         if nominal:
             self._update_nominal([(i, x[keys[pos]]) for pos, i in nominal], col, w)
 
@@ -193,12 +214,12 @@ class ArrayLeaf(LeafMajorityClass):
 
     def _fit_arrays(self) -> None:
         """Grow the arrays to the features, rows and classes seen (amortised doubling)."""
-        n, c = len(self._num_names), max(len(self._labels), 1)
-        self._w = _grow(self._w, n, c, 0.0)
-        self._mean = _grow(self._mean, n, c, 0.0)
-        self._s = _grow(self._s, n, c, 0.0)
-        self._min = _grow(self._min, n, c, np.inf)
-        self._max = _grow(self._max, n, c, -np.inf)
+        c, n = max(len(self._labels), 1), len(self._num_names)  # class-major: one row a class
+        self._w = _grow(self._w, c, n, 0.0)
+        self._mean = _grow(self._mean, c, n, 0.0)
+        self._s = _grow(self._s, c, n, 0.0)
+        self._min = _grow(self._min, c, n, np.inf)
+        self._max = _grow(self._max, c, n, -np.inf)
 
     def _make_layout(self, x, keys, nominal_attributes):
         num_pos, num_idx, nominal = [], [], []
@@ -220,6 +241,8 @@ class ArrayLeaf(LeafMajorityClass):
             self._fit_arrays()
         if num_idx == list(range(len(self._num_names))):
             num_idx = slice(0, len(num_idx))  # every numeric feature in slot order: views
+            if num_pos == list(range(len(x))):
+                num_pos = True  # and nothing else: the values are x's values
         else:
             num_idx = np.array(num_idx, dtype=np.intp)
         # a None value is skipped by River: such an x gets a layout of its own, never cached
@@ -240,28 +263,47 @@ class ArrayLeaf(LeafMajorityClass):
             self._other.append(None)
         return slot
 
-    def _update_numeric(self, idx, values: list, col: int, w: float) -> None:
-        vals = np.array(values, dtype=float)
-        weights = self._w[idx, col]
-        if not weights.all():  # first weight of this class for some feature: River's dict order
-            slots = np.arange(len(self._num_names))[idx]
-            for i in slots[weights == 0.0].tolist():
-                if col not in self._num_order[i]:
-                    self._num_order[i].append(col)
-        # River's Gaussian: n += w; mean += (w / n) * (x - mean); S += w * (x - old) * (x - new)
+    def _update_numeric(self, idx, vals: np.ndarray, col: int, w: float) -> None:
+        """River's Gaussian update of class ``col`` on the features ``idx`` (slice or indices).
+
+        n += w; mean += (w / n) * (x - mean); S += w * (x - old mean) * (x - new mean).
+        """
+        if isinstance(idx, slice):  # in place on contiguous views of the class's rows
+            weights, mean, var = self._w[col, idx], self._mean[col, idx], self._s[col, idx]
+            if not weights.all():
+                self._first_seen(idx, weights, col)
+            delta = vals - mean
+            weights += w
+            mean += (w / weights) * delta
+            var += w * delta * (vals - mean)
+            np.minimum(self._min[col, idx], vals, out=self._min[col, idx])
+            np.maximum(self._max[col, idx], vals, out=self._max[col, idx])
+            return
+        weights = self._w[col, idx]
+        if not weights.all():
+            self._first_seen(idx, weights, col)
         n = weights + w
-        old = self._mean[idx, col]
+        old = self._mean[col, idx]
         mean = old + (w / n) * (vals - old)
-        self._s[idx, col] += w * (vals - old) * (vals - mean)
-        self._w[idx, col] = n
-        self._mean[idx, col] = mean
-        self._min[idx, col] = np.minimum(self._min[idx, col], vals)
-        self._max[idx, col] = np.maximum(self._max[idx, col], vals)
+        self._s[col, idx] += w * (vals - old) * (vals - mean)
+        self._w[col, idx] = n
+        self._mean[col, idx] = mean
+        self._min[col, idx] = np.minimum(self._min[col, idx], vals)
+        self._max[col, idx] = np.maximum(self._max[col, idx], vals)
+
+    def _first_seen(self, idx, weights: np.ndarray, col: int) -> None:
+        """Record class ``col`` for the features where it has no weight yet (River's dict order)."""
+        slots = np.arange(len(self._num_names))[idx]
+        for i in slots[weights == 0.0].tolist():
+            if col not in self._num_order[i]:
+                self._num_order[i].append(col)
 
     def _update_nominal(self, pairs: list, col: int, w: float) -> None:
         """``pairs``: (nominal feature index, value) of one example."""
         counts = self._counts
         for index, value in pairs:
+            if value is None:  # River counts it as missing weight, which no split uses
+                continue
             row = self._rows[index].get(value)
             if row is None:
                 row = self._add_value(index, value)
@@ -363,12 +405,12 @@ class ArrayLeaf(LeafMajorityClass):
     def _numeric_dists(self) -> tuple[np.ndarray, np.ndarray]:
         """Class weights left/right of every candidate point (features, points, 2, classes)."""
         n, c = len(self._num_names), len(self._labels)
-        w, mean = self._w[:n, :c, None], self._mean[:n, :c, None]
-        lo, hi = self._min[:n, :c, None], self._max[:n, :c, None]
+        w, mean = self._w[:c, :n].T[:, :, None], self._mean[:c, :n].T[:, :, None]
+        lo, hi = self._min[:c, :n].T[:, :, None], self._max[:c, :n].T[:, :, None]
         points, valid = self._split_values()
         p = points[:, None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
-            var = np.where(w > 1.0, self._s[:n, :c, None] / (w - 1.0), 0.0)
+            var = np.where(w > 1.0, self._s[:c, :n].T[:, :, None] / (w - 1.0), 0.0)
             sigma = np.sqrt(var)
             cdf = np.where(sigma > 0.0, 0.5 * (1.0 + erf((p - mean) / sigma / _SQRT2)), 0.0)
         left = np.where(p < lo, 0.0, np.where(p >= hi, w, cdf * w))
@@ -378,8 +420,8 @@ class ArrayLeaf(LeafMajorityClass):
     def _split_values(self) -> tuple[np.ndarray, np.ndarray]:
         """River's candidate points (features, n_splits) and which of them are proposed."""
         n, c = len(self._num_names), len(self._labels)
-        lo = self._min[:n, :c].min(axis=1)
-        hi = self._max[:n, :c].max(axis=1)
+        lo = self._min[:c, :n].min(axis=0)
+        hi = self._max[:c, :n].max(axis=0)
         with np.errstate(invalid="ignore"):
             size = (hi - lo) / (self.n_splits + 1.0)
             points = lo[:, None] + size[:, None] * np.arange(1, self.n_splits + 1, dtype=float)
@@ -433,15 +475,15 @@ class ArrayLeaf(LeafMajorityClass):
         """River's ``GaussianSplitter._class_dists_from_binary_split`` on feature ``i``."""
         left, right = {}, {}
         for col in self._num_order[i]:
-            label, n = self._labels[col], float(self._w[i, col])
-            if value < self._min[i, col]:
+            label, n = self._labels[col], float(self._w[col, i])
+            if value < self._min[col, i]:
                 right[label] = n
-            elif value >= self._max[i, col]:
+            elif value >= self._max[col, i]:
                 left[label] = n
             else:
-                var = float(self._s[i, col]) / (n - 1.0) if n > 1.0 else 0.0
+                var = float(self._s[col, i]) / (n - 1.0) if n > 1.0 else 0.0
                 try:
-                    cdf = norm_cdf((value - float(self._mean[i, col])) / var**0.5)
+                    cdf = norm_cdf((value - float(self._mean[col, i])) / var**0.5)
                 except ZeroDivisionError:
                     cdf = 0.0
                 left[label] = cdf * n

@@ -188,11 +188,11 @@ def test_leaf_statistics_and_candidate_merits_match_rivers_splitters():
         if isinstance(splitter, GaussianSplitter):
             for label, gauss in splitter._att_dist_per_class.items():
                 col = ours._cols[label]
-                assert gauss._var.mean.n == ours._w[i, col]
-                assert gauss._var.mean._mean == ours._mean[i, col]
-                assert gauss._var._S == ours._s[i, col]
-                assert splitter._min_per_class[label] == ours._min[i, col]
-                assert splitter._max_per_class[label] == ours._max[i, col]
+                assert gauss._var.mean.n == ours._w[col, i]
+                assert gauss._var.mean._mean == ours._mean[col, i]
+                assert gauss._var._S == ours._s[col, i]
+                assert splitter._min_per_class[label] == ours._min[col, i]
+                assert splitter._max_per_class[label] == ours._max[col, i]
         else:
             rebuilt = ours._river_nominal(i)._att_dist_per_class
             assert {k: list(v.items()) for k, v in rebuilt.items()} == {

@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 from boosters.adabandit import logistic_cost_matrices
-from boosters.potentials import BBMPotentials, potential_by_binomial_dp
+from boosters.banditbbm import BanditBBM
+from boosters.potentials import (
+    BBMPotentials,
+    BoundedCache,
+    LRUCache,
+    potential_by_binomial_dp,
+)
 
 GAMMA = 0.1
 
@@ -183,11 +189,12 @@ def test_pickle_drops_caches_keeps_values():
     states = [(0, 0, 0, 0), (2, 1, 0, 0), (0, 3, 1, 2)]
     values = [pot.value(y, 6, s) for s in states for y in range(4)]
     matrices = [pot.cost_matrix(5, s) for s in states]
-    assert pot._memo and pot._matrices
+    pot.cost_matrices(np.zeros((2, 4), dtype=np.int64), 5)
+    assert pot._memo and pot._tables and pot._stacks
     blob = pickle.dumps(pot)
     restored = pickle.loads(blob)
     assert restored.k == 4 and restored.gamma == GAMMA
-    assert not restored._memo and not restored._matrices
+    assert not restored._memo and not restored._tables and not restored._stacks
     assert len(blob) < 500  # caches are not serialised
     assert [restored.value(y, 6, s) for s in states for y in range(4)] == values
     for s, C in zip(states, matrices, strict=True):
@@ -198,3 +205,118 @@ def test_pickle_drops_caches_keeps_values():
 def test_bad_parameters(k, gamma):
     with pytest.raises(ValueError):
         BBMPotentials(k, gamma)
+
+
+# --- many actions: class tables against the entry-by-entry reference, bounded caches ------------
+
+
+def _booster_states(k: int, n_learners: int, count: int, seed: int) -> list[np.ndarray]:
+    """Vote vectors a booster meets: ``j`` unit votes over a few labels, ``j < n_learners``."""
+    rng = np.random.default_rng(seed)
+    states = []
+    for _ in range(count):
+        j = int(rng.integers(0, n_learners))
+        labels = rng.integers(0, min(k, 6), size=j) * (k // min(k, 6))
+        states.append(np.bincount(labels, minlength=k))
+    return states
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 8])
+def test_class_tables_equal_the_pairwise_reference_bit_for_bit(k):
+    rng = np.random.default_rng(k)
+    fast, reference = BBMPotentials(k, GAMMA), BBMPotentials(k, GAMMA)
+    states = [rng.integers(-3, 5, size=k) for _ in range(25)] + _booster_states(k, 10, 25, k)
+    for s in states:
+        n = int(rng.integers(0, 10))
+        assert np.array_equal(fast.cost_matrix(n, s), reference.cost_matrix_by_pairs(n, s))
+
+
+def test_class_tables_at_fifty_actions_against_pairs_and_binomial_dp():
+    k, n_learners = 50, 10
+    pot = BBMPotentials(k, GAMMA)
+    for m, s in enumerate(_booster_states(k, n_learners, 3, seed=5)):
+        n = n_learners - 1 - int(s.sum())
+        C = pot.cost_matrix(n, s)
+        assert np.array_equal(C, BBMPotentials(k, GAMMA).cost_matrix_by_pairs(n, s))
+        for l, r in [(0, 0), (0, k - 1), (k - 1, 0), (m, 2 * m + 1)]:
+            shifted = s.copy()
+            shifted[l] += 1
+            expected = potential_by_binomial_dp(r, n, shifted.tolist(), GAMMA)
+            assert C[l, r] == pytest.approx(expected, abs=1e-12)
+
+
+def test_bounded_caches_evict_by_count_and_bytes():
+    for kind, kept in ((BoundedCache, [3, 4, 5]), (LRUCache, [4, 2, 5])):
+        cache = kind(max_items=10, max_bytes=3 * 8 * 4)
+        for key in range(5):
+            cache.put(key, np.zeros(4))  # 32 bytes each: three fit
+        assert list(cache) == [2, 3, 4] and cache.nbytes == 96
+        cache.get(2)  # refreshes 2 in the LRU cache only
+        cache.put(5, np.zeros(4))
+        assert list(cache) == kept
+        cache.put(6, np.zeros(100))  # larger than the whole budget: not kept
+        assert 6 not in cache and cache.nbytes <= cache.max_bytes
+        assert (
+            not pickle.loads(pickle.dumps(cache))
+            and pickle.loads(pickle.dumps(cache)).max_items == 10
+        )
+
+
+def _play(booster, rounds: int, k: int) -> list[int]:
+    rng = np.random.default_rng(3)
+    actions = []
+    for _ in range(rounds):
+        x = {"a": float(rng.uniform()), "b": float(rng.uniform())}
+        d = booster.decide_one(x)
+        booster.learn_one(x, d, reward=float(d.action == int(k * (x["a"] + x["b"]) / 2)))
+        actions.append(d.action)
+    return actions
+
+
+def test_banditbbm_decides_as_with_the_pairwise_reference(monkeypatch):
+    k = 4
+    fast = _play(BanditBBM(n_actions=k, n_learners=5, rho=0.1, seed=2), 150, k)
+    monkeypatch.setattr(BBMPotentials, "cost_matrix", BBMPotentials.cost_matrix_by_pairs)
+    reference = BanditBBM(n_actions=k, n_learners=5, rho=0.1, seed=2)
+    assert _play(reference, 150, k) == fast
+
+
+def test_banditbbm_memory_stays_bounded_at_fifty_actions():
+    k, rounds = 50, 500
+    unbounded = BanditBBM(n_actions=k, n_learners=10, rho=0.1, seed=7)
+    unbounded.potentials = BBMPotentials(k, 0.1, 10**9, 10**9, 1e12, 1e12)
+    capped = BanditBBM(n_actions=k, n_learners=10, rho=0.1, seed=7)
+    capped.potentials = BBMPotentials(
+        k, 0.1, max_potentials=100, max_tables=30, max_stack_bytes=1e6, max_matrix_bytes=1e6
+    )
+    assert _play(capped, rounds, k) == _play(unbounded, rounds, k)  # evictions change nothing
+    pot = capped.potentials
+    assert len(pot._memo) <= 100 and len(pot._tables) <= 30 and pot._stacks.nbytes <= 1e6
+    assert len(unbounded.potentials._memo) > 100  # the caps did bite
+    assert len(unbounded.potentials._tables) > 30
+    assert unbounded.potentials._stacks.nbytes > 1e6
+    assert pot._matrices.nbytes <= 1e6 < unbounded.potentials._matrices.nbytes
+
+
+@pytest.mark.parametrize("k", [3, 50, 200])
+def test_class_costs_match_dense_matrices(k):
+    rng = np.random.default_rng(k)
+    pot = BBMPotentials(k, GAMMA)
+    for s in _booster_states(k, 10, 6, seed=k):
+        votes = np.cumsum(
+            np.vstack([np.zeros(k, dtype=np.int64), np.eye(k, dtype=np.int64)[:3]]), 0
+        )
+        votes = votes + s  # four consecutive states, as a round's learners see them
+        omega = np.where(rng.random(k) < 0.5, 1.0, 1.0 - (k - 1) / 0.1)  # eq. 4 magnitudes
+        dense = pot.cost_matrices(votes, 9) @ omega
+        assert np.allclose(pot.costs(votes, 9, omega), dense, rtol=1e-13, atol=1e-9)
+
+
+def test_banditbbm_at_a_thousand_actions_skips_dense_matrices():
+    booster = BanditBBM(n_actions=1000, n_learners=5, rho=0.1, seed=1)
+    x = {"a": 0.3}
+    for _ in range(3):
+        d = booster.decide_one(x)
+        booster.learn_one(x, d, reward=0.0)
+    assert not booster.potentials._stacks and not booster.potentials._matrices  # no (k, k)
+    assert len(booster.potentials._tables) <= 5 * 3
