@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from river.tree import HoeffdingTreeClassifier
 from river.tree.nodes.branch import DTBranch, NominalMultiwayBranch
+from river.tree.nodes.leaf import HTLeaf
 from river.tree.splitter import GaussianSplitter
 
 from learners.array_leaf import ArrayLeaf, NominalValues
@@ -67,6 +68,24 @@ class FastHoeffdingTreeClassifier(HoeffdingTreeClassifier):
     def _inactive_candidates(self) -> list:
         """Leaves that may be inactive (every leaf; a subclass may know better)."""
         return self._find_leaves()
+
+
+def _descend(node, x, until_leaf: bool):
+    """(parent, last node) of the path of ``x`` from ``node``, as River's ``Branch.walk``.
+
+    A branch that cannot route ``x`` (its feature missing, or a value it has no branch for)
+    ends the path there, or with ``until_leaf`` continues down its most traversed child.
+    """
+    parent = None
+    while isinstance(node, DTBranch):
+        try:
+            child = node.next(x)
+        except KeyError:
+            if not until_leaf:
+                return parent, node
+            child = node.most_common_path()[1]
+        parent, node = node, child
+    return parent, node
 
 
 class ArrayHoeffdingTreeClassifier(FastHoeffdingTreeClassifier):
@@ -139,7 +158,58 @@ class ArrayHoeffdingTreeClassifier(FastHoeffdingTreeClassifier):
         self._splitting = None  # the leaf of the split attempt under way
 
     def learn_one(self, x, y, *, w=1.0):
-        super().learn_one(x, y, w=w)
+        """River's ``learn_one`` with a loop instead of its recursive generators for the path."""
+        self.classes.add(y)
+        self._train_weight_seen_by_model += w
+        if self._root is None:
+            self._root = self._new_leaf()
+            self._n_active_leaves = 1
+        parent, node = _descend(self._root, x, until_leaf=False)
+        if isinstance(node, HTLeaf):
+            node.learn_one(x, y, w=w, tree=self)
+            if self._growth_allowed and node.is_active():
+                self._after_leaf_update(node, parent, x)
+        else:  # the path stopped at a branch that cannot route x
+            node = self._leaf_for_unroutable(node, x)
+            node.learn_one(x, y, w=w, tree=self)
+        if self._train_weight_seen_by_model % self.memory_estimate_period == 0:
+            self._estimate_model_size()
+        self._undo_crossed()
+
+    def _after_leaf_update(self, leaf, parent, x) -> None:
+        if leaf.depth >= self.max_depth:
+            leaf.deactivate()
+            self._n_active_leaves -= 1
+            self._n_inactive_leaves += 1
+            return
+        weight_seen = leaf.total_weight
+        if weight_seen - leaf.last_split_attempt_at >= self.grace_period:
+            branch = parent.branch_no(x) if isinstance(parent, DTBranch) else None
+            self._attempt_to_split(leaf, parent, branch)
+            leaf.last_split_attempt_at = weight_seen
+
+    def _leaf_for_unroutable(self, node, x):
+        """River's rule: a new branch for an unseen value of a multiway split, else the most
+        traversed path, until a leaf."""
+        while True:
+            if node.max_branches() == -1 and node.feature in x:
+                leaf = self._new_leaf(parent=node)
+                node.add_child(x[node.feature], leaf)
+                self._n_active_leaves += 1
+                return leaf
+            _, node = node.most_common_path()
+            if isinstance(node, DTBranch):
+                node = _descend(node, x, until_leaf=False)[1]
+            if isinstance(node, HTLeaf):
+                return node
+
+    def predict_proba_one(self, x):
+        proba = {c: 0.0 for c in sorted(self.classes)}
+        if self._root is not None:
+            proba.update(_descend(self._root, x, until_leaf=True)[1].prediction(x, tree=self))
+        return proba
+
+    def _undo_crossed(self) -> None:
         if self._tree_values.crossed:
             for name in self._tree_values.crossed:
                 self._undo_multiway(name)
