@@ -66,10 +66,11 @@ def _split_merits(pre_entropy: float, dists: np.ndarray, min_frac: float) -> np.
     sums = dists.sum(axis=-1)
     total = sums.sum(axis=-1)
     inner = _xlogx(sums) - _xlogx(dists).sum(axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        post = inner.sum(axis=-1) / total
-        big = (sums / total[..., None] > min_frac).sum(axis=-1)
-    return np.where((big >= 2) & (total > 0), pre_entropy - post, -np.inf)
+    some = total > 0
+    safe = np.where(some, total, 1.0)  # no error-state context on the hot path: no 0 / 0
+    post = inner.sum(axis=-1) / safe
+    big = (sums / safe[..., None] > min_frac).sum(axis=-1)
+    return np.where((big >= 2) & some, pre_entropy - post, -np.inf)
 
 
 class NominalValues:
@@ -409,10 +410,12 @@ class ArrayLeaf(LeafMajorityClass):
         lo, hi = self._min[:c, :n].T[:, :, None], self._max[:c, :n].T[:, :, None]
         points, valid = self._split_values()
         p = points[:, None, :]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            var = np.where(w > 1.0, self._s[:c, :n].T[:, :, None] / (w - 1.0), 0.0)
-            sigma = np.sqrt(var)
-            cdf = np.where(sigma > 0.0, 0.5 * (1.0 + erf((p - mean) / sigma / _SQRT2)), 0.0)
+        several = w > 1.0
+        var = np.where(several, self._s[:c, :n].T[:, :, None] / np.where(several, w - 1.0, 1.0), 0)
+        sigma = np.sqrt(np.maximum(var, 0.0))
+        spread = sigma > 0.0
+        z = (p - mean) / np.where(spread, sigma, 1.0)
+        cdf = np.where(spread, 0.5 * (1.0 + erf(z / _SQRT2)), 0.0)
         left = np.where(p < lo, 0.0, np.where(p >= hi, w, cdf * w))
         dists = np.stack([left, w - left], axis=-1)  # (features, classes, points, 2)
         return np.moveaxis(dists, 1, -1), valid
@@ -422,10 +425,9 @@ class ArrayLeaf(LeafMajorityClass):
         n, c = len(self._num_names), len(self._labels)
         lo = self._min[:c, :n].min(axis=0)
         hi = self._max[:c, :n].max(axis=0)
-        with np.errstate(invalid="ignore"):
-            size = (hi - lo) / (self.n_splits + 1.0)
-            points = lo[:, None] + size[:, None] * np.arange(1, self.n_splits + 1, dtype=float)
-            valid = (lo[:, None] < points) & (points < hi[:, None])
+        size = (hi - lo) / (self.n_splits + 1.0)
+        points = lo[:, None] + size[:, None] * np.arange(1, self.n_splits + 1, dtype=float)
+        valid = (lo[:, None] < points) & (points < hi[:, None])
         return points, valid
 
     def _multiway_merits(self, pre, rows, onehot, feature_of, min_frac, binary_only) -> list:
@@ -436,10 +438,11 @@ class ArrayLeaf(LeafMajorityClass):
         sums = rows.sum(axis=1)
         inner = _xlogx(sums) - _xlogx(rows).sum(axis=1)
         total = onehot @ sums
-        with np.errstate(divide="ignore", invalid="ignore"):
-            post = (onehot @ inner) / total
-            big = onehot @ (sums / total[feature_of] > min_frac)
-        merits = np.where((big >= 2) & (total > 0), pre - post, -np.inf).tolist()
+        some = total > 0
+        safe = np.where(some, total, 1.0)
+        post = (onehot @ inner) / safe
+        big = onehot @ (sums / safe[feature_of] > min_frac)
+        merits = np.where((big >= 2) & some, pre - post, -np.inf).tolist()
         return [m if ok else None for m, ok in zip(merits, allowed)]
 
     def _multiway_allowed(self, i: int) -> bool:

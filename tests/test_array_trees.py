@@ -257,3 +257,20 @@ def _branches(node):
             if isinstance(child, DTBranch):
                 yield child
                 yield from _branches(child)
+
+
+def test_memory_limit_deactivates_leaves_by_their_own_size():
+    """Under ``max_size`` the rule is River's, applied to the array leaves' real (smaller) size,
+    so leaves are deactivated later than River's dict-based leaves would be (not split for
+    split there): the limit still holds the tree back."""
+    xs, ys = synth_stream("rbf", 3000)
+    limited = ArrayHoeffdingTreeClassifier(
+        grace_period=20, delta=0.1, max_size=0.02, memory_estimate_period=100
+    )
+    free = ArrayHoeffdingTreeClassifier(grace_period=20, delta=0.1)
+    for x, y in zip(xs, ys):
+        limited.learn_one(x, y)
+        free.learn_one(x, y)
+    assert limited._n_inactive_leaves > 0
+    assert limited.summary["n_leaves"] < free.summary["n_leaves"]
+    assert isinstance(limited.predict_one(xs[0]), int)
