@@ -242,7 +242,7 @@ class ArrayLeaf(LeafMajorityClass):
             self._fit_arrays()
         if num_idx == list(range(len(self._num_names))):
             num_idx = slice(0, len(num_idx))  # every numeric feature in slot order: views
-            if num_pos == list(range(len(x))):
+            if num_pos and num_pos == list(range(len(x))):
                 num_pos = True  # and nothing else: the values are x's values
         else:
             num_idx = np.array(num_idx, dtype=np.intp)

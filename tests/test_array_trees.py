@@ -93,6 +93,8 @@ def mixed_stream(n, seed=7):
             x["late"] = float(x[3] * 2)  # a feature first seen mid-stream (at old and new leaves)
             x["late_nominal"] = f"v{t % 4}" if t < 2 * n // 3 else f"w{t % 3}"  # unseen values
         x["constant"] = 1.5
+        if t % 97 == 0:
+            x.clear()  # nothing known at all
     return xs, ys
 
 
