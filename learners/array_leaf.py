@@ -152,6 +152,7 @@ class ArrayLeaf(LeafMajorityClass):
         self._other: list = []  # per feature: the "other" row, or None
         self._counts: list[list[float]] = []  # per row: class weights (Python floats, as River)
         self._row_feature: list[int] = []
+        self._row_cache = None  # (row -> feature, indicator matrix) for the vectorised pass
 
     def activate(self):
         if not self.is_active():
@@ -373,35 +374,66 @@ class ArrayLeaf(LeafMajorityClass):
         A numeric feature's candidates are its ``n_splits`` points; a nominal feature's are
         its multiway split (``None`` when not proposed) and one binary split per row.
         """
-        n_num, c = len(self._num_names), len(self._labels)
-        blocks = []
-        if n_num:
-            num_dists, valid = self._numeric_dists()
-            blocks.append(num_dists.reshape(-1, 2, c))
-        n_rows = len(self._row_feature)
-        if n_rows:
-            rows = np.array(self._counts).reshape(n_rows, c)
-            feature_of = np.array(self._row_feature, dtype=np.intp)
-            onehot = np.zeros((len(self._nom_names), n_rows))
-            onehot[feature_of, np.arange(n_rows)] = 1.0
-            totals = onehot @ rows
-            blocks.append(np.stack([rows, totals[feature_of] - rows], axis=1))
-        merits = _split_merits(pre, np.concatenate(blocks), min_frac)
         out = {}
-        if n_num:
-            num = np.where(valid, merits[: valid.size].reshape(valid.shape), -np.inf)
+        if self._num_names:
+            num_dists, valid = self._numeric_dists()
+            merits = _split_merits(pre, num_dists, min_frac)
+            num = np.where(valid, merits, -np.inf)
             for name, m, b in zip(self._num_names, num, num.max(axis=1).tolist()):
                 out[name] = (b, m)
-        if n_rows:
-            binary = merits[-n_rows:]
-            binary[[r for r in self._other if r is not None]] = -np.inf
-            multi = self._multiway_merits(pre, rows, onehot, feature_of, min_frac, binary_only)
-            best = np.full(len(self._nom_names), -np.inf)
-            np.maximum.at(best, feature_of, binary)
+        if self._row_feature:
+            binary, multi, best = self._nominal_merits(pre, min_frac, binary_only)
             for i, name in enumerate(self._nom_names):
                 m = multi[i]
                 out[name] = (best[i] if m is None else max(m, best[i]), (m, binary))
         return out
+
+    def _nominal_merits(self, pre: float, min_frac: float, binary_only: bool):
+        """Binary merits per row, multiway merit per feature (or ``None``), best per feature.
+
+        One row's class weights are the "equal" side of its binary split and one branch of its
+        feature's multiway split, so both share the per-row entropy terms.
+        """
+        n_rows, c = len(self._row_feature), len(self._labels)
+        rows = np.array(self._counts).reshape(n_rows, c)
+        feature_of, onehot = self._row_index()
+        sums = rows.sum(axis=1)
+        inner = _xlogx(sums) - _xlogx(rows).sum(axis=1)  # per row: its weighted entropy
+        totals = onehot @ rows  # per feature: class weights
+        total = totals.sum(axis=1)[feature_of]  # per row: its feature's weight
+        rest = totals[feature_of] - rows
+        rest_sums = total - sums
+        rest_inner = _xlogx(rest_sums) - _xlogx(rest).sum(axis=1)
+        some = total > 0
+        safe = np.where(some, total, 1.0)
+        big = (sums / safe > min_frac).astype(float)
+        valid = some & (big + (rest_sums / safe > min_frac) >= 2)
+        binary = np.where(valid, pre - (inner + rest_inner) / safe, -np.inf)
+        for row in self._other:
+            if row is not None:
+                binary[row] = -np.inf  # "other" is no value to test for
+        best = np.full(len(self._nom_names), -np.inf)
+        np.maximum.at(best, feature_of, binary)
+        allowed = [not binary_only and self._multiway_allowed(i) for i in range(len(best))]
+        multi = [None] * len(best)
+        if any(allowed):
+            feature_total = onehot @ sums
+            post = (onehot @ inner) / np.where(feature_total > 0, feature_total, 1.0)
+            ok = (onehot @ big >= 2) & (feature_total > 0)
+            merits = np.where(ok, pre - post, -np.inf).tolist()
+            multi = [m if a else None for m, a in zip(merits, allowed)]
+        return binary, multi, best.tolist()
+
+    def _row_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's feature, and the (features, rows) indicator matrix; cached until rows grow."""
+        cached = self._row_cache
+        n_rows = len(self._row_feature)
+        if cached is None or len(cached[0]) != n_rows:
+            feature_of = np.array(self._row_feature, dtype=np.intp)
+            onehot = np.zeros((len(self._nom_names), n_rows))
+            onehot[feature_of, np.arange(n_rows)] = 1.0
+            cached = self._row_cache = (feature_of, onehot)
+        return cached
 
     def _numeric_dists(self) -> tuple[np.ndarray, np.ndarray]:
         """Class weights left/right of every candidate point (features, points, 2, classes)."""
@@ -429,21 +461,6 @@ class ArrayLeaf(LeafMajorityClass):
         points = lo[:, None] + size[:, None] * np.arange(1, self.n_splits + 1, dtype=float)
         valid = (lo[:, None] < points) & (points < hi[:, None])
         return points, valid
-
-    def _multiway_merits(self, pre, rows, onehot, feature_of, min_frac, binary_only) -> list:
-        """Per nominal feature, the merit of its multiway split, or ``None`` if not proposed."""
-        allowed = [not binary_only and self._multiway_allowed(i) for i in range(len(onehot))]
-        if not any(allowed):
-            return [None] * len(allowed)
-        sums = rows.sum(axis=1)
-        inner = _xlogx(sums) - _xlogx(rows).sum(axis=1)
-        total = onehot @ sums
-        some = total > 0
-        safe = np.where(some, total, 1.0)
-        post = (onehot @ inner) / safe
-        big = onehot @ (sums / safe[feature_of] > min_frac)
-        merits = np.where((big >= 2) & some, pre - post, -np.inf).tolist()
-        return [m if ok else None for m, ok in zip(merits, allowed)]
 
     def _multiway_allowed(self, i: int) -> bool:
         if self._other[i] is not None:
