@@ -46,6 +46,8 @@ __all__ = ["ArrayLeaf", "EXACT_BAND", "NominalValues"]
 
 #: Candidates whose vectorised merit is within this of the top are re-scored exactly.
 EXACT_BAND = 1e-9
+#: A branch share this close (relatively) to ``min_branch_fraction`` makes an attempt exact.
+_SHARE_BAND = 1e-9
 _SQRT2 = math.sqrt(2.0)
 _NUMERIC, _NOMINAL = 0, 1
 _EMPTY = np.zeros((0, 0))  # shared by fresh leaves; arrays are replaced, never written, at size 0
@@ -57,20 +59,37 @@ def _xlogx(d: np.ndarray) -> np.ndarray:
     return d * np.log2(np.where(d > 0.0, d, 1.0))
 
 
-def _split_merits(pre_entropy: float, dists: np.ndarray, min_frac: float) -> np.ndarray:
+def _split_merits(pre_entropy: float, dists: np.ndarray, min_frac: float, leaf=None):
     """Information gain of splits given as class weights ``dists`` (..., branches, classes).
 
     ``-inf`` where fewer than two branches hold more than ``min_frac`` of the weight (River's
     ``InfoGainSplitCriterion.merit_of_split``).
     """
     sums = dists.sum(axis=-1)
-    total = sums.sum(axis=-1)
-    inner = _xlogx(sums) - _xlogx(dists).sum(axis=-1)
+    inner = (_xlogx(sums) - _xlogx(dists).sum(axis=-1)).sum(axis=-1)
+    branches = np.moveaxis(sums, -1, 0)
+    return _merits(pre_entropy, inner, sums.sum(axis=-1), branches, min_frac, leaf)
+
+
+def _merits(pre, inner, total, branch_sums, min_frac, leaf=None) -> np.ndarray:
+    """``pre - inner / total``, or ``-inf`` with fewer than two branches over ``min_frac``.
+
+    ``branch_sums`` (branches, ...) are the branches' weights; ``leaf`` (optional) is told
+    when a share is within rounding of ``min_frac`` (``ArrayLeaf._mark_uncertain``).
+    """
     some = total > 0
     safe = np.where(some, total, 1.0)  # no error-state context on the hot path: no 0 / 0
-    post = inner.sum(axis=-1) / safe
-    big = (sums / safe[..., None] > min_frac).sum(axis=-1)
-    return np.where((big >= 2) & some, pre_entropy - post, -np.inf)
+    shares = branch_sums / safe
+    big = (shares > min_frac).sum(axis=0)
+    raw = pre - inner / safe
+    if leaf is not None:
+        leaf._note_uncertain(_near(shares, min_frac).any(axis=0) & some, raw)
+    return np.where((big >= 2) & some, raw, -np.inf)
+
+
+def _near(shares: np.ndarray, min_frac: float) -> np.ndarray:
+    """Shares within rounding of ``min_frac``: River's sums may fall on the other side."""
+    return np.abs(shares - min_frac) <= _SHARE_BAND * max(min_frac, 1e-300)
 
 
 class NominalValues:
@@ -92,6 +111,7 @@ class NominalValues:
         self.crossed: list = []
 
     def add(self, name, value) -> None:
+        """Count ``value`` for feature ``name`` (up to ``limit + 1`` values)."""
         if self.limit is None:
             return
         seen = self.values.setdefault(name, set())
@@ -101,6 +121,7 @@ class NominalValues:
                 self.crossed.append(name)
 
     def allows_multiway(self, name) -> bool:
+        """Whether ``name`` has shown at most ``limit`` distinct values."""
         return self.limit is None or len(self.values.get(name, ())) <= self.limit
 
 
@@ -152,18 +173,21 @@ class ArrayLeaf(LeafMajorityClass):
         self._other: list = []  # per feature: the "other" row, or None
         self._counts: list[list[float]] = []  # per row: class weights (Python floats, as River)
         self._row_feature: list[int] = []
-        self._row_cache = None  # (row -> feature, indicator matrix) for the vectorised pass
+        self._uncertain = -np.inf  # best merit of a candidate whose validity is on the edge
 
     def activate(self):
+        """River's activation: fresh (empty) split statistics."""
         if not self.is_active():
             super().activate()
             self._reset()
 
     def deactivate(self):
+        """River's deactivation: the split statistics are dropped."""
         super().deactivate()
         self._reset()
 
     def disable_attribute(self, att_id):
+        """River's ``remove_poor_attrs``: the feature is neither updated nor proposed again."""
         if att_id in self._slots and att_id not in self._disabled_attrs:
             self._disabled_attrs.add(att_id)
             self._layout = None
@@ -171,36 +195,26 @@ class ArrayLeaf(LeafMajorityClass):
     # ---- learning -----------------------------------------------------------------------------
 
     def update_splitters(self, x, y, w, nominal_attributes):
+        """Learn ``x`` for class ``y`` with weight ``w`` (River's per-feature splitter updates).
+
+        The layout of ``x`` (which features are numeric, their slots) is cached on its keys;
+        an ``x`` holding a ``None`` gets a layout of its own (River skips the value).
+        """
         col = self._cols.get(y)
         if col is None:
             col = self._add_class(y)
         keys = tuple(x)
         layout = self._layout
-        if layout is None or layout[0] != keys:
-            layout = self._layout = self._make_layout(x, keys, nominal_attributes)
+        if layout is None or layout[0] != keys or None in x.values():
+            layout = self._make_layout(x, keys, nominal_attributes)
+            self._layout = layout if layout[0] is not None else self._layout
         _, num_pos, num_idx, nominal = layout
-        try:
+        if num_pos:
             if num_pos is True:  # every feature numeric, in slot order
                 vals = np.fromiter(x.values(), float, len(keys))
-            elif num_pos:
+            else:
                 values = list(x.values())
                 vals = np.array([values[p] for p in num_pos], dtype=float)
-        except (TypeError, ValueError):  # a None (skipped, as River does) where a number was
-            self._layout = None
-            layout = self._make_layout(x, keys, nominal_attributes)
-            return self._update(x, keys, layout, col, w)
-        if num_pos:
-            self._update_numeric(num_idx, vals, col, w)
-        if nominal:
-            self._update_nominal([(i, x[keys[pos]]) for pos, i in nominal], col, w)
-
-    def _update(self, x, keys, layout, col, w) -> None:
-        """The update of one example through an explicit ``layout`` (no fast paths)."""
-        _, num_pos, num_idx, nominal = layout
-        if num_pos:
-            values = list(x.values())
-            positions = range(len(keys)) if num_pos is True else num_pos
-            vals = np.array([values[p] for p in positions], dtype=float)
             self._update_numeric(num_idx, vals, col, w)
         if nominal:
             self._update_nominal([(i, x[keys[pos]]) for pos, i in nominal], col, w)
@@ -224,9 +238,14 @@ class ArrayLeaf(LeafMajorityClass):
         self._max = _grow(self._max, c, n, -np.inf)
 
     def _make_layout(self, x, keys, nominal_attributes):
+        """(keys or None if not cacheable, numeric positions, numeric slots, nominal slots).
+
+        A feature first seen here gets River's splitter kind: nominal if declared so or if its
+        value is not a number (a ``None`` included, as River decides).
+        """
         num_pos, num_idx, nominal = [], [], []
         for pos, (name, value) in enumerate(x.items()):
-            if name in self._disabled_attrs or value is None:
+            if name in self._disabled_attrs:
                 continue
             slot = self._slots.get(name)
             if slot is None:
@@ -235,6 +254,8 @@ class ArrayLeaf(LeafMajorityClass):
                 ) or not isinstance(value, numbers.Number)
                 slot = self._add_feature(name, _NOMINAL if nominal_kind else _NUMERIC)
             if slot[0] == _NUMERIC:
+                if value is None:
+                    continue  # River's Gaussian splitter ignores it
                 num_pos.append(pos)
                 num_idx.append(slot[1])
             else:
@@ -247,8 +268,7 @@ class ArrayLeaf(LeafMajorityClass):
                 num_pos = True  # and nothing else: the values are x's values
         else:
             num_idx = np.array(num_idx, dtype=np.intp)
-        # a None value is skipped by River: such an x gets a layout of its own, never cached
-        cacheable = all(v is not None for v in x.values())
+        cacheable = None not in x.values()
         return (keys if cacheable else None, num_pos, num_idx, nominal)
 
     def _add_feature(self, name, kind):
@@ -336,6 +356,8 @@ class ArrayLeaf(LeafMajorityClass):
     # ---- split evaluation ---------------------------------------------------------------------
 
     def best_split_suggestions(self, criterion, tree) -> list[BranchFactory]:
+        """River's suggestions (null split first, one per feature in River's order) for the
+        features that can be among the two best; their merits and child statistics exact."""
         maj_class = max(self.stats.values())
         if maj_class and maj_class / self.total_weight > tree.max_share_to_split:
             return [BranchFactory()]
@@ -344,9 +366,14 @@ class ArrayLeaf(LeafMajorityClass):
         if not names:
             return suggestions
         pre = criterion.compute_entropy(self.stats)
+        self._uncertain = -np.inf
         scores = self._approximate(pre, criterion.min_branch_fraction, tree.binary_split)
         best = np.array([scores[n][0] for n in names])
-        if tree.remove_poor_attrs or len(names) <= 2:
+        second = np.partition(best, -2)[-2] if len(best) > 1 else -np.inf
+        if self._uncertain >= second - EXACT_BAND:  # an edge case could reach the top two
+            scores = {n: (-np.inf, score[1]) for n, score in scores.items()}  # all exactly
+            keep = names
+        elif tree.remove_poor_attrs or len(names) <= 2:
             keep = names
         else:
             order = np.argsort(best, kind="stable")
@@ -377,7 +404,7 @@ class ArrayLeaf(LeafMajorityClass):
         out = {}
         if self._num_names:
             num_dists, valid = self._numeric_dists()
-            merits = _split_merits(pre, num_dists, min_frac)
+            merits = _split_merits(pre, num_dists, min_frac, self)
             num = np.where(valid, merits, -np.inf)
             for name, m, b in zip(self._num_names, num, num.max(axis=1).tolist()):
                 out[name] = (b, m)
@@ -394,46 +421,49 @@ class ArrayLeaf(LeafMajorityClass):
         One row's class weights are the "equal" side of its binary split and one branch of its
         feature's multiway split, so both share the per-row entropy terms.
         """
-        n_rows, c = len(self._row_feature), len(self._labels)
-        rows = np.array(self._counts).reshape(n_rows, c)
-        feature_of, onehot = self._row_index()
+        n_rows, n_features = len(self._row_feature), len(self._nom_names)
+        rows = np.array(self._counts).reshape(n_rows, len(self._labels))
+        feature_of = np.array(self._row_feature, dtype=np.intp)
         sums = rows.sum(axis=1)
         inner = _xlogx(sums) - _xlogx(rows).sum(axis=1)  # per row: its weighted entropy
-        totals = onehot @ rows  # per feature: class weights
+        totals = np.zeros((n_features, rows.shape[1]))
+        np.add.at(totals, feature_of, rows)  # per feature: class weights
         total = totals.sum(axis=1)[feature_of]  # per row: its feature's weight
         rest = totals[feature_of] - rows
         rest_sums = total - sums
         rest_inner = _xlogx(rest_sums) - _xlogx(rest).sum(axis=1)
-        some = total > 0
-        safe = np.where(some, total, 1.0)
-        big = (sums / safe > min_frac).astype(float)
-        valid = some & (big + (rest_sums / safe > min_frac) >= 2)
-        binary = np.where(valid, pre - (inner + rest_inner) / safe, -np.inf)
+        branches = np.stack([sums, rest_sums])
+        binary = _merits(pre, inner + rest_inner, total, branches, min_frac, self)
         for row in self._other:
             if row is not None:
                 binary[row] = -np.inf  # "other" is no value to test for
-        best = np.full(len(self._nom_names), -np.inf)
+        best = np.full(n_features, -np.inf)
         np.maximum.at(best, feature_of, binary)
-        allowed = [not binary_only and self._multiway_allowed(i) for i in range(len(best))]
-        multi = [None] * len(best)
+        allowed = [not binary_only and self._multiway_allowed(i) for i in range(n_features)]
+        multi = [None] * n_features
         if any(allowed):
-            feature_total = onehot @ sums
-            post = (onehot @ inner) / np.where(feature_total > 0, feature_total, 1.0)
-            ok = (onehot @ big >= 2) & (feature_total > 0)
-            merits = np.where(ok, pre - post, -np.inf).tolist()
+            merits = self._multiway(pre, feature_of, sums, inner, total, min_frac).tolist()
             multi = [m if a else None for m, a in zip(merits, allowed)]
         return binary, multi, best.tolist()
 
-    def _row_index(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each row's feature, and the (features, rows) indicator matrix; cached until rows grow."""
-        cached = self._row_cache
-        n_rows = len(self._row_feature)
-        if cached is None or len(cached[0]) != n_rows:
-            feature_of = np.array(self._row_feature, dtype=np.intp)
-            onehot = np.zeros((len(self._nom_names), n_rows))
-            onehot[feature_of, np.arange(n_rows)] = 1.0
-            cached = self._row_cache = (feature_of, onehot)
-        return cached
+    def _multiway(self, pre, feature_of, sums, inner, total, min_frac) -> np.ndarray:
+        """Merit of each nominal feature's multiway split from its rows' terms."""
+        n = len(self._nom_names)
+        feature_total = np.bincount(feature_of, weights=sums, minlength=n)
+        post = np.bincount(feature_of, weights=inner, minlength=n)
+        share = sums / np.where(total > 0, total, 1.0)
+        big = np.bincount(feature_of, weights=share > min_frac, minlength=n)
+        some = feature_total > 0
+        raw = pre - post / np.where(some, feature_total, 1.0)
+        near = np.bincount(feature_of, weights=_near(share, min_frac), minlength=n) > 0
+        self._note_uncertain(near & some, raw)
+        return np.where((big >= 2) & some, raw, -np.inf)
+
+    def _note_uncertain(self, near: np.ndarray, raw: np.ndarray) -> None:
+        """Keep the best merit a candidate would have if its validity test, on the edge in
+        this pass, went the other way in River's summation order (see best_split_suggestions)."""
+        if near.any():
+            self._uncertain = max(self._uncertain, float(raw[near].max()))
 
     def _numeric_dists(self) -> tuple[np.ndarray, np.ndarray]:
         """Class weights left/right of every candidate point (features, points, 2, classes)."""
@@ -546,6 +576,7 @@ class ArrayLeaf(LeafMajorityClass):
     # ---- prediction ---------------------------------------------------------------------------
 
     def prediction(self, x, *, tree=None):
+        """The class weights normalised, as River's majority-class leaf computes them."""
         # River's normalize_values_in_dict(stats, inplace=False) without its deep copy
         total = sum(self.stats.values())
         if total == 0 or math.isnan(total):

@@ -124,9 +124,9 @@ def make_vfdt(
     >>> type(make_vfdt(10.0, 0.1, 0.05, fast_trees=False)).__name__
     'FastHoeffdingTreeClassifier'
     """
-    if not (grace_period > 0 and 0 < delta < 1 and tau > 0):
+    if not (grace_period > 0 and 0 < delta < 1 and tau >= 0):
         raise ValueError(
-            f"need grace_period > 0, 0 < delta < 1, tau > 0; got {grace_period}, {delta}, {tau}"
+            f"need grace_period > 0, 0 < delta < 1, tau >= 0; got {grace_period}, {delta}, {tau}"
         )
     cls = ArrayHoeffdingTreeClassifier if fast_trees else FastHoeffdingTreeClassifier
     return cls(

@@ -91,8 +91,9 @@ def _descend(node, x, until_leaf: bool):
 class ArrayHoeffdingTreeClassifier(FastHoeffdingTreeClassifier):
     """River's Hoeffding tree whose leaves keep array statistics (:mod:`learners.array_leaf`).
 
-    It grows River's trees, split for split, with River's branch nodes: ``predict_proba_one``,
-    ``summary``, ``draw`` and pickling are River's. Only majority-class leaves with the
+    It grows River's trees, split for split, with River's branch nodes: ``summary``, ``draw``
+    and pickling are River's; ``learn_one`` and ``predict_proba_one`` follow River's exactly
+    with a loop in place of River's recursive generators. Only majority-class leaves with the
     information-gain criterion and a Gaussian splitter are array leaves; any other setting falls
     back to River's leaves.
 
@@ -152,6 +153,14 @@ class ArrayHoeffdingTreeClassifier(FastHoeffdingTreeClassifier):
             remove_poor_attrs=remove_poor_attrs,
             merit_preprune=merit_preprune,
         )
+        for name, value in (
+            ("max_nominal_values", max_nominal_values),
+            ("max_multiway_values", max_multiway_values),
+        ):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValueError(f"{name} must be None or an integer >= 1, got {value!r}")
         self.max_nominal_values = max_nominal_values
         self.max_multiway_values = max_multiway_values
         self._tree_values = NominalValues(max_multiway_values)
@@ -177,6 +186,8 @@ class ArrayHoeffdingTreeClassifier(FastHoeffdingTreeClassifier):
         self._undo_crossed()
 
     def _after_leaf_update(self, leaf, parent, x) -> None:
+        """River's growth step after a leaf learned: depth limit, then a split attempt once the
+        leaf has seen ``grace_period`` more weight."""
         if leaf.depth >= self.max_depth:
             leaf.deactivate()
             self._n_active_leaves -= 1
@@ -210,6 +221,7 @@ class ArrayHoeffdingTreeClassifier(FastHoeffdingTreeClassifier):
         return proba
 
     def _undo_crossed(self) -> None:
+        """Undo the multiway splits on features that just passed ``max_multiway_values``."""
         if self._tree_values.crossed:
             for name in self._tree_values.crossed:
                 self._undo_multiway(name)
@@ -235,6 +247,7 @@ class ArrayHoeffdingTreeClassifier(FastHoeffdingTreeClassifier):
                     stack.append(child)
 
     def _merged_leaf(self, branch, parent):
+        """A fresh leaf at ``branch``'s depth holding its leaves' class weights (counters kept)."""
         stats: dict = {}
         for leaf in branch.iter_leaves():
             for label, weight in leaf.stats.items():
@@ -271,6 +284,7 @@ class ArrayHoeffdingTreeClassifier(FastHoeffdingTreeClassifier):
         )
 
     def _new_leaf(self, initial_stats=None, parent=None):
+        """An array leaf (River's leaf where the settings need River's splitters)."""
         if not self._array_leaves():
             return super()._new_leaf(initial_stats, parent)
         return ArrayLeaf(
