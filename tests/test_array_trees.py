@@ -289,3 +289,34 @@ def test_a_5000_value_id_costs_adabandit_little_on_car():
     drop = np.mean([p["accuracy"] for p in plain]) - np.mean([q["accuracy"] for q in with_id])
     assert drop <= 0.03
     assert max(q["pickle_mb"] for q in with_id) < 2 * max(p["pickle_mb"] for p in plain)
+
+
+def test_none_values_as_river_leaves_take_them():
+    """A first ``None`` makes River's splitter nominal; later ones are skipped (numeric) or
+    missing weight (nominal): the same suggestions, merits and child statistics."""
+    rng = np.random.default_rng(5)
+    river = LeafMajorityClass({}, 0, GaussianSplitter())
+    ours = ArrayLeaf({}, 0, GaussianSplitter())
+    for t in range(300):
+        x = {"a": None if t == 0 else float(rng.normal()), "b": float(rng.normal())}
+        x["c"] = None if t % 7 == 0 else "pq"[t % 2]
+        if t % 5 == 1:
+            x["b"] = None
+        y, w = int(x["b"] is not None and x["b"] > 0), float(10 ** rng.uniform(-1, 1))
+        for leaf in (river, ours):
+            leaf.update_stats(y, w)
+            leaf.update_splitters(x, y, w, None)
+    assert type(river.splitters["a"]).__name__ == "NominalSplitterClassif"
+    assert ours._slots["a"][0] == ours._slots["c"][0] != ours._slots["b"][0]
+
+    class Tree:  # what best_split_suggestions reads from the tree
+        max_share_to_split, merit_preprune, delta, tau = 0.99, True, 0.05, 0.01
+        binary_split = remove_poor_attrs = False
+        _hoeffding_bound = staticmethod(FastHoeffdingTreeClassifier._hoeffding_bound)
+
+    criterion = InfoGainSplitCriterion(0.01)
+    expected = sorted(river.best_split_suggestions(criterion, Tree()))[-2:]
+    got = sorted(ours.best_split_suggestions(criterion, Tree()))[-2:]
+    assert [(s.feature, s.merit, s.split_info, s.children_stats) for s in got] == [
+        (s.feature, s.merit, s.split_info, s.children_stats) for s in expected
+    ]
