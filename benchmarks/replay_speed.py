@@ -29,6 +29,13 @@ and its baseline, medians reported:
     python benchmarks/replay_speed.py --quick         # 20k events, 1 repeat (smoke run)
     python benchmarks/replay_speed.py --results       # also update benchmarks/RESULTS.md
     python benchmarks/replay_speed.py --report-only --results   # the block again, from --out
+    python benchmarks/replay_speed.py --trees --results  # AdaBandit: River leaves vs arrays
+
+``--trees`` (issue 11) runs only part 3 on a log of ``--learner-events`` events: the AdaBandit
+replay (both modes) with River's own Hoeffding-tree leaves (``fast_trees=False``, before) and with
+the array leaves (``fast_trees=True``, after), alternating in each repeat; the two must give the
+same estimates. Writes ``benchmarks/out/replay-speed-trees.json`` and the block
+``replay-speed-trees``.
 
 Writes ``benchmarks/out/replay-speed.json`` (``--out``) and ``benchmarks/replay_adabandit.png``
 (the AdaBandit replays' estimated reward over the prefix, both modes).
@@ -191,9 +198,11 @@ def booster_floor(events: list[LoggedEvent], mode: str) -> int:
     return learned
 
 
-def learner_replay(path: Path, mode: str) -> Any:
+def learner_replay(path: Path, mode: str, fast_trees: bool = True) -> Any:
     """The whole ``replay --booster adabandit`` call (validation pass and replay pass)."""
-    booster = make_booster("adabandit", n_actions=K, n_learners=LEARNERS, rho=RHO, seed=0)
+    booster = make_booster(
+        "adabandit", n_actions=K, n_learners=LEARNERS, rho=RHO, seed=0, fast_trees=fast_trees
+    )
     return replay_learner(path, booster, name="adabandit", mode=mode, seed=0, progress=True)  # type: ignore[arg-type]
 
 
@@ -299,6 +308,78 @@ def io_bench(path: Path, n: int, repeats: int, tmp: Path) -> dict[str, Any]:
         proc.wait(10)
 
 
+def trees_bench(args: argparse.Namespace) -> dict[str, Any]:
+    """AdaBandit replay of a ``--learner-events`` log with River's leaves and the array leaves."""
+    tmp = Path(tempfile.mkdtemp(prefix="replay-trees-", dir=args.tmp))
+    load_start = os.getloadavg()
+    started = time.perf_counter()
+    try:
+        log = tmp / "log.jsonl"
+        write_log(log, args.learner_events)
+        out: dict[str, Any] = {}
+        for mode in ("rejection", "weighted"):
+            times = Times()
+            estimates = {}
+            for r in range(args.repeats):
+                print(
+                    f"adabandit {mode} repeat {r + 1}/{args.repeats}", file=sys.stderr, flush=True
+                )
+                for label, fast in (("river", False), ("array", True)):
+                    res = times.run(
+                        label, lambda mode=mode, fast=fast: learner_replay(log, mode, fast)
+                    )
+                    info = res.to_dict(curve=False)
+                    estimates[label] = (info["estimates"], info["learned"], info["matches"])
+            out[mode] = {
+                "events": args.learner_events,
+                **times.to_dict(),
+                "same_estimates": estimates["river"] == estimates["array"],
+                "estimates": estimates["array"][0],
+                "learned": estimates["array"][1],
+            }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        "command": "python benchmarks/replay_speed.py " + " ".join(sys.argv[1:]),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_start": load_start,
+            "load_end": os.getloadavg(),
+            "wall_minutes": (time.perf_counter() - started) / 60,
+        },
+        "repeats": args.repeats,
+        "adabandit": out,
+    }
+
+
+def trees_report(res: dict[str, Any]) -> str:
+    m = res["machine"]
+    lines = [
+        f"Command: `{res['command']}` ({res['date']}; {m['cpus']} CPUs, shared; CPython "
+        f"{m['python']}; load average {[round(x, 2) for x in m['load_start']]} at the start, "
+        f"{[round(x, 2) for x in m['load_end']]} at the end; {m['wall_minutes']:.1f} min). "
+        f"Repeats: {res['repeats']}, River and array alternating; medians; events per CPU second.",
+        "",
+        "| AdaBandit N=10 replay | events | learned | River leaves events/s (CPU) | array leaves "
+        "events/s (CPU) | after/before | CPU s per repeat (River; array) | same estimates |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for mode, row in res["adabandit"].items():
+        cpu = row["cpu_seconds"]
+        river, array = median(cpu["river"]), median(cpu["array"])
+        ratios = [r / a for r, a in zip(cpu["river"], cpu["array"])]
+        lines.append(
+            f"| {mode} | {row['events']:,} | {row['learned']:,} | {row['events'] / river:,.0f} | "
+            f"**{row['events'] / array:,.0f}** | {median(ratios):.2f}x | "
+            f"{', '.join(f'{x:.1f}' for x in cpu['river'])}; "
+            f"{', '.join(f'{x:.1f}' for x in cpu['array'])} | "
+            f"{'yes' if row['same_estimates'] else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
 def median(values: list[float]) -> float:
     return float(statistics.median(values))
 
@@ -324,7 +405,23 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="print (and with --results write) the report of --out, run nothing",
     )
+    parser.add_argument(
+        "--trees",
+        action="store_true",
+        help="only the AdaBandit replay, River's tree leaves against the array leaves (issue 11)",
+    )
     args = parser.parse_args(argv)
+    if args.trees:
+        out = args.out
+        if out == ROOT / "benchmarks/out/replay-speed.json":
+            out = out.with_name("replay-speed-trees.json")
+        if not args.report_only:
+            out.write_text(json.dumps(trees_bench(args), indent=1))
+        body = trees_report(json.loads(out.read_text()))
+        print(body)
+        if args.results:
+            replace_block("replay-speed-trees", body)
+        return 0
     if args.report_only:
         body = report(json.loads(args.out.read_text()))
         print(body)

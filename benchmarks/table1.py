@@ -68,11 +68,13 @@ def config(dataset: str, booster: str) -> dict:
     return {key: value for key, value in cfg.items() if key in params}
 
 
-def run_one(job: tuple[str, str, int]) -> dict:
-    dataset, booster, seed = job
+def run_one(job: tuple[str, str, int, bool]) -> dict:
+    dataset, booster, seed, fast_trees = job
     data = load_dataset(dataset)
     dup = DATASETS[dataset][0]
     params = config(dataset, booster)
+    if not fast_trees:  # River's own leaves (the reference); the default is the array leaves
+        params["fast_trees"] = False
     if "nominal_attributes" in booster_params(booster):
         params["nominal_attributes"] = data.nominal or None
     model = make_booster(booster, n_actions=data.n_classes, seed=seed, **params)
@@ -84,6 +86,7 @@ def run_one(job: tuple[str, str, int]) -> dict:
         "seed": seed,
         "dup": dup,
         "params": {k: v for k, v in params.items() if k != "nominal_attributes"},
+        "trees": "array" if fast_trees else "river",
         "rounds": result.rounds,
         "accuracy": result.accuracy,
         "last20_accuracy": result.last20_accuracy,
@@ -102,6 +105,12 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="*", default=list(DATASETS))
     parser.add_argument("--boosters", nargs="*", default=BOOSTERS)
     parser.add_argument("--out", type=Path, default=OUT / "table1.jsonl")
+    parser.add_argument(
+        "--river-trees",
+        action="store_true",
+        help="fast_trees=False: River's own Hoeffding-tree leaves (the reference, issue 11)",
+    )
+    parser.add_argument("--seed-list", type=int, nargs="*", help="these seeds instead of --seeds")
     args = parser.parse_args()
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -110,9 +119,10 @@ def main() -> None:
         for line in args.out.read_text().splitlines():
             row = json.loads(line)
             done.add((row["dataset"], row["booster"], row["seed"]))
+    seeds = args.seed_list if args.seed_list else range(4, 4 + args.seeds)
     jobs = [
-        (d, b, s)
-        for s in range(4, 4 + args.seeds)
+        (d, b, s, not args.river_trees)
+        for s in seeds
         for d in args.datasets
         for b in args.boosters
         if (d, b, s) not in done
@@ -121,7 +131,8 @@ def main() -> None:
     weight = {"mice": 4, "nursery": 3, "car": 2, "balance": 1}
     jobs.sort(key=lambda j: (j[2], -weight.get(j[0], 0)))
     print(
-        f"{len(jobs)} runs to do ({len(done)} done) on {platform.machine()}",
+        f"{len(jobs)} runs to do ({len(done)} done) on {platform.machine()}, "
+        f"{'River' if args.river_trees else 'array (fast)'} trees",
         file=sys.stderr,
     )
     with mp.Pool(args.jobs, maxtasksperchild=1) as pool, args.out.open("a") as out:
