@@ -112,13 +112,16 @@ class NominalValues:
 
     def add(self, name, value) -> None:
         """Count ``value`` for feature ``name`` (up to ``limit + 1`` values)."""
-        if self.limit is None:
+        seen = self.values.get(name)
+        if seen is None:
+            if self.limit is None:
+                return
+            seen = self.values[name] = set()
+        if value in seen or len(seen) > self.limit:
             return
-        seen = self.values.setdefault(name, set())
-        if len(seen) <= self.limit and value not in seen:
-            seen.add(value)
-            if len(seen) == self.limit + 1:
-                self.crossed.append(name)
+        seen.add(value)
+        if len(seen) == self.limit + 1:
+            self.crossed.append(name)
 
     def allows_multiway(self, name) -> bool:
         """Whether ``name`` has shown at most ``limit`` distinct values."""
