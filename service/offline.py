@@ -19,9 +19,22 @@ One training run (:func:`train_and_evaluate`):
    the training part), each with a normal-approximation interval at ``level``.
    The logging policy's value on the hold-out is the on-policy mean of the logged rewards (its
    SNIPS estimate of itself, with the interval of a mean); its DR estimate is reported too.
-5. **Publish rule.** Publish iff the *lower bound* of the target's ``publish_estimator`` interval
-   (DR by default, or SNIPS) is above the logging policy's value. DR is the default: it is
-   unbiased with the logged propensities and usually has the narrower interval.
+5. **Publish rule: a paired test of the difference.** For each estimator,
+   :func:`boosters.ope.paired_difference` estimates value(new) - value(logging) from per-event
+   differences on the same hold-out events, d_i = t_i - b_i: for DR, t_i and b_i are the two
+   policies' DR terms (b_i, with the logging policy's weight 1, is the logged reward plus the
+   zero-mean control variate sum_a pi_log(a|x_i) rhat(x_i, a) - rhat(x_i, a_i)); for SNIPS they
+   are the delta-method linearisations of the two SNIPS values (b_i is then the logged reward
+   itself). Publish iff the *one-sided lower confidence bound* at ``level`` of mean(d), normal
+   approximation with the sample standard deviation of d, is above 0 for the
+   ``publish_estimator`` (DR by default, or SNIPS). This accounts for the uncertainty of the
+   logging policy's value and the covariance of the two estimates, so ``1 - level`` bounds the
+   chance of publishing a policy that is not better (up to the normal approximation); the old
+   rule (the new policy's lower bound above the logging policy's *point* value) ignored the
+   former and published a no-better policy far more often. The difference, its bound and the
+   level are recorded under ``meta["difference"]`` (the publish estimator, in full) and
+   ``meta["estimates"]["difference"]`` (both estimators; ``high`` is None: the interval is
+   ``[low, +inf)``).
 
 >>> import numpy as np
 >>> from boosters.base import Decision
@@ -37,6 +50,9 @@ One training run (:func:`train_and_evaluate`):
 >>> result = train_and_evaluate(events, ["a", "b", "c"], TrainConfig(n_rounds=10, max_depth=3))
 >>> result.published, result.meta["n_train"], result.meta["n_holdout"]
 (True, 420, 180)
+>>> diff = result.meta["difference"]
+>>> diff["estimator"], diff["level"], diff["low"] > 0, diff["high"]
+('dr', 0.95, True, None)
 >>> result.bundle.probabilities([{"x": 0.9}], 1.0, 0.01).argmax()
 np.int64(0)
 """
@@ -53,7 +69,14 @@ import numpy as np
 
 from boosters.bopl import BOPL, BOPLS
 from boosters.brr import RewardRegression
-from boosters.ope import Estimate, doubly_robust, snips
+from boosters.ope import (
+    DIFFERENCE_ESTIMATORS,
+    Difference,
+    Estimate,
+    doubly_robust,
+    paired_difference,
+    snips,
+)
 from learners.batch_trees import LeastSquaresTree, WeightedTreeClassifier
 from service.featurize import Featurizer
 
@@ -65,6 +88,7 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "logged_data",
+    "publish_decision",
     "restrict",
     "train_and_evaluate",
 ]
@@ -253,6 +277,45 @@ def _estimate(est: Estimate) -> dict[str, Any]:
     }
 
 
+def _difference(diff: Difference) -> dict[str, Any]:
+    """The stored form of a paired difference (one-sided interval: ``high`` is None = +inf)."""
+    def finite(v: float) -> float | None:
+        return float(v) if math.isfinite(v) else None
+
+    return {
+        "value": float(diff.value),
+        "stderr": finite(diff.stderr),
+        "low": finite(diff.low),
+        "high": None,
+        "level": diff.level,
+        "n": diff.n,
+    }
+
+
+def publish_decision(
+    hold: LoggedData,
+    target: np.ndarray,
+    reward_predictions: np.ndarray,
+    config: TrainConfig,
+) -> tuple[bool, dict[str, Difference]]:
+    """The publish rule on the hold-out: the paired difference new - logging of each estimator
+    and whether the ``publish_estimator``'s one-sided lower bound at ``level`` is above 0."""
+    differences = {
+        name: paired_difference(
+            hold.actions,
+            hold.propensities,
+            hold.rewards,
+            target,
+            hold.logged,
+            reward_predictions,
+            estimator=name,
+            level=config.level,
+        )
+        for name in DIFFERENCE_ESTIMATORS
+    }
+    return differences[config.publish_estimator].positive, differences
+
+
 def _make_model(config: TrainConfig, n_actions: int, reward_translation: float) -> BOPL:
     objective, reduction = config.variant.split("-")
     cls = BOPL if objective == "bopl" else BOPLS
@@ -323,8 +386,22 @@ def train_and_evaluate(
     }
     logging_value = float(r.mean())
     estimates["logging"]["snips"]["value"] = logging_value  # exactly, not up to rounding
-    bound = estimates["policy"][config.publish_estimator]["low"]
-    published = bound is not None and bound > logging_value
+    published, differences = publish_decision(hold, target, q, config)
+    estimates["difference"] = {name: _difference(d) for name, d in differences.items()}
+    chosen = differences[config.publish_estimator]
+    difference = {
+        **_difference(chosen),
+        "estimator": config.publish_estimator,
+        "sided": "one-sided lower bound: the interval is [low, +inf)",
+        "p_value": chosen.p_value,
+        "policy_value": chosen.target_value,
+        "logging_value": chosen.baseline_value,
+        "logging_term": (
+            "DR term of the logging policy: the logged reward plus a zero-mean control variate"
+            if config.publish_estimator == "dr"
+            else "the logged reward (the logging policy's SNIPS estimate of itself)"
+        ),
+    }
     meta: dict[str, Any] = {
         "variant": config.variant,
         "params": {**asdict(config), "reward_translation": translation, "min_propensity": floor},
@@ -334,9 +411,10 @@ def train_and_evaluate(
         "n_features": featurizer.n_features,
         "estimates": estimates,
         "baseline": logging_value,
+        "difference": difference,
         "publish_rule": (
-            f"policy {config.publish_estimator} lower bound ({level:.0%}) > logging policy's "
-            "on-policy value on the hold-out"
+            f"one-sided {level:.0%} lower bound of the paired {config.publish_estimator} "
+            "difference (policy - logging policy, per hold-out event) > 0"
         ),
         "published": bool(published),
         "training": {

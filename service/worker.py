@@ -359,9 +359,15 @@ class Worker:
 
 
 def _summary(name: str, meta: dict[str, Any]) -> dict[str, Any]:
-    """A short account of a stored policy (CLI output, worker status)."""
+    """A short account of a stored policy (CLI output, worker status).
+
+    ``difference`` is what the publish rule decided on: the paired estimate of policy - logging
+    policy and its one-sided lower bound at ``level`` (published iff ``low`` > 0); None for
+    policies stored before the rule recorded it.
+    """
     est = meta["estimates"]
     rule = meta["params"]["publish_estimator"]
+    diff = meta.get("difference")
     return {
         "model": name,
         "status": "published" if meta["published"] else "rejected",
@@ -372,14 +378,21 @@ def _summary(name: str, meta: dict[str, Any]) -> dict[str, Any]:
         "estimator": rule,
         "policy": est["policy"][rule],
         "logging": meta["baseline"],
+        "difference": (
+            None
+            if diff is None
+            else {k: diff[k] for k in ("value", "low", "level", "p_value") if k in diff}
+        ),
     }
 
 
 def _log_result(name: str, meta: dict[str, Any]) -> None:
     s = _summary(name, meta)
-    p = s["policy"]
+    p, d = s["policy"], s["difference"] or {}
     log.info(
-        "%s: policy v%d (%s, %d train / %d hold-out): %s %.4f [%s, %s] vs logging %.4f -> %s",
+        "%s: policy v%d (%s, %d train / %d hold-out): %s %.4f [%s, %s] vs logging %.4f; "
+        "difference %s, one-sided %s lower bound %s -> %s",
         name, s["version"], s["variant"], s["n_train"], s["n_holdout"], s["estimator"],
-        p["value"], p["low"], p["high"], s["logging"], s["status"],
+        p["value"], p["low"], p["high"], s["logging"], d.get("value"), d.get("level"),
+        d.get("low"), s["status"],
     )

@@ -132,11 +132,34 @@ def test_training_run_uses_only_the_past_and_rejects_noise() -> None:
     )
     assert meta["params"]["reward_translation"] == pytest.approx(-meta_mean_reward(600, 1, 420))
     assert meta["estimates"]["policy"]["dr"]["low"] > meta["baseline"]
+    # the publish rule: the paired DR difference's one-sided 95% lower bound is above 0
+    diff = meta["difference"]
+    assert diff["estimator"] == "dr" and diff["level"] == 0.95 and diff["n"] == 180
+    assert diff["low"] > 0 and diff["high"] is None and diff["p_value"] < 0.05
+    assert diff["value"] == pytest.approx(diff["policy_value"] - diff["logging_value"])
+    assert diff["policy_value"] == meta["estimates"]["policy"]["dr"]["value"]
+    assert diff["logging_value"] == meta["estimates"]["logging"]["dr"]["value"]
+    assert meta["estimates"]["difference"]["dr"] == {
+        k: diff[k] for k in ("value", "stderr", "low", "high", "level", "n")
+    }
+    snips_diff = meta["estimates"]["difference"]["snips"]
+    est = meta["estimates"]
+    assert snips_diff["value"] == pytest.approx(
+        est["policy"]["snips"]["value"] - est["logging"]["snips"]["value"]
+    )
+    assert "paired dr difference" in meta["publish_rule"]
     # a policy trained on coin flips does not beat the logging policy
     noise = train_and_evaluate(synthetic_events(600, seed=2, informative=False), ACTIONS, config)
     assert not noise.published
     est = noise.meta["estimates"]
     assert est["policy"]["dr"]["low"] <= noise.meta["baseline"]
+    assert noise.meta["difference"]["low"] <= 0 and est["difference"]["dr"]["low"] <= 0
+    snips_rule = TrainConfig(
+        n_rounds=10, max_depth=3, reward_model_rounds=20, publish_estimator="snips"
+    )
+    by_snips = train_and_evaluate(synthetic_events(600, seed=1), ACTIONS, snips_rule)
+    assert by_snips.published and by_snips.meta["difference"]["estimator"] == "snips"
+    assert by_snips.meta["difference"]["logging_value"] == pytest.approx(by_snips.meta["baseline"])
     assert est["logging"]["snips"]["value"] == noise.meta["baseline"]
     with pytest.raises(ValueError, match="too few usable events"):
         train_and_evaluate(synthetic_events(1, seed=3), ACTIONS, config)
@@ -166,9 +189,18 @@ def test_worker_publishes_and_the_model_serves_the_policy(client: TestClient, re
     dr, snips_ = p["estimates"]["policy"]["dr"], p["estimates"]["policy"]["snips"]
     assert dr["low"] > p["baseline"] and snips_["low"] < snips_["value"] < snips_["high"]
     assert dr["value"] > 0.8 and 0.2 < p["baseline"] < 0.45
+    # what the publish rule decided on: the paired difference, its one-sided bound, the level
+    diff = p["estimates"]["difference"]["dr"]
+    assert diff["low"] > 0.3 and diff["high"] is None and diff["level"] == 0.95
+    assert diff["value"] == pytest.approx(dr["value"] - p["estimates"]["logging"]["dr"]["value"])
+    assert "one-sided 95% lower bound of the paired dr difference" in p["publish_rule"]
+    (stored,) = client.app.state.log.policies("shop")
+    assert stored["difference"]["low"] == diff["low"] and stored["difference"]["p_value"] < 1e-6
+    assert stored["difference"]["estimator"] == "dr"
     assert p["params"]["n_rounds"] == 15 and p["training"]["last_stream_id"]
     assert listing["worker"]["window"] == 900 and listing["worker"]["new_events"] == 0
     assert listing["worker"]["last_policy"]["status"] == "published"
+    assert listing["worker"]["last_policy"]["difference"]["low"] == diff["low"]
     assert client.get("/v1/models/shop/policies/1").json() == p
     assert client.get("/v1/models/shop").json()["published_policy"] == 1
 
@@ -254,6 +286,7 @@ def test_a_policy_that_does_not_beat_logging_is_not_published(
     (p,) = listing["policies"]
     assert p["published"] is False and listing["published_version"] is None
     assert p["estimates"]["policy"]["dr"]["low"] <= p["baseline"]
+    assert p["estimates"]["difference"]["dr"]["low"] <= 0
     assert client.get("/v1/models/shop/policies?published_only=true").json()["policies"] == []
     assert not client.app.state.log.r.hlen(keys("shop")["policy_blobs"])  # no pickle kept
     r = client.put("/v1/models/shop/serving", json={"mode": "policy"})
@@ -271,6 +304,7 @@ def test_epsilon_logging_with_known_propensities(client: TestClient, redis_url: 
     (p,) = client.get("/v1/models/shop/policies").json()["policies"]
     assert p["variant"] == "bopls-regr" and p["published"], p["estimates"]
     assert p["baseline"] < 0.25 < p["estimates"]["policy"]["dr"]["low"]
+    assert p["estimates"]["difference"]["dr"]["low"] > 0
     w.stop()
 
 
@@ -378,6 +412,7 @@ def test_cli_worker_once(client: TestClient, redis_url: str) -> None:
     summary = json.loads(line)
     assert summary["model"] == "shop" and summary["status"] == "published"
     assert summary["version"] == 1 and summary["policy"]["low"] > summary["logging"]
+    assert summary["difference"]["low"] > 0 and summary["difference"]["level"] == 0.95
     result = runner.invoke(cli_app, ["worker", "--once", "--model", "nope"], env=env)
     assert result.exit_code == 2 and "unknown model(s): nope" in result.stderr
     result = runner.invoke(
@@ -423,3 +458,17 @@ def test_unusable_events_are_reported_not_published(client: TestClient, redis_ur
     assert listing["policies"] == []
     assert "too few usable events" in listing["worker"]["last_error"]
     w.stop()
+
+
+def test_summary_of_a_policy_stored_before_the_paired_rule() -> None:
+    """Policies stored by an older worker (no ``difference``) still summarise (worker restart)."""
+    from service.worker import _summary
+
+    config = TrainConfig(n_rounds=5, max_depth=2, reward_model_rounds=5)
+    meta = train_and_evaluate(synthetic_events(300, seed=14), ACTIONS, config).meta
+    meta = {**meta, "version": 3, "published": False}
+    assert _summary("shop", meta)["difference"]["level"] == 0.95
+    legacy = {k: v for k, v in meta.items() if k != "difference"}
+    legacy["estimates"] = {k: v for k, v in meta["estimates"].items() if k != "difference"}
+    s = _summary("shop", legacy)
+    assert s["difference"] is None and s["status"] == "rejected" and s["version"] == 3
