@@ -69,7 +69,8 @@ if str(ROOT) not in sys.path:
 from benchmarks.results import replace_block  # noqa: E402
 from boosters.base import Decision  # noqa: E402
 from boosters.registry import make_booster  # noqa: E402
-from service.events import decision_event, dumps, joined_event, keys  # noqa: E402
+from service.eventlog.keys import keys  # noqa: E402
+from service.events import decision_event, dumps, joined_event  # noqa: E402
 from service.replay import LoggedEvent, iter_log, replay_learner, replay_policy  # noqa: E402
 
 K = 10
@@ -252,8 +253,9 @@ def io_bench(path: Path, n: int, repeats: int, tmp: Path) -> dict[str, Any]:
     """Import and export throughput through a fresh redis-server, with their baselines."""
     import redis
 
+    from service.eventlog import EventLog
     from service.interchange import export_events, import_events
-    from service.store import EventLog, ModelConfig
+    from service.store import ModelConfig
 
     proc, port = start_redis(tmp)
     try:

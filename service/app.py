@@ -25,43 +25,19 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
-from redis.asyncio.retry import Retry as AsyncRetry
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from service import metrics
 from service.deps import require_key
+from service.eventlog import EventLog, OutcomeUnknown, connect, connect_async
 from service.heap import HeapFreezer
-from service.learner import Learner
+from service.learner import Learner, limits
 from service.routers import decisions, health, models, personalizer, policies
 from service.settings import Settings, get_settings
-from service.store import EventLog, ModelStore
+from service.store import ModelStore
 
-__all__ = ["connect", "create_app"]
+__all__ = ["create_app"]
 
 log = logging.getLogger("boostbandit.app")
-
-
-def connect(url: str, timeout: float) -> redis.Redis:
-    """A Redis client that fails fast (one retry) so outages surface as 503s quickly."""
-    return redis.Redis.from_url(
-        url,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry=Retry(NoBackoff(), 1),
-        health_check_interval=10,
-    )
-
-
-def connect_async(url: str, timeout: float) -> redis.asyncio.Redis:
-    """:func:`connect` for the event loop (predict and feedback await their round trips)."""
-    return redis.asyncio.Redis.from_url(
-        url,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry=AsyncRetry(NoBackoff(), 1),
-        health_check_interval=10,
-    )
 
 
 class BodySizeLimit:
@@ -159,7 +135,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             settings.redis_async == "auto" and not settings.run_learner
         )
         async_client = connect_async(url, settings.redis_timeout_seconds) if use_async else None
-        app.state.log = EventLog(client, async_client=async_client)
+        app.state.log = EventLog(client, async_client=async_client, limits=limits(settings))
         # a replica (no learner here) serves snapshots' serving copies: see service/store.py
         app.state.store = store = ModelStore(app.state.log, serving_only=not settings.run_learner)
         stop = threading.Event()
@@ -244,7 +220,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.exception_handler(redis.TimeoutError)
     async def _redis_down(request: Request, exc: redis.RedisError) -> JSONResponse:
         return JSONResponse(
-            {"detail": f"event log (Redis) unavailable, nothing was recorded: {exc}"},
+            {"detail": f"event log (Redis) unavailable: {exc}"},
+            status_code=503,
+            headers={"Retry-After": "1"},
+        )
+
+    @app.exception_handler(OutcomeUnknown)
+    async def _outcome_unknown(request: Request, exc: OutcomeUnknown) -> JSONResponse:
+        return JSONResponse(
+            {"detail": f"event log (Redis) did not answer ({exc}): the write may or may not "
+                       "have happened; retrying the same request is safe (idempotent)"},
             status_code=503,
             headers={"Retry-After": "1"},
         )

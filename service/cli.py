@@ -334,21 +334,18 @@ def serve_command(
 @app.command("learner")
 def learner_command() -> None:
     """Run the learner alone against REDIS_URL (next to API replicas)."""
-    import signal
-
-    from service.app import connect
-    from service.learner import Learner
+    from service.eventlog import EventLog, connect
+    from service.learner import Learner, limits
     from service.settings import Settings
-    from service.store import EventLog, ModelStore
+    from service.store import ModelStore
 
     settings = Settings()
     if not settings.redis_url:
         _fail("REDIS_URL is required for a separate learner (serve embeds Redis instead)")
     timeout = settings.redis_timeout_seconds + settings.learner_block_ms / 1000
     client = connect(settings.redis_url, timeout)
-    learner = Learner(ModelStore(EventLog(client)), settings, client)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: learner.stop_event.set())
+    learner = Learner(ModelStore(EventLog(client, limits=limits(settings))), settings, client)
+    learner.install_signal_handlers()
     typer.echo(f"learner {learner.owner} on {settings.redis_url}", err=True)
     learner.run()
     learner.stop()
@@ -380,7 +377,7 @@ def worker_command(
     import logging
     import signal
 
-    from service.app import connect
+    from service.eventlog import connect
     from service.settings import Settings
     from service.worker import Worker
 
@@ -417,7 +414,7 @@ def worker_command(
 
 def _redis_client() -> Any:
     """A client of REDIS_URL for the export/import commands (usage error when unset)."""
-    from service.app import connect
+    from service.eventlog import connect
     from service.settings import Settings
 
     try:

@@ -10,15 +10,18 @@ from __future__ import annotations
 import secrets
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Path, Request, status
 
+from service.eventlog import EventLog
+from service.eventlog.keys import NAME_PATTERN
 from service.settings import Settings
-from service.store import EventLog, ModelStore, ServedModel
+from service.store import ModelStore, ServedModel
 
 __all__ = [
     "KeyDep",
     "LogDep",
     "ModelDep",
+    "ModelName",
     "SettingsDep",
     "StoreDep",
     "get_log",
@@ -50,7 +53,12 @@ LogDep = Annotated[EventLog, Depends(get_log)]
 StoreDep = Annotated[ModelStore, Depends(get_store)]
 
 
-async def get_model(name: str, store: StoreDep) -> ServedModel:
+ModelName = Annotated[
+    str, Path(pattern=NAME_PATTERN, description="The model name.", max_length=64)
+]
+
+
+async def get_model(name: ModelName, store: StoreDep) -> ServedModel:
     """The model named in the path, or 404."""
     model = store.get(name)
     if model is None:

@@ -1,7 +1,4 @@
-"""Redis key names and the JSON form of the logged events (DSJSON field names where they exist).
-
-Every key of a model carries the Redis Cluster hash tag ``{name}`` so the Lua scripts that touch
-several keys of one model stay on one shard.
+"""The JSON form of the logged events (DSJSON field names where they exist).
 
 A *decision* event (decisions stream) and a *joined* event (joined stream) use the field names of
 Vowpal Wabbit's Decision Service JSON: ``EventId``, ``Timestamp``, ``Version`` (``"1"``), ``a``
@@ -35,41 +32,8 @@ __all__ = [
     "dumps",
     "iso_timestamp",
     "joined_event",
-    "keys",
     "loads",
 ]
-
-MODELS_KEY = "bb:models"
-
-
-def keys(name: str) -> dict[str, str]:
-    """Every Redis key of model ``name``."""
-    base = f"bb:{{{name}}}"
-    return {
-        "decisions": f"{base}:decisions",
-        "feedback": f"{base}:feedback",
-        "joined": f"{base}:joined",
-        "waiting": f"{base}:waiting",  # zset event id -> reward deadline
-        "stats": f"{base}:stats",
-        "snapshot": f"{base}:snapshot",
-        "lease": f"{base}:lease",
-        # offline policies (service/worker.py): metadata by version, pickles of the published
-        # ones, the version counter, the latest published version, the worker's lease and status
-        "policies": f"{base}:policies",
-        "policy_blobs": f"{base}:policy_blobs",
-        "policy_seq": f"{base}:policy_seq",
-        "published": f"{base}:published",
-        "serving": f"{base}:serving",  # JSON: {"mode": "online"|"policy", ...}
-        "worker_lease": f"{base}:worker_lease",
-        "worker_status": f"{base}:worker_status",
-        "event_prefix": f"{base}:ev:",  # hash per event: decision JSON, deadline, flags
-    }
-
-
-def event_key(name: str, event_id: str) -> str:
-    """The per-event hash of ``event_id``."""
-    return keys(name)["event_prefix"] + event_id
-
 
 def iso_timestamp(seconds: float) -> str:
     """DSJSON timestamp ``yyyy-mm-ddThh:mm:ss.sssssssZ`` of a Unix time."""

@@ -86,7 +86,8 @@ import numpy as np
 import redis
 
 from boosters.base import Decision, check_context
-from service.events import decision_event, dumps, joined_event, keys, loads
+from service.eventlog.keys import keys
+from service.events import decision_event, dumps, joined_event, loads
 from service.store import ModelConfig
 
 __all__ = [

@@ -1,128 +1,125 @@
-"""The learner: joins feedback to decisions, applies the default reward, learns, snapshots.
+"""The learner: joins rewards to decisions, applies the joined stream, snapshots.
 
-It is the only writer of a model (a lease in Redis, renewed every loop, makes it so across
-processes). Per model it consumes the feedback stream with the consumer group ``learner`` and
-scans the waiting set for decisions whose reward window closed. Each join is appended to the
-joined stream by one atomic script, the booster learns from it in the joined stream's order, and
-only then is the feedback entry acknowledged. After a crash the entries that were delivered but
-not acknowledged are read again (``XREADGROUP ... 0``): a join that already happened is not
-repeated, and the joined events not yet in the snapshot are re-applied by
-:meth:`~service.store.EventLog.restore`. Decisions served by an offline policy (``bb.policy``) are
-joined like the others but marked ``_skipLearn``: the online booster does not learn from them.
-See :mod:`service.store` for the whole design.
+Per model whose lease it holds (a :class:`~service.eventlog.consumer.StreamConsumer`), each
+step:
 
-``boostbandit serve`` runs :class:`Learner` in a background thread of the API process (sharing
-its :class:`~service.store.ModelStore`); ``boostbandit learner`` runs it alone.
+1. **Join.** Feedback entries (consumer group ``learner``) and decisions whose reward window
+   closed (the waiting set, by Redis's clock) are joined by one fenced script each: the
+   feedback recorded within the window if there is one, else the default reward; never both,
+   never twice. A feedback entry is acknowledged after its join.
+2. **Apply.** The model applies the joined stream in its order from its own last applied id,
+   so whatever failed between a join and its apply, the event is applied on the next step,
+   exactly once.
+3. **Snapshot** between events, fenced, and trim the streams below what is consumed.
+
+Decisions served by an offline policy (``bb.policy``) are joined like the others but marked
+``_skipLearn``. The guarantees and the faults they are tested against: docs/consistency.md.
+``boostbandit serve`` runs it in a thread of the API process; ``boostbandit learner`` alone.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from typing import Any
 
 import redis
 
 from service import metrics
-from service.events import joined_event, keys, loads
+from service.eventlog import EventLog, Limits, keys
+from service.eventlog.consumer import StreamConsumer
+from service.eventlog.log import LeaseLost
+from service.events import joined_event, loads
 from service.heap import HeapFreezer
 from service.settings import Settings
-from service.store import EventLog, ModelStore, ServedModel
+from service.store import ModelStore, ServedModel, save_snapshot
 
-__all__ = ["Learner"]
+__all__ = ["Learner", "limits"]
 
 log = logging.getLogger("boostbandit.learner")
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def limits(settings: Settings) -> Limits:
+    """The event log's bounds under ``settings``."""
+    return Limits(
+        max_feature_names=settings.max_feature_names,
+        stream_max_events=settings.stream_max_events,
+        event_retention_seconds=settings.event_retention_seconds,
+    )
 
 
-class Learner:
+class Learner(StreamConsumer):
     """One learner loop over every model whose lease it holds."""
 
+    GROUP = EventLog.GROUP
+
     def __init__(self, store: ModelStore, settings: Settings, client: redis.Redis) -> None:
+        # its own client: blocking reads must not hold the API's pool
+        super().__init__(EventLog(client, limits=limits(settings)),
+                         settings.learner_lease_seconds, "learner")
         self.store = store
         self.settings = settings
-        self.log = EventLog(client)  # own client: blocking reads must not hold the API's pool
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.stop_event = threading.Event()
-        self.healthy = False
-        self._since_snapshot: dict[str, int] = {}
         self._fresh: set[str] = set()  # models whose pending entries must be re-read
         self._snapshots: dict[str, threading.Thread] = {}  # snapshots being pickled and written
-        self._thread: threading.Thread | None = None
         self.heap = HeapFreezer(settings.gc_freeze_seconds)
 
     # --- lifecycle -----------------------------------------------------------------------------
-    def start(self) -> None:
-        """Run :meth:`run` in a daemon thread."""
-        self._thread = threading.Thread(target=self.run, name="boostbandit-learner", daemon=True)
-        self._thread.start()
-
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the loop, snapshot the models it owns and release their leases."""
+        """Stop the loop, snapshot the models it owns (between events) and release them."""
         self.stop_event.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        self.join(timeout)
         for thread in list(self._snapshots.values()):
             thread.join(timeout)  # an older snapshot must not land after the final one
         try:
             for model in self.store.loaded():
-                if model.owned:
+                if model.owned and model.name in self.leases:
                     if model.version != model.snapshot_version:
-                        self.log.save_snapshot(model)
-                    self.log.release(model.name, self.owner)
+                        save_snapshot(self.log, model, lease=self.leases[model.name])
                     model.owned = False
-        except redis.RedisError as exc:
+            self.release_all()
+        except (redis.RedisError, LeaseLost) as exc:
             log.warning("final snapshot failed: %s", exc)
 
-    def run(self) -> None:
-        """Loop until :attr:`stop_event` is set; Redis outages are waited out."""
-        while not self.stop_event.is_set():
-            try:
-                self.step()
-                self.healthy = True
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                self.healthy = False
-                self._fresh.update(m.name for m in self.store.loaded())
-                log.warning("learner: Redis unavailable (%s); retrying", exc)
-                self.stop_event.wait(0.5)
-            except Exception:  # keep learning other models; this is a bug to look at
-                self._fresh.update(m.name for m in self.store.loaded())
-                log.exception("learner step failed")
-                self.stop_event.wait(0.5)
+    def on_lease_lost(self, name: str) -> None:
+        model = self.store.peek(name)
+        if model is not None:
+            model.owned = False
+
+    def on_error(self) -> None:
+        self._fresh.update(m.name for m in self.store.loaded())
 
     # --- one iteration -------------------------------------------------------------------------
     def owned_models(self) -> list[ServedModel]:
-        """Sync with the stored configs, take/renew leases; the models this learner writes."""
+        """Sync with the stored configs, take/renew leases; the models this learner writes.
+
+        A model newly ours is rebuilt from its snapshot and the joined stream (the lease is
+        renewed during that replay) before anything is written.
+        """
         configs = self.log.configs()
         for model in self.store.loaded():
             if model.name not in configs or configs[model.name].uid != model.config.uid:
                 self.store.drop(model.name)
         owned = []
         for name in configs:
-            state = self.log.lease(name, self.owner, self.settings.learner_lease_seconds)
-            model = self.store.get(name)
-            if model is None:
-                continue
+            state = self.hold(name)
+            model = self.store.peek(name)
             if state == 0:
-                model.owned = False
+                if model is not None:
+                    model.owned = False
                 continue
-            if state == 2 or not model.owned:  # newly ours: catch up with the log first
-                self.log.ensure_group(name)
-                model = self.store.reload(name) or model
+            if state == 2 or model is None or not model.owned:
+                self.log.ensure_group(keys(name)["feedback"], self.GROUP)
+                model = self.store.reload(name, on_event=lambda n=name: self.keep_alive(n))
+                if model is None:
+                    continue
                 model.owned = True
                 self._fresh.add(name)
             owned.append(model)
         return owned
 
     def step(self) -> None:
-        """Read feedback, join, learn, expire, snapshot (one round over the owned models)."""
+        """Join (feedback, then closed windows), apply, snapshot: one round over the models."""
         owned = {m.name: m for m in self.owned_models()}
         if not owned:
             self.stop_event.wait(self.settings.learner_block_ms / 1000)
@@ -131,23 +128,21 @@ class Learner:
             while self._read(owned, {keys(name)["feedback"]: "0"}, block=None):
                 pass
             self._fresh.discard(name)
-        streams = {keys(name)["feedback"]: ">" for name in owned}
-        self._read(owned, streams, block=self.settings.learner_block_ms)
-        now = time.time()
+        self._read(owned, {keys(n)["feedback"]: ">" for n in owned},
+                   block=self.settings.learner_block_ms)
         for model in owned.values():
-            self.expire(model, now)
-            self.maybe_snapshot(model, now)
+            self.expire(model)
+            self.catch_up(model)
+            self.maybe_snapshot(model, time.time())
         self.heap.maybe_freeze()
 
-    def _read(
-        self, owned: dict[str, ServedModel], streams: dict[str, str], block: int | None
-    ) -> int:
-        """Handle one batch read from ``streams``; the number of entries handled."""
+    def _read(self, owned: dict[str, ServedModel], streams: dict[str, str],
+              block: int | None) -> int:
+        """Join one batch read from ``streams``; the number of entries handled."""
         by_stream = {keys(name)["feedback"]: owned[name] for name in owned}
         try:
-            response = self.log.r.xreadgroup(
-                EventLog.GROUP, "learner", streams, count=self.settings.learner_batch, block=block
-            )
+            response = self.log.read_group(self.GROUP, "learner", streams,
+                                           self.settings.learner_batch, block)
         except redis.ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
@@ -157,77 +152,77 @@ class Learner:
                 model.owned = False
             return 0
         handled = 0
-        for stream, entries in response or []:
-            model = by_stream[_text(stream)]
+        for stream, entries in response:
+            model = by_stream[stream]
             for entry_id, fields in entries:
                 handled += 1
                 if fields:  # None for a pending entry trimmed away
-                    self.on_feedback(model, _text(entry_id), fields)
-                self.log.r.xack(stream, EventLog.GROUP, entry_id)
+                    feedback = loads(fields[b"e"])
+                    lag = max(0.0, time.time() - feedback["ts"])
+                    metrics.LEARNER_LAG.labels(model.name).set(lag)
+                    self.join_event(model, feedback["EventId"])
+                self.log.ack(stream, self.GROUP, entry_id)
         return handled
 
-    def on_feedback(self, model: ServedModel, entry_id: str, fields: dict) -> None:
-        """Join one feedback entry to its decision and learn from it (before the ack)."""
-        fields = {_text(k): v for k, v in fields.items()}
-        feedback = loads(fields["e"])
-        event_id = feedback["EventId"]
-        decision = self.log.decision_of(model.name, event_id)
-        if decision is None:
-            return  # the event expired from the log: nothing left to join
-        metrics.LEARNER_LAG.labels(model.name).set(max(0.0, time.time() - feedback["ts"]))
-        if _text(fields.get("late", "0")) == "1":
-            # recorded in the feedback stream, not learned: the default reward applies
-            self._join(model, event_id, decision, None, None, "default", None)
-            return
-        self._join(
-            model,
-            event_id,
-            decision,
-            feedback.get("reward"),
-            feedback.get("label"),
-            "feedback",
-            entry_id,
-        )
+    def expire(self, model: ServedModel) -> None:
+        """Join every decision whose window closed (its on-time feedback, else the default)."""
+        for event_id in self.log.due(model.name, self.settings.learner_batch):
+            self.join_event(model, event_id)
 
-    def expire(self, model: ServedModel, now: float) -> None:
-        """Apply the default reward to every decision whose window closed."""
-        for event_id in self.log.due(model.name, now, self.settings.learner_batch):
-            decision = self.log.decision_of(model.name, event_id)
-            if decision is None:
-                self.log.r.zrem(keys(model.name)["waiting"], event_id)
-                continue
-            self._join(model, event_id, decision, None, None, "default", None)
+    def join_event(self, model: ServedModel, event_id: str) -> str | None:
+        """Join ``event_id``: its on-time feedback if recorded, else (window closed) the
+        default reward. The fenced script re-checks that choice atomically; the joined id, or
+        None if nothing was appended (joined before, expired, or the window is still open)."""
+        for _ in range(3):
+            state = self.log.event_state(model.name, event_id)
+            if state is None or state["joined"] is not None or state["decision"] is None:
+                return None
+            event = self._joined(model, state)
+            outcome, joined_id = self.log.join(model.name, event_id, event,
+                                               self.held(model.name))
+            if outcome == "joined":
+                metrics.JOINED.labels(model.name, event["bb"]["source"]).inc()
+                return joined_id
+            if outcome != "retry":
+                return None
+        return None
 
-    def _join(self, model, event_id, decision, reward, label, source, feedback_id) -> None:
-        if source == "default":
-            reward, label = model.config.default_reward, None
+    @staticmethod
+    def _joined(model: ServedModel, state: dict[str, Any]) -> dict[str, Any]:
+        decision, feedback = state["decision"], state["feedback"]
+        if feedback is None:
+            reward, label, source = model.config.default_reward, None, "default"
+        else:
+            reward, label, source = feedback.get("reward"), feedback.get("label"), "feedback"
         if label is not None:
             reward = 1.0 if int(label) == int(decision["bb"]["decision"]["action"]) else 0.0
         # a decision served by an offline policy is joined (the worker trains on it) but not
         # learned by the online booster: its internals and propensities are not the booster's
-        learn = not decision["bb"].get("policy")
-        event = joined_event(
-            decision,
-            reward=float(reward),
-            label=label,
-            source=source,
-            learn=learn,
-            ts=time.time(),
-            feedback_id=feedback_id,
+        return joined_event(
+            decision, reward=float(reward), label=label, source=source,
+            learn=not decision["bb"].get("policy"), ts=time.time(),
+            feedback_id=state["feedback_id"],
         )
-        joined_id = self.log.join(model.name, event_id, event)
-        if joined_id is None:
-            return  # joined before (a re-delivery after a crash): already in the joined stream
-        model.apply(event, joined_id)
-        metrics.JOINED.labels(model.name, source).inc()
-        self._since_snapshot[model.name] = self._since_snapshot.get(model.name, 0) + 1
+
+    def catch_up(self, model: ServedModel) -> int:
+        """Apply the joined events after the model's last applied one, in stream order."""
+        applied = 0
+        while not self.stop_event.is_set():
+            batch = self.log.joined_batch(model.name, model.joined_id, self.settings.learner_batch)
+            if not batch:
+                break
+            for sid, event in batch:
+                model.apply(event, sid)
+            applied += len(batch)
+            self.keep_alive(model.name)
+        return applied
 
     def maybe_snapshot(self, model: ServedModel, now: float) -> None:
         """Snapshot every ``snapshot_every_events`` events or ``snapshot_every_seconds``.
 
-        The state is frozen here (:meth:`~service.store.ServedModel.begin_dump`: a fork), and a
-        background thread waits for the pickles and writes them, so learning goes on meanwhile;
-        one snapshot per model is in flight at a time.
+        The state is frozen here, between events (:meth:`~service.store.ServedModel.begin_dump`:
+        a fork), and a background thread waits for the pickles and writes them (fenced), then
+        trims the streams; one snapshot per model is in flight at a time.
         """
         pending = model.version - model.snapshot_version
         if pending <= 0:
@@ -242,16 +237,18 @@ class Learner:
             collect = model.begin_dump()
             thread = threading.Thread(
                 target=self._write_snapshot,
-                args=(model, collect),
+                args=(model, collect, self.held(model.name)),
                 name=f"snapshot-{model.name}",
                 daemon=True,
             )
             self._snapshots[model.name] = thread
             thread.start()
 
-    def _write_snapshot(self, model: ServedModel, collect) -> None:
+    def _write_snapshot(self, model: ServedModel, collect, lease: str) -> None:
         try:
-            self.log.save_snapshot(model, collect())
+            snapshot = collect()
+            save_snapshot(self.log, model, snapshot, lease=lease)
             metrics.SNAPSHOT_AGE.labels(model.name).set(0.0)
-        except redis.RedisError as exc:  # the next interval tries again
+            self.log.trim(model.name, snapshot.joined_id)
+        except (redis.RedisError, LeaseLost) as exc:  # the next interval tries again
             log.warning("snapshot of %s not written: %s", model.name, exc)

@@ -843,7 +843,7 @@ def load_policy(spec: str, client: Any = None) -> tuple[Any, str]:
         raise ValueError(f"policy version must be an integer, got {version_text!r}")
     if client is None:
         raise ValueError(f"{spec!r} is not a file; a policy id MODEL[:VERSION] needs REDIS_URL")
-    from service.store import EventLog
+    from service.eventlog import EventLog
 
     log = EventLog(client)
     config = log.config(name)

@@ -97,6 +97,12 @@ class ModelInfo(BaseModel):
     published_policy: int | None = Field(
         default=None, description="Latest published offline policy version."
     )
+    retention: dict[str, float | int] | None = Field(
+        default=None,
+        description="Stream lengths (decisions, feedback, joined, waiting), distinct feature "
+        "names, and the bounds kept: max_feature_names, stream_max_events, "
+        "event_retention_seconds.",
+    )
 
 
 class PredictRequest(_Body):

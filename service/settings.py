@@ -44,6 +44,23 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=256 * 1024, ge=1024, description="Largest request body.")
     max_features: int = Field(default=1000, ge=1, description="Most features in one context.")
     max_actions: int = Field(default=1000, ge=2, description="Most actions of one model.")
+    max_feature_names: int = Field(
+        default=10_000, ge=1,
+        description="Most distinct feature names one model accepts over its life (its schema); "
+        "a context bringing more is refused with 422 naming this limit.",
+    )
+    max_key_length: int = Field(
+        default=256, ge=1, description="Longest feature name (characters) in a context."
+    )
+    max_string_length: int = Field(
+        default=1024, ge=1, description="Longest string feature value (characters)."
+    )
+    stream_max_events: int = Field(
+        default=1_000_000, ge=0,
+        description="Entries kept per stream of a model (decisions, feedback, joined); the "
+        "feedback and joined streams are trimmed only below what the learner (and the "
+        "worker, if it runs) consumed. 0: unbounded.",
+    )
 
     # a snapshot bounds the replay on restart (and how stale API replicas are), but each one
     # costs the serving process a fork and its copy-on-write page faults: measured in

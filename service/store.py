@@ -1,56 +1,8 @@
-"""Models held in memory, the Redis event log, and how a model is rebuilt from it.
+"""The models held in memory (:class:`ServedModel`, :class:`ModelStore`) and how a model is
+rebuilt from the event log: its latest snapshot plus the joined events after it.
 
-Consistency design
-==================
-
-The event log in Redis is the source of truth; a model is always *its latest snapshot plus the
-joined events after it*.
-
-* **Deciding never changes a model.** ``decide_one`` runs on the shared in-memory booster under
-  its lock, but with a *per-event* generator, seeded by ``(model seed, event id)`` (as in
-  Personalizer, where the event id seeds the PRNG), swapped in for the booster's own ``_rng``;
-  the generator and the decision counter are put back afterwards. A decision therefore depends
-  only on the model state and the event id, and the model state depends only on what it learned.
-  The full :class:`~boosters.base.Decision` (internals included) is logged, so learning never
-  decides again.
-* **Learning has one order: the joined stream.** The learner is the only writer of a model.
-  It joins each reward to its decision (or applies the default reward when the wait window
-  expires), appends the joined event to the model's joined stream in one atomic Lua script, and
-  applies ``learn_one`` in that stream's order; the booster's own generator is advanced only
-  by learning. A feedback entry is acknowledged to its consumer group only after that.
-* **Snapshots** pickle the booster under its lock together with the id of the last joined event
-  it has applied. Restoring = unpickle + re-apply the joined events after that id. After a
-  ``kill -9`` nothing acknowledged is lost: decisions and feedback are in Redis before the HTTP
-  answer; a feedback entry whose join did not happen is still pending in the consumer group and is
-  delivered again; a join that happened but was not applied is re-applied from the joined stream.
-  The restored model is bit-for-bit the one that never crashed (same seed, same joined order).
-* **Processes.** ``boostbandit serve``: one process, the API and the learner thread share the
-  in-memory models (the learner applies, the API decides, both under the model's lock).
-  Several API replicas (``uvicorn --factory service.app:create_app``) with a separate
-  ``boostbandit learner``: each replica reloads the latest snapshot of every model it serves every
-  ``replica_refresh_seconds``. A lease in Redis makes one learner the only writer of a model.
-* **Serving copies.** Every snapshot is written twice from the same state: the whole booster
-  (``blob``, for restarts and learners) and a serving copy (``serving``,
-  :func:`learners.frozen.dumps_serving`) whose Hoeffding trees keep only their branch tests and
-  leaf class counts. It decides exactly like the whole booster (in half the time), is a tenth of
-  the size, and loads one tree at a time, so a replica swapping it in never stops its event loop
-  for longer than one tree takes to load: milliseconds, where unpickling the whole booster held
-  the GIL for seconds (``benchmarks/swap_stall.py``). Replicas (processes without a learner)
-  load serving copies only; a serving copy refuses to learn, and a learner taking a model over
-  always restores the whole booster.
-* **Offline policies.** ``boostbandit worker`` (:mod:`service.worker`) trains BOPL policies on
-  the joined stream and stores them per model: metadata by version (``policies``), pickles of
-  the published ones (``policy_blobs``) and the latest published version (``published``), written
-  in one MULTI/EXEC. The serving config (``serving``: ``online`` or ``policy`` with a temperature
-  and an exploration floor) is read on every predict, so every replica switches at once. In
-  policy mode the decision is drawn from the published policy's probabilities with the same
-  per-event generator; it is logged like an online decision, with ``bb.policy`` naming the policy
-  version. The online booster does not learn from such events (the learner marks them
-  ``_skipLearn``): its ``learn_one`` needs decision-time internals of its *own* decision and
-  importance weights of its *own* propensities, which a policy-served decision does not have.
-  Learning them would bias it; skipping them keeps it exactly the model it was (it resumes when
-  serving goes back online), while the worker trains on every joined event, policy-served ones
-  included, since their logged propensities are exact.
+The design (who writes what, in which order, and what survives which fault) is in
+docs/consistency.md.
 """
 
 from __future__ import annotations
@@ -61,23 +13,18 @@ import hashlib
 import logging
 import os
 import pickle
-import secrets
 import threading
 import time
-import uuid
 import warnings
-from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator
 from typing import Any, NamedTuple
 
 import numpy as np
-import redis
-import redis.asyncio
 
 from boosters.base import Decision, OnlineBooster
-from boosters.registry import make_booster
 from learners.frozen import dumps_serving, release
-from service.events import MODELS_KEY, dumps, event_key, keys, loads
+from service.domain import ModelConfig, ServingConfig
+from service.eventlog import EventLog
 
 __all__ = [
     "EventLog",
@@ -90,103 +37,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("boostbandit.store")
-
-# --- Lua scripts: each is atomic, so the log never holds half an event ----------------------
-
-_PREDICT = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-local sid = redis.call('XADD', KEYS[2], '*', 'e', ARGV[1])
-redis.call('HSET', KEYS[1], 'sid', sid, 'deadline', ARGV[2], 'd', ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('ZADD', KEYS[3], ARGV[2], ARGV[4])
-redis.call('HINCRBY', KEYS[4], 'decisions', 1)
-return sid
-"""
-
-_FEEDBACK = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
-if redis.call('HSETNX', KEYS[1], 'fb', ARGV[2]) == 0 then
-  return {1, redis.call('HGET', KEYS[1], 'fb_late')}
-end
-local late = '0'
-if tonumber(ARGV[1]) > tonumber(redis.call('HGET', KEYS[1], 'deadline')) then late = '1' end
-local sid = redis.call('XADD', KEYS[2], '*', 'e', ARGV[2], 'late', late)
-redis.call('HSET', KEYS[1], 'fb_sid', sid, 'fb_late', late)
-redis.call('HINCRBY', KEYS[3], 'rewards', 1)
-return {2, late}
-"""
-
-_JOIN = """
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  return {0}
-end
-if redis.call('HEXISTS', KEYS[1], 'joined') == 1 then return {1} end
-redis.call('ZREM', KEYS[2], ARGV[1])
-local jid = redis.call('XADD', KEYS[3], '*', 'e', ARGV[2])
-redis.call('HSET', KEYS[1], 'joined', jid)
-redis.call('HINCRBY', KEYS[4], 'joined', 1)
-redis.call('HINCRBYFLOAT', KEYS[4], 'reward_sum', ARGV[3])
-return {2, jid}
-"""
-
-_LEASE = """
-local cur = redis.call('GET', KEYS[1])
-if cur == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 2
-end
-if cur == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-"""
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """What ``POST /v1/models`` stored: enough to rebuild the model from scratch."""
-
-    name: str
-    booster: str
-    actions: list[str]
-    params: dict[str, Any]
-    reward_wait_seconds: float = 600.0
-    default_reward: float = 0.0
-    uid: str = field(default_factory=lambda: uuid.uuid4().hex)
-    created: float = field(default_factory=time.time)
-
-    @property
-    def seed(self) -> int:
-        """The seed of the booster and of the per-event decision generators."""
-        return int(self.params["seed"])
-
-    def to_json(self) -> str:
-        """Stored form."""
-        return dumps(self.__dict__)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> ModelConfig:
-        """Inverse of :meth:`to_json`."""
-        return cls(**loads(text))
-
-    def build(self) -> OnlineBooster:
-        """A fresh booster (raises ValueError/TypeError on bad parameters)."""
-        return make_booster(self.booster, n_actions=len(self.actions), **self.params)
-
-    @staticmethod
-    def fill_seed(params: dict[str, Any]) -> dict[str, Any]:
-        """Give the parameters a concrete seed so the model is reproducible from its config."""
-        out = dict(params)
-        if out.get("seed") is None:
-            out["seed"] = secrets.randbits(63)
-        return out
-
 
 def event_rng(seed: int, event_id: str) -> np.random.Generator:
     """The generator of one decision: a function of the model seed and the event id only.
@@ -214,27 +64,6 @@ def draw(probabilities: np.ndarray, rng: np.random.Generator) -> int:
     return action
 
 
-@dataclass(frozen=True)
-class ServingConfig:
-    """How a model's decisions are made: ``online`` (its booster) or ``policy`` (its latest
-    published offline policy, softmax at ``temperature`` mixed with the floor
-    ``min_propensity``; None means: the values the policy was evaluated with)."""
-
-    mode: str = "online"
-    temperature: float | None = None
-    min_propensity: float | None = None
-    updated: float | None = None
-
-    def to_json(self) -> str:
-        """Stored form."""
-        return dumps(self.__dict__)
-
-    @classmethod
-    def from_json(cls, text: str | bytes | None) -> ServingConfig:
-        """Inverse of :meth:`to_json` (the default, online, for a missing key)."""
-        return cls() if text is None else cls(**loads(text))
-
-
 def apply_joined(booster: OnlineBooster, event: dict[str, Any]) -> bool:
     """Apply one joined event to ``booster`` (deterministic; False if it was not learned)."""
     steps = apply_steps(booster, event)
@@ -260,6 +89,9 @@ def apply_steps(booster: OnlineBooster, event: dict[str, Any]) -> Generator[None
         yield from steps
     except (ValueError, TypeError) as exc:  # e.g. a default reward for a full-information booster
         log.debug("event %s not learned: %s", event.get("EventId"), exc)
+        return False
+    except Exception:  # a bug; handled the same way in a restore, so the model stays the fold
+        log.exception("event %s: learning failed; counted as not learned", event.get("EventId"))
         return False
     return True
 
@@ -290,11 +122,15 @@ class ServedModel:
         self.version = version  # joined events applied
         self.joined_id = joined_id  # id of the last joined event applied
         self.lock = threading.RLock()
+        # held by apply() for a whole event and by dumps: a snapshot is taken between events
+        self.event_lock = threading.RLock()
         self.snapshot_version = version
         self.snapshot_time = time.time()
         self.owned = False  # True while this process's learner holds the model's lease
         self.serving_copy = False  # True for a booster restored from a serving copy: no learning
         self.last_applied_ts: float | None = None
+        # the feature types the log confirmed (service/runtime.py checks contexts against them)
+        self.feature_types: dict[str, str] = {}
         # deciders waiting for the lock; apply() waits for _no_deciders before learning
         self._deciders = 0
         self._deciders_lock = threading.Lock()
@@ -314,7 +150,7 @@ class ServedModel:
         the lock); None is returned then. Decisions use the booster under the lock only, so
         once this returns nothing uses the replaced one.
         """
-        with self.lock:
+        with self.event_lock, self.lock:
             if newer_only and (self.owned or other.version <= self.version):
                 return None
             replaced = self.booster
@@ -407,20 +243,21 @@ class ServedModel:
                 "learn; restore the whole snapshot first (ModelStore.reload)"
             )
         if event.get("bb", {}).get("imported"):
-            with self.lock:
+            with self.event_lock, self.lock:
                 self.joined_id = joined_id
             return False
-        steps = apply_steps(self.booster, event)
-        while True:
-            self._no_deciders.wait(self.YIELD_SECONDS)  # blocks (no polling) only if some wait
-            with self.lock:
-                try:
-                    next(steps)
-                except StopIteration as done:
-                    learned = done.value
-                    self.version += 1
-                    self.joined_id = joined_id
-                    break
+        with self.event_lock:
+            steps = apply_steps(self.booster, event)
+            while True:
+                self._no_deciders.wait(self.YIELD_SECONDS)  # blocks only if deciders wait
+                with self.lock:
+                    try:
+                        next(steps)
+                    except StopIteration as done:
+                        learned = done.value
+                        self.version += 1
+                        self.joined_id = joined_id
+                        break
         self.last_applied_ts = time.time()
         return learned
 
@@ -438,11 +275,12 @@ class ServedModel:
         """:meth:`dump` in two halves: the state is frozen now (a fork, under the lock), and
         the returned function waits for its pickles, so that wait can be another thread's.
 
-        If the child fails, the collector pickles the state of that moment in this process.
+        The state is always one between two events (:attr:`event_lock`). If the child fails,
+        the collector pickles the state of that moment in this process, between events too.
         """
         if self.serving_copy:
             raise RuntimeError(f"{self.name}: a serving copy is not snapshotted")
-        with self.lock:
+        with self.event_lock, self.lock:
             version, joined_id = self.version, self.joined_id
             if not isolated:
                 b = self.booster
@@ -529,324 +367,45 @@ def pickle_isolated(
     return collect
 
 
-class EventLog:
-    """The Redis side: model configs, the three streams per model, snapshots and stats."""
+def restore(
+    log_: EventLog, config: ModelConfig, replay: bool = True, serving: bool = False,
+    on_event: Callable[[], None] | None = None,
+) -> ServedModel:
+    """Latest snapshot (or a fresh booster), plus the joined events after it if ``replay``.
 
-    GROUP = "learner"
+    With ``serving`` the snapshot's serving copy is loaded instead of the whole booster (when
+    the snapshot has one): it decides the same and cannot learn, so nothing is replayed.
+    ``on_event`` is called after each replayed event (a learner renews its lease there).
+    """
+    snap = log_.load_snapshot(config.name, serving=serving)
+    if snap is not None and snap["uid"] == config.uid and snap["blob"] is not None:
+        model = ServedModel(config, pickle.loads(snap["blob"]), snap["version"],
+                            snap["joined_id"])
+        model.snapshot_version = snap["version"]
+        model.snapshot_time = snap["ts"]
+        model.serving_copy = snap["serving"]
+        if model.serving_copy:
+            return model
+    else:
+        model = ServedModel(config, config.build())
+    if replay:
+        for sid, event in log_.joined_after(config.name, model.joined_id):
+            model.apply(event, sid)
+            if on_event is not None:
+                on_event()
+    return model
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        serving_ttl: float = 1.0,
-        async_client: redis.asyncio.Redis | None = None,
-    ) -> None:
-        self.r = client
-        #: for the ``*_async`` methods, which the predict and feedback routes await so the event
-        #: loop serves other requests during the round trip (they use ``client`` without it)
-        self.ar = async_client
-        #: how long (seconds) a model's serving state is reused before predict reads it again
-        self.serving_ttl = serving_ttl
-        self._serving: dict[str, tuple[float, tuple[ServingConfig, int | None]]] = {}
-        self._predict = client.register_script(_PREDICT)
-        self._feedback = client.register_script(_FEEDBACK)
-        self._join = client.register_script(_JOIN)
-        self._lease = client.register_script(_LEASE)
-        if async_client is not None:
-            self._apredict = async_client.register_script(_PREDICT)
-            self._afeedback = async_client.register_script(_FEEDBACK)
 
-    # --- configs -----------------------------------------------------------------------------
-    def add_config(self, config: ModelConfig) -> bool:
-        """Store a new model's config (False if the name is taken)."""
-        return bool(self.r.hsetnx(MODELS_KEY, config.name, config.to_json()))
-
-    def config(self, name: str) -> ModelConfig | None:
-        """The stored config of ``name``."""
-        raw = self.r.hget(MODELS_KEY, name)
-        return None if raw is None else ModelConfig.from_json(raw)
-
-    def configs(self) -> dict[str, ModelConfig]:
-        """Every stored config."""
-        return {_text(k): ModelConfig.from_json(v) for k, v in self.r.hgetall(MODELS_KEY).items()}
-
-    def delete_model(self, name: str) -> bool:
-        """Remove a model's config and every key of it."""
-        self._serving.pop(name, None)
-        existed = bool(self.r.hdel(MODELS_KEY, name))
-        pattern = f"bb:{{{name}}}:*"  # model names are [A-Za-z0-9_.-]: nothing to escape
-        batch: list[Any] = []
-        for key in self.r.scan_iter(match=pattern, count=500):
-            batch.append(key)
-            if len(batch) >= 500:
-                self.r.delete(*batch)
-                batch = []
-        if batch:
-            self.r.delete(*batch)
-        return existed
-
-    # --- events ------------------------------------------------------------------------------
-    @staticmethod
-    def _decision_call(
-        config: ModelConfig, event_id: str, event: dict[str, Any], ts: float, retention: float
-    ) -> dict[str, list]:
-        k = keys(config.name)
-        deadline = ts + config.reward_wait_seconds
-        ttl = int(config.reward_wait_seconds + retention) + 1
-        return {
-            "keys": [event_key(config.name, event_id), k["decisions"], k["waiting"], k["stats"]],
-            "args": [dumps(event), repr(deadline), ttl, event_id],
-        }
-
-    def append_decision(
-        self, config: ModelConfig, event_id: str, event: dict[str, Any], ts: float, retention: float
-    ) -> str | None:
-        """Log a decision atomically; None if the event id is already used."""
-        sid = self._predict(**self._decision_call(config, event_id, event, ts, retention))
-        return None if sid is None else _text(sid)
-
-    async def append_decision_async(
-        self, config: ModelConfig, event_id: str, event: dict[str, Any], ts: float, retention: float
-    ) -> str | None:
-        """:meth:`append_decision`, awaiting the round trip (on the async client, if any)."""
-        if self.ar is None:
-            return self.append_decision(config, event_id, event, ts, retention)
-        sid = await self._apredict(**self._decision_call(config, event_id, event, ts, retention))
-        return None if sid is None else _text(sid)
-
-    @staticmethod
-    def _feedback_call(
-        name: str, event_id: str, feedback: dict[str, Any], now: float
-    ) -> dict[str, list]:
-        k = keys(name)
-        return {
-            "keys": [event_key(name, event_id), k["feedback"], k["stats"]],
-            "args": [repr(now), dumps(feedback)],
-        }
-
-    @staticmethod
-    def _feedback_outcome(res: list) -> tuple[str, bool]:
-        status = int(res[0])
-        if status == 0:
-            return "unknown", False
-        late = len(res) > 1 and res[1] is not None and _text(res[1]) == "1"
-        return ("duplicate" if status == 1 else "new"), late
-
-    def append_feedback(self, name: str, event_id: str, feedback: dict[str, Any], now: float):
-        """Log feedback: ``("unknown", False)``, ``("duplicate", late)`` or ``("new", late)``."""
-        res = self._feedback(**self._feedback_call(name, event_id, feedback, now))
-        return self._feedback_outcome(res)
-
-    async def append_feedback_async(
-        self, name: str, event_id: str, feedback: dict[str, Any], now: float
-    ) -> tuple[str, bool]:
-        """:meth:`append_feedback`, awaiting the round trip (on the async client, if any)."""
-        if self.ar is None:
-            return self.append_feedback(name, event_id, feedback, now)
-        res = await self._afeedback(**self._feedback_call(name, event_id, feedback, now))
-        return self._feedback_outcome(res)
-
-    def decision_of(self, name: str, event_id: str) -> dict[str, Any] | None:
-        """The logged decision event of ``event_id`` (None once it expired)."""
-        raw = self.r.hget(event_key(name, event_id), "d")
-        return None if raw is None else loads(raw)
-
-    def join(self, name: str, event_id: str, event: dict[str, Any]) -> str | None:
-        """Append a joined event once per decision; its stream id, or None if already joined."""
-        k = keys(name)
-        res = self._join(
-            keys=[event_key(name, event_id), k["waiting"], k["joined"], k["stats"]],
-            args=[event_id, dumps(event), repr(float(event["bb"]["reward"]))],
-        )
-        return _text(res[1]) if int(res[0]) == 2 else None
-
-    def due(self, name: str, now: float, count: int) -> list[str]:
-        """Event ids whose reward window closed before ``now``."""
-        ids = self.r.zrangebyscore(keys(name)["waiting"], "-inf", now, start=0, num=count)
-        return [_text(i) for i in ids]
-
-    def stats(self, name: str) -> dict[str, float]:
-        """Counters of a model."""
-        raw = self.r.hgetall(keys(name)["stats"])
-        return {_text(k): float(v) for k, v in raw.items()}
-
-    def joined_after(self, name: str, after: str, count: int = 500) -> Iterator[tuple[str, dict]]:
-        """Joined events with ids after ``after``, in order."""
-        stream = keys(name)["joined"]
-        while True:
-            batch = self.r.xrange(stream, min=f"({after}", max="+", count=count)
-            if not batch:
-                return
-            for sid, fields in batch:
-                after = _text(sid)
-                yield after, loads(fields[b"e"] if b"e" in fields else fields["e"])
-
-    # --- learner plumbing --------------------------------------------------------------------
-    def ensure_group(self, name: str) -> None:
-        """Create the learner's consumer group on the feedback stream (idempotent)."""
-        try:
-            self.r.xgroup_create(keys(name)["feedback"], self.GROUP, id="0", mkstream=True)
-        except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
-
-    def lease(self, name: str, owner: str, seconds: float, kind: str = "lease") -> int:
-        """Take or renew a model's lease: 2 taken, 1 renewed, 0 held by another process.
-
-        ``kind`` is the key: ``"lease"`` (learners) or ``"worker_lease"`` (offline workers).
-        """
-        return int(self._lease(keys=[keys(name)[kind]], args=[owner, int(seconds * 1000)]))
-
-    def release(self, name: str, owner: str, kind: str = "lease") -> None:
-        """Give the lease back if we hold it."""
-        key = keys(name)[kind]
-        if self.r.get(key) in (owner, owner.encode()):
-            self.r.delete(key)
-
-    # --- offline policies and serving -------------------------------------------------------
-    def next_policy_version(self, name: str) -> int:
-        """A new policy version of ``name`` (1, 2, ...; never reused while the model exists)."""
-        return int(self.r.incr(keys(name)["policy_seq"]))
-
-    def store_policy(
-        self, name: str, version: int, meta: dict[str, Any], blob: bytes | None, publish: bool
-    ) -> dict[str, Any]:
-        """Store a trained policy under ``version`` (one MULTI/EXEC); its stored metadata.
-
-        ``meta`` gets ``version``, ``created`` and ``published``; the pickle is kept only for
-        published policies, which also become the model's latest published one.
-        """
-        k = keys(name)
-        meta = {**meta, "version": version, "created": time.time(), "published": bool(publish)}
-        pipe = self.r.pipeline(transaction=True)
-        pipe.hset(k["policies"], str(version), dumps(meta))
-        if publish:
-            if blob is None:
-                raise ValueError("a published policy needs its pickle")
-            pipe.hset(k["policy_blobs"], str(version), blob)
-            pipe.set(k["published"], version)
-        pipe.execute()
-        self._serving.pop(name, None)
-        return meta
-
-    def policies(self, name: str) -> list[dict[str, Any]]:
-        """Metadata of every trained policy of ``name``, newest first."""
-        raw = self.r.hgetall(keys(name)["policies"])
-        return sorted((loads(v) for v in raw.values()), key=lambda m: -m["version"])
-
-    def policy_meta(self, name: str, version: int) -> dict[str, Any] | None:
-        """Metadata of one policy version."""
-        raw = self.r.hget(keys(name)["policies"], str(version))
-        return None if raw is None else loads(raw)
-
-    def policy_blob(self, name: str, version: int) -> bytes | None:
-        """The pickle of a published policy."""
-        return self.r.hget(keys(name)["policy_blobs"], str(version))
-
-    def published_version(self, name: str) -> int | None:
-        """The latest published policy version of ``name``."""
-        raw = self.r.get(keys(name)["published"])
-        return None if raw is None else int(raw)
-
-    def serving_state(self, name: str, fresh: bool = False) -> tuple[ServingConfig, int | None]:
-        """The serving config and the latest published version (one round trip).
-
-        Unless ``fresh``, reused for ``serving_ttl`` seconds, so predict does not pay a round trip
-        for it every time: a switch or a newly published policy reaches every replica within that
-        delay (at once in the process that made the switch).
-        """
-        now = time.monotonic()
-        cached = None if fresh else self._serving_cached(name, now)
-        if cached is not None:
-            return cached
-        k = keys(name)
-        return self._serving_read(name, now, self.r.mget([k["serving"], k["published"]]))
-
-    async def serving_state_async(self, name: str) -> tuple[ServingConfig, int | None]:
-        """:meth:`serving_state` (cached), awaiting the round trip when it reads."""
-        now = time.monotonic()
-        cached = self._serving_cached(name, now)
-        if cached is not None:
-            return cached
-        if self.ar is None:
-            return self.serving_state(name)
-        k = keys(name)
-        return self._serving_read(name, now, await self.ar.mget([k["serving"], k["published"]]))
-
-    def _serving_cached(self, name: str, now: float) -> tuple[ServingConfig, int | None] | None:
-        cached = self._serving.get(name)
-        return cached[1] if cached is not None and now - cached[0] < self.serving_ttl else None
-
-    def _serving_read(
-        self, name: str, now: float, raw: list
-    ) -> tuple[ServingConfig, int | None]:
-        serving, published = raw
-        state = ServingConfig.from_json(serving), None if published is None else int(published)
-        self._serving[name] = (now, state)
-        return state
-
-    def set_serving(self, name: str, serving: ServingConfig) -> None:
-        """Store the serving config of ``name``."""
-        self.r.set(keys(name)["serving"], serving.to_json())
-        self._serving.pop(name, None)
-
-    def worker_status(self, name: str) -> dict[str, Any] | None:
-        """What the offline worker last reported for ``name``."""
-        raw = self.r.get(keys(name)["worker_status"])
-        return None if raw is None else loads(raw)
-
-    def set_worker_status(self, name: str, status: dict[str, Any]) -> None:
-        """Record the offline worker's progress on ``name``."""
-        self.r.set(keys(name)["worker_status"], dumps(status))
-
-    # --- snapshots ---------------------------------------------------------------------------
-    def save_snapshot(self, model: ServedModel, snapshot: Snapshot | None = None) -> int:
-        """Write the model's snapshot (``snapshot``, or one taken now); returns its version."""
-        blob, serving, version, joined_id = snapshot if snapshot is not None else model.dump()
-        now = time.time()
-        self.r.hset(
-            keys(model.name)["snapshot"],
-            mapping={
-                "blob": blob,
-                "serving": serving,
-                "version": version,
-                "joined_id": joined_id,
-                "ts": repr(now),
-                "uid": model.config.uid,
-            },
-        )
+def save_snapshot(
+    log_: EventLog, model: ServedModel, snapshot: Snapshot | None = None, lease: str | None = None
+) -> int:
+    """Write the model's snapshot (``snapshot``, or one taken now, between two events) as the
+    lease holder ``lease`` (None: the initial snapshot of a new model); returns its version."""
+    blob, serving, version, joined_id = snapshot if snapshot is not None else model.dump()
+    now = log_.save_snapshot(model.config, blob, serving, version, joined_id, lease)
+    if version >= model.snapshot_version:
         model.snapshot_version, model.snapshot_time = version, now
-        return version
-
-    def snapshot_meta(self, name: str) -> tuple[int, str] | None:
-        """``(version, uid)`` of the latest snapshot, without its blob."""
-        version, uid = self.r.hmget(keys(name)["snapshot"], ["version", "uid"])
-        return None if version is None else (int(version), _text(uid))
-
-    def restore(
-        self, config: ModelConfig, replay: bool = True, serving: bool = False
-    ) -> ServedModel:
-        """Latest snapshot (or a fresh booster), plus the joined events after it if ``replay``.
-
-        With ``serving`` the snapshot's serving copy is loaded instead of the whole booster (when
-        the snapshot has one): it decides the same and cannot learn, so nothing is replayed.
-        """
-        key = keys(config.name)["snapshot"]
-        fields = ["uid", "version", "joined_id", "ts", "serving" if serving else "blob"]
-        uid, version, joined_id, ts, blob = self.r.hmget(key, fields)
-        if serving and uid is not None and blob is None:  # written before serving copies
-            blob, serving = self.r.hget(key, "blob"), False
-        if uid is not None and _text(uid) == config.uid and blob is not None:
-            model = ServedModel(config, pickle.loads(blob), int(version), _text(joined_id))
-            model.snapshot_time = float(ts)
-            model.serving_copy = serving
-            if serving:
-                return model
-        else:
-            model = ServedModel(config, config.build())
-        if replay:
-            for sid, event in self.joined_after(config.name, model.joined_id):
-                model.apply(event, sid)
-        return model
+    return version
 
 
 class ModelStore:
@@ -892,10 +451,14 @@ class ModelStore:
                 config = self.log.config(name)
                 if config is None:
                     return None
-                model = self._models[name] = self.log.restore(
+                model = self._models[name] = restore(self.log,
                     config, replay=not self.serving_only, serving=self.serving_only
                 )
             return model
+
+    def peek(self, name: str) -> ServedModel | None:
+        """The model ``name`` if it is in memory (never loads)."""
+        return self._models.get(name)
 
     def put(self, model: ServedModel) -> None:
         """Register a model built here."""
@@ -922,13 +485,16 @@ class ModelStore:
             self.get(name)
         self.ready = True
 
-    def reload(self, name: str) -> ServedModel | None:
-        """Rebuild ``name`` from its snapshot and the joined events (a learner taking over)."""
+    def reload(
+        self, name: str, on_event: Callable[[], None] | None = None
+    ) -> ServedModel | None:
+        """Rebuild ``name`` from its snapshot and the joined events (a learner taking over;
+        ``on_event`` is called after each replayed event)."""
         config = self.log.config(name)
         if config is None:
             self.drop(name)
             return None
-        fresh = self.log.restore(config)
+        fresh = restore(self.log, config, on_event=on_event)
         current = self._models.get(name)
         if current is None or current.config.uid != config.uid:
             self.put(fresh)
@@ -957,7 +523,7 @@ class ModelStore:
             meta = self.log.snapshot_meta(model.name)
             if meta and meta[1] == config.uid and meta[0] > model.version:
                 with loading():
-                    fresh = self.log.restore(config, replay=False, serving=True)
+                    fresh = restore(self.log, config, replay=False, serving=True)
                 replaced = model.adopt(fresh, newer_only=True)
                 if replaced is not None:
                     release(replaced)

@@ -26,12 +26,8 @@ by the policies route).
 from __future__ import annotations
 
 import logging
-import os
 import pickle
-import socket
-import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,10 +35,13 @@ from typing import Any
 
 import redis
 
-from service.events import keys, loads
+from service.eventlog import EventLog
+from service.eventlog.consumer import StreamConsumer
+from service.eventlog.keys import keys
+from service.events import loads
 from service.offline import TrainConfig, train_and_evaluate
 from service.settings import Settings
-from service.store import EventLog, ModelConfig
+from service.store import ModelConfig
 
 __all__ = ["Worker", "train_config"]
 
@@ -91,7 +90,7 @@ class _ModelState:
     status_written: float = 0.0
 
 
-class Worker:
+class Worker(StreamConsumer):
     """The offline worker loop over the models whose worker lease it holds.
 
     ``models`` restricts it to those names (all models when empty).
@@ -99,15 +98,15 @@ class Worker:
 
     GROUP = "worker"
     CONSUMER = "worker"
+    LEASE_KIND = "worker_lease"
+    RETRY_SECONDS = 1.0
 
     def __init__(
         self, client: redis.Redis, settings: Settings, models: Sequence[str] | None = None
     ) -> None:
-        self.log = EventLog(client)
+        super().__init__(EventLog(client), settings.worker_lease_seconds, "worker")
         self.settings = settings
         self.models = list(models or [])
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.stop_event = threading.Event()
         self.states: dict[str, _ModelState] = {}
 
     # --- one-shot ------------------------------------------------------------------------------
@@ -169,26 +168,17 @@ class Worker:
         return meta
 
     # --- the loop ------------------------------------------------------------------------------
-    def run(self) -> None:
-        """Loop until :attr:`stop_event` is set; Redis outages are waited out."""
-        while not self.stop_event.is_set():
-            try:
-                self.step()
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                self.states.clear()  # rebuilt from the stream once Redis is back
-                log.warning("worker: Redis unavailable (%s); retrying", exc)
-                self.stop_event.wait(1.0)
-            except Exception:  # keep serving the other models; this is a bug to look at
-                self.states.clear()
-                log.exception("worker step failed")
-                self.stop_event.wait(1.0)
+    def on_error(self) -> None:
+        self.states.clear()  # rebuilt from the stream at the next step
+
+    def on_lease_lost(self, name: str) -> None:
+        self.states.pop(name, None)
 
     def stop(self) -> None:
         """Release the leases this worker holds."""
         self.stop_event.set()
         try:
-            for name in list(self.states):
-                self.log.release(name, self.owner, kind="worker_lease")
+            self.release_all()
         except redis.RedisError as exc:
             log.warning("could not release worker leases: %s", exc)
         self.states.clear()
@@ -202,9 +192,7 @@ class Worker:
                 log.info("%s: deleted or recreated; dropping its window", name)
                 del self.states[name]
         for name in selected:
-            lease = self.log.lease(
-                name, self.owner, self.settings.worker_lease_seconds, kind="worker_lease"
-            )
+            lease = self.hold(name)
             if lease == 0:
                 self.states.pop(name, None)
             elif name not in self.states or lease == 2:

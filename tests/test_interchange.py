@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from service.app import create_app
 from service.cli import app as cli
-from service.events import keys
+from service.eventlog import EventLog
+from service.eventlog.keys import keys
 from service.interchange import (
     ImportError_,
     export_events,
@@ -25,7 +26,7 @@ from service.interchange import (
     to_dsjson,
 )
 from service.settings import Settings
-from service.store import EventLog, ModelConfig, apply_joined
+from service.store import ModelConfig, apply_joined, restore
 from tests.test_service_api import FAST, wait_for
 
 ACTIONS = ["red", "green", "blue"]
@@ -201,7 +202,7 @@ def test_round_trip_jsonl_keeps_everything(produced, tmp_path: Path) -> None:
     # imported events are for the offline worker: a restored model neither learns them nor
     # counts them, exactly as the live learner (which never sees them)
     log = EventLog(r)
-    restored = log.restore(log.config("rt2"))
+    restored = restore(log, log.config("rt2"))
     fresh = log.config("rt2").build()
     assert restored.version == 0 and restored.joined_id == _last_id(r, "rt2")
     assert pickle.dumps(restored.booster) == pickle.dumps(fresh)

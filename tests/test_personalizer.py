@@ -14,7 +14,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.events import keys
+from service.eventlog.keys import keys
 from service.routers.personalizer import action_set_model_name
 from service.settings import Settings
 from tests.test_service_api import FAST, wait_for

@@ -14,7 +14,7 @@ import pytest
 
 from boosters.adabandit import AdaBandit
 from service.heap import HeapFreezer
-from service.store import ModelConfig, ServedModel, pickle_isolated
+from service.store import ModelConfig, ServedModel, pickle_isolated, restore
 
 ACTIONS = ["a", "b", "c"]
 
@@ -231,9 +231,10 @@ def test_the_learner_snapshots_in_the_background(redis_url: str) -> None:
     what lands is the state frozen when it started, and a restore of it equals the model then."""
     import redis
 
+    from service.eventlog import EventLog
     from service.learner import Learner
     from service.settings import Settings
-    from service.store import EventLog, ModelStore
+    from service.store import ModelStore
 
     client = redis.Redis.from_url(redis_url)
     log = EventLog(client)
@@ -242,6 +243,7 @@ def test_the_learner_snapshots_in_the_background(redis_url: str) -> None:
     model = ServedModel(config, config.build())
     settings = Settings(redis_url=redis_url, snapshot_every_events=5, snapshot_every_seconds=60)
     learner = Learner(ModelStore(log), settings, client)
+    assert learner.hold(config.name) == 2  # the writer of the model
     gate = threading.Event()
     started = []
     real_begin = model.begin_dump
@@ -268,7 +270,7 @@ def test_the_learner_snapshots_in_the_background(redis_url: str) -> None:
     gate.set()
     learner._snapshots[model.name].join(10)
     assert model.snapshot_version == 5 and log.snapshot_meta(model.name)[0] == 5
-    restored = log.restore(config, replay=False)
+    restored = restore(log, config, replay=False)
     once_through = pickle.dumps(pickle.loads(frozen_state), protocol=5)  # same memo layout
     assert pickle.dumps(restored.booster, protocol=5) == once_through
     assert pickle.dumps(model.booster, protocol=5) != frozen_state  # the model moved on

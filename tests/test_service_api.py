@@ -13,7 +13,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.events import keys
+from service.eventlog.keys import keys
 from service.settings import Settings
 
 FAST = dict(
@@ -214,7 +214,7 @@ BAD_PREDICTS = [
     (b'{"context": {"x": 1}, "excluded_actions": ["pink"]}', 422, "pink"),
     (b'{"context": {"x": 1}, "event_id": "has space"}', 422, "event_id"),
     (b'{"context": {"x": 1}, "extra": 1}', 422, "extra"),
-    (b'{"context": {"x": 1}, "event_id": "dup"}', 409, "dup"),
+    (b'{"context": {"x": 2}, "event_id": "dup"}', 409, "dup"),  # another body, same id
     (json.dumps({"context": {f"f{i}": i for i in range(21)}}).encode(), 422, "max_features"),
     (json.dumps({"context": {"x": "y" * 5000}}).encode(), 413, "too large"),
 ]
@@ -337,8 +337,8 @@ def test_redis_outage_503_then_recovery(private_redis, redis_async: str) -> None
 
 def test_learner_recovers_unacked_feedback_and_unapplied_joins(redis_url: str) -> None:
     """The two crash windows: delivered-not-acknowledged, and joined-not-applied."""
+    from service.eventlog import EventLog
     from service.events import joined_event
-    from service.store import EventLog
 
     replica = Settings(redis_url=redis_url, **{**FAST, "run_learner": False})
     with TestClient(create_app(replica)) as c:  # an API replica: logs, does not learn
@@ -353,7 +353,8 @@ def test_learner_recovers_unacked_feedback_and_unapplied_joins(redis_url: str) -
             c.post("/v1/models/m1/predict", json={"context": {"x": 1}, "event_id": e})
             c.post("/v1/models/m1/feedback", json={"event_id": e, "reward": 1})
         log: EventLog = c.app.state.log
-        log.ensure_group("m1")
+        log.ensure_group(keys("m1")["feedback"], EventLog.GROUP)
+        _, held = log.lease("m1", "crashed-learner", 0.3)  # expires before the next learner
         delivered = log.r.xreadgroup(
             EventLog.GROUP, "learner", {keys("m1")["feedback"]: ">"}, count=2
         )
@@ -363,7 +364,8 @@ def test_learner_recovers_unacked_feedback_and_unapplied_joins(redis_url: str) -
             "m1",
             "e2",
             joined_event(decision, reward=1.0, label=None, source="feedback", learn=True, ts=0.0),
-        )
+            held,
+        )[0] == "joined"
         assert c.get("/v1/models/m1").json()["version"] == 0
     with TestClient(create_app(Settings(redis_url=redis_url, **FAST))) as c:
         wait_for(lambda: c.get("/v1/models/m1").json()["version"] == 3)

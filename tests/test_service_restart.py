@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 import redis
 
-from service.store import EventLog, ModelConfig, ServedModel, apply_joined
+from service.eventlog import EventLog
+from service.store import ModelConfig, ServedModel, apply_joined, restore
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTIONS = ["a", "b", "c", "d"]
@@ -170,7 +171,7 @@ def restored(url: str, from_scratch: bool = False) -> ServedModel:
     log = EventLog(redis.Redis.from_url(url))
     config = log.config("m")
     if not from_scratch:
-        return log.restore(config)
+        return restore(log, config)
     model = ServedModel(config, config.build())
     for _sid, event in log.joined_after("m", "0-0"):
         apply_joined(model.booster, event)
@@ -277,7 +278,7 @@ def test_separate_learner_and_api_replica(redis_server, tmp_path: Path) -> None:
             # the replica holds the snapshot's serving copy, which decides like the whole model
             store = c.app.state.store
             served = store.get("m")
-            whole = store.log.restore(served.config)
+            whole = restore(store.log, served.config)
             assert served.serving_copy and not whole.serving_copy
             assert served.version == whole.version == 3
             for i in range(10):

@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 from boosters.base import Decision
 from service.app import create_app
 from service.cli import app as cli_app
-from service.events import decision_event, dumps, joined_event, keys
+from service.eventlog.keys import keys
+from service.events import decision_event, dumps, joined_event
 from service.featurize import Featurizer
 from service.offline import TrainConfig, train_and_evaluate
 from service.settings import Settings

@@ -19,7 +19,7 @@ import uuid
 from fastapi import APIRouter, Depends, HTTPException, status
 
 from boosters.registry import booster_class
-from service import metrics
+from service import metrics, runtime
 from service.deps import (
     LogDep,
     ModelDep,
@@ -27,6 +27,7 @@ from service.deps import (
     StoreDep,
     require_key,
 )
+from service.eventlog import OutcomeUnknown
 from service.events import decision_event, iso_timestamp
 from service.schemas import FeedbackRequest, FeedbackResponse, PredictRequest, PredictResponse
 
@@ -65,8 +66,12 @@ async def predict(
     excluded = sorted({index[a] for a in body.excluded_actions})
     if len(excluded) >= len(config.actions):
         raise _unprocessable("excluded_actions excludes every action")
+    try:
+        runtime.check_context_sizes(body.context, settings)
+        new_types = runtime.unconfirmed_types(model, log, runtime.context_types(body.context))
+    except runtime.ContextError as exc:
+        raise _unprocessable(str(exc)) from None
     event_id = body.event_id or uuid.uuid4().hex
-    # deciding does not change the model, so a repeated event id is caught by the atomic append
     serving, published = await log.serving_state_async(config.name)
     bundle = None
     if serving.mode == "policy" and published is not None:
@@ -89,18 +94,47 @@ async def predict(
         event_id, ts, version, config.actions, body.context, decision,
         excluded=excluded, policy=policy,
     )
-    retention = settings.event_retention_seconds
-    if await log.append_decision_async(config, event_id, event, ts, retention) is None:
-        raise HTTPException(status.HTTP_409_CONFLICT, f"event id {event_id!r} was already used")
+    digest = runtime.request_digest(body.model_dump(exclude={"event_id"}))
+    try:
+        outcome = await log.append_decision_async(config, event_id, event, digest, new_types)
+    except OutcomeUnknown as exc:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"event log (Redis) did not answer ({exc}): the decision {event_id!r} may or may "
+            "not have been logged. Retry with this event_id: predict is idempotent per event "
+            "id (the same request gets the logged decision back).",
+            headers={"Retry-After": "1"},
+        ) from None
+    if outcome.status == "replay":
+        logged = outcome.event
+        if logged is None and outcome.joined_id is not None:
+            logged = log.joined_event(config.name, outcome.joined_id)
+        if logged is None:
+            raise HTTPException(status.HTTP_409_CONFLICT, f"event id {event_id!r} was used; its "
+                                "decision is no longer kept")
+        return _response_of(logged)
+    if outcome.status == "conflict":
+        raise HTTPException(status.HTTP_409_CONFLICT, f"event id {event_id!r} was already used "
+                            "by a different request")
+    if outcome.status in ("type", "full"):
+        raise _unprocessable(str(runtime.outcome_error(outcome, new_types, settings)))
+    runtime.confirm_types(model, new_types)
     metrics.DECISIONS.labels(config.name).inc()
-    p = decision.probabilities.tolist()
+    return _response_of(event)
+
+
+def _response_of(event: dict) -> PredictResponse:
+    """The answer to a predict, from its logged decision event."""
+    bb = event["bb"]
+    actions = bb["actions"]
+    p = {actions[a - 1]: prob for a, prob in zip(event["a"], event["p"], strict=True)}
     return PredictResponse(
-        event_id=event_id,
-        action=config.actions[decision.action],
-        probability=p[decision.action],
-        probabilities=dict(zip(config.actions, p)),
-        model_version=version,
-        policy_version=None if policy is None else published,
+        event_id=event["EventId"],
+        action=bb["action_id"],
+        probability=bb["propensity"],
+        probabilities={a: p[a] for a in actions},
+        model_version=bb["model_version"],
+        policy_version=(bb.get("policy") or {}).get("version"),
     )
 
 
@@ -132,7 +166,7 @@ async def feedback(
         "label": label,
         "label_id": body.label,
     }
-    outcome, late = await log.append_feedback_async(config.name, body.event_id, payload, now)
+    outcome, late = await log.append_feedback_async(config.name, body.event_id, payload)
     if outcome == "unknown":
         raise HTTPException(
             status.HTTP_404_NOT_FOUND,

@@ -8,13 +8,15 @@ from boosters.registry import booster_params
 from service.deps import (
     LogDep,
     ModelDep,
+    ModelName,
     SettingsDep,
     StoreDep,
     require_admin,
     require_key,
 )
+from service.eventlog import EventLog
 from service.schemas import CreateModel, ModelInfo
-from service.store import EventLog, ModelConfig, ServedModel
+from service.store import ModelConfig, ServedModel, save_snapshot
 
 router = APIRouter(prefix="/v1/models", tags=["models"], dependencies=[Depends(require_key)])
 
@@ -39,6 +41,7 @@ def _info(model: ServedModel, log: EventLog) -> ModelInfo:
         snapshot_version=model.snapshot_version,
         serving=serving.mode,
         published_policy=published,
+        retention=log.retention(model.name),
     )
 
 
@@ -88,7 +91,7 @@ def create_model(
     if log.config(body.name) is not None:
         raise HTTPException(status.HTTP_409_CONFLICT, f"model {body.name!r} already exists")
     model = ServedModel(config, booster)
-    log.save_snapshot(model)  # version 0, so replicas and learners start from the same state
+    save_snapshot(log, model)  # version 0, so replicas and learners start from the same state
     if not log.add_config(config):
         raise HTTPException(status.HTTP_409_CONFLICT, f"model {body.name!r} already exists")
     store.put(model)
@@ -115,8 +118,8 @@ def read_model(model: ModelDep, log: LogDep):
 @router.delete(
     "/{name}", status_code=status.HTTP_204_NO_CONTENT, dependencies=[Depends(require_admin)]
 )
-def delete_model(name: str, log: LogDep, store: StoreDep) -> Response:
-    """Delete a model and its whole log (admin)."""
+def delete_model(name: ModelName, log: LogDep, store: StoreDep) -> Response:
+    """Delete a model and its whole log (admin); nothing else is touched."""
     if not log.delete_model(name):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown model {name!r}")
     store.drop(name)

@@ -57,10 +57,12 @@ from fastapi.routing import APIRoute
 
 from boosters.base import check_context
 from boosters.registry import booster_class, names
-from service import metrics
+from service import metrics, runtime
 from service.deps import LogDep, SettingsDep, StoreDep
 from service.deps import _matches as key_matches
-from service.events import decision_event, dumps, event_key, iso_timestamp, loads
+from service.eventlog import EventLog
+from service.eventlog.keys import event_key
+from service.events import decision_event, dumps, iso_timestamp, loads
 from service.interchange import flatten_context
 from service.schemas import (
     PersonalizerError,
@@ -70,7 +72,7 @@ from service.schemas import (
     RewardRequest,
 )
 from service.settings import Settings
-from service.store import EventLog, ModelConfig, ModelStore, ServedModel
+from service.store import ModelConfig, ModelStore, ServedModel, save_snapshot
 
 __all__ = ["PersonalizerFailure", "router", "to_model_reward"]
 
@@ -211,7 +213,7 @@ def _create(name: str, ids: list[str], log: EventLog, store: ModelStore,
     except (ValueError, TypeError) as exc:
         raise PersonalizerFailure(500, "InternalServerError",
                                   f"cannot build booster: {exc}") from None
-    log.save_snapshot(model)
+    save_snapshot(log, model)
     if log.add_config(config):
         store.put(model)
         log_.info("created model %s for actions %s", name, ", ".join(config.actions))
@@ -294,8 +296,16 @@ def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep)
     if len(context) > settings.max_features:
         raise _bad("InvalidRankRequest", f"too many features: {len(context)} > "
                    f"{settings.max_features}")
+    try:
+        runtime.check_context_sizes(context, settings)
+    except runtime.ContextError as exc:
+        raise _bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
     model = resolve_model(ids, log, store, settings)
     config = model.config
+    try:
+        new_types = runtime.unconfirmed_types(model, log, runtime.context_types(context))
+    except runtime.ContextError as exc:
+        raise _bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
     offered = set(ids) - set(excluded_ids)
     excluded = [i for i, a in enumerate(config.actions) if a not in offered]
     event_id = body.eventId or uuid.uuid4().hex
@@ -315,10 +325,15 @@ def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep)
             pipe.hset(dkey, mapping={"d": dumps(event), "ts": repr(ts)})
             pipe.expire(dkey, int(retention) + 1)
             pipe.execute()
-        elif log.append_decision(config, event_id, event, ts,
-                                 settings.event_retention_seconds) is None:
-            raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
-    except redis.RedisError:
+        else:
+            outcome = log.append_decision(config, event_id, event, new_types=new_types)
+            if outcome.status in ("type", "full"):
+                message = str(runtime.outcome_error(outcome, new_types, settings))
+                raise _bad("InvalidRankRequest", f"contextFeatures: {message}")
+            if outcome.status != "logged":
+                raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
+            runtime.confirm_types(model, new_types)
+    except (redis.RedisError, PersonalizerFailure):
         log.r.delete(_index_key(event_id))
         raise
     metrics.DECISIONS.labels(config.name).inc()
@@ -357,7 +372,7 @@ def reward(eventId: str, body: RewardRequest, log: LogDep) -> Response:  # noqa:
     if state == 0:
         raise PersonalizerFailure(404, "NotFound", f"unknown or expired eventId {eventId!r}")
     if state == 1:
-        outcome, _ = log.append_feedback(config.name, eventId, payload, now)
+        outcome, _ = log.append_feedback(config.name, eventId, payload)
         if outcome == "new":
             metrics.REWARDS.labels(config.name).inc()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -386,10 +401,10 @@ def activate(eventId: str, log: LogDep, settings: SettingsDep) -> Response:  # n
     event = loads(raw_event)
     # order matters: log the decision first, then forward a stashed reward (a reward arriving
     # from now on finds the decision in the log and goes the normal way)
-    log.append_decision(config, eventId, event, ts, settings.event_retention_seconds)
-    stashed, stashed_ts = log.r.hmget(dkey, ["fb", "fb_ts"])
+    log.append_decision(config, eventId, event, age=max(0.0, time.time() - ts))
+    stashed = log.r.hget(dkey, "fb")
     if stashed is not None:
-        outcome, _ = log.append_feedback(config.name, eventId, loads(stashed), float(stashed_ts))
+        outcome, _ = log.append_feedback(config.name, eventId, loads(stashed))
         if outcome == "new":
             metrics.REWARDS.labels(config.name).inc()
     log.r.delete(dkey)

@@ -8,8 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, status
 
 from service.deps import LogDep, ModelDep, StoreDep, require_admin, require_key
+from service.eventlog import EventLog
 from service.schemas import PoliciesResponse, PolicyInfo, ServingInfo, ServingRequest
-from service.store import EventLog, ModelStore, ServedModel, ServingConfig
+from service.store import ModelStore, ServedModel, ServingConfig
 
 router = APIRouter(prefix="/v1/models", tags=["policies"], dependencies=[Depends(require_key)])
 

@@ -1,0 +1,30 @@
+"""The event log: the only code that talks to Redis.
+
+- :mod:`~service.eventlog.keys`: key names (one hash tag per model), name checks.
+- :mod:`~service.eventlog.scripts`: the Lua scripts, each with its contract.
+- :mod:`~service.eventlog.log`: :class:`EventLog`, the gateway the routes, learner, worker and
+  CLI call.
+- :mod:`~service.eventlog.consumer`: :class:`StreamConsumer`, the loop of the learner and the
+  worker (consumer groups, fenced leases, signals, error policy).
+- :mod:`~service.eventlog.connect`: clients that never retry a write blindly.
+
+See docs/consistency.md for the guarantees and how the fault-injection tests check them.
+"""
+
+from service.eventlog.connect import connect, connect_async
+from service.eventlog.keys import MODELS_KEY, check_name, event_key, keys
+from service.eventlog.log import DecisionOutcome, EventLog, LeaseLost, Limits, OutcomeUnknown
+
+__all__ = [
+    "MODELS_KEY",
+    "DecisionOutcome",
+    "EventLog",
+    "LeaseLost",
+    "Limits",
+    "OutcomeUnknown",
+    "check_name",
+    "connect",
+    "connect_async",
+    "event_key",
+    "keys",
+]

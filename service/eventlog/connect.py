@@ -1,0 +1,40 @@
+"""Redis clients of the service: fail fast, never retry a command on their own.
+
+A command whose connection broke after it was sent may have run: retrying it blindly would run
+a write twice, or report "nothing was recorded" about one that was. So the clients make one
+attempt; :class:`~service.eventlog.log.EventLog` reports a lost answer to a write as
+:class:`~service.eventlog.log.OutcomeUnknown`, and the loops (learner, worker) retry whole steps,
+whose writes are idempotent.
+"""
+
+from __future__ import annotations
+
+import redis
+import redis.asyncio
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+__all__ = ["connect", "connect_async"]
+
+
+def connect(url: str, timeout: float) -> redis.Redis:
+    """A blocking client with ``timeout`` seconds per command and no retries."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), 0),
+        health_check_interval=10,
+    )
+
+
+def connect_async(url: str, timeout: float) -> redis.asyncio.Redis:
+    """:func:`connect` for the event loop (predict and feedback await their round trips)."""
+    return redis.asyncio.Redis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=AsyncRetry(NoBackoff(), 0),
+        health_check_interval=10,
+    )
