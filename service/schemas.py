@@ -238,6 +238,11 @@ class PolicyInfo(BaseModel):
     )
     baseline: float = Field(description="The logging policy's on-policy value on the hold-out.")
     publish_rule: str
+    difference: dict[str, Any] | None = Field(
+        default=None,
+        description="The paired difference (new policy - logging policy) the publish rule "
+        "tested: estimator, value, stderr, one-sided lower bound at level, n, p-value.",
+    )
     training: dict[str, Any]
 
 

@@ -9,7 +9,8 @@ window minus its most recent ``worker_holdout_fraction`` and evaluates it on tha
 (:func:`service.offline.train_and_evaluate`: SNIPS and DR with intervals, for the new policy and
 for the logging policy). Every trained policy is recorded with a new version, its metrics and
 training metadata; it is *published* (its pickle stored and the model's ``published`` pointer
-moved) only when the lower bound of its estimate beats the logging policy's value.
+moved) only when the one-sided lower bound of the paired difference (new policy minus logging
+policy, per hold-out event) at ``worker_level`` is above zero.
 ``GET /v1/models/{name}/policies`` lists them; ``PUT /v1/models/{name}/serving`` switches a model
 to serve its latest published policy.
 
@@ -48,10 +49,6 @@ __all__ = ["Worker", "train_config"]
 log = logging.getLogger("boostbandit.worker")
 
 _STATUS_EVERY_SECONDS = 5.0
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _sid(stream_id: str) -> tuple[int, int]:
@@ -112,10 +109,7 @@ class Worker(StreamConsumer):
     # --- one-shot ------------------------------------------------------------------------------
     def window_events(self, name: str, max_id: str = "+") -> list[tuple[str, dict[str, Any]]]:
         """The last ``worker_window`` joined events of ``name`` up to ``max_id``, oldest first."""
-        raw = self.log.r.xrevrange(
-            keys(name)["joined"], max=max_id, min="-", count=self.settings.worker_window
-        )
-        return [(_text(sid), loads(fields[b"e"])) for sid, fields in reversed(raw)]
+        return self.log.joined_tail(name, self.settings.worker_window, max_id)
 
     def train_once(self, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Train every selected model once on its current window; one summary per model.
@@ -204,24 +198,19 @@ class Worker(StreamConsumer):
         name, stream = config.name, keys(config.name)["joined"]
         last = self._last_delivered(stream)
         if last is None:
-            newest = self.log.r.xrevrange(stream, count=1)
-            last = _text(newest[0][0]) if newest else "0-0"
-            try:
-                self.log.r.xgroup_create(stream, self.GROUP, id=last, mkstream=True)
-            except redis.ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+            last = self.log.newest_id(stream)
+            if not self.log.ensure_group(stream, self.GROUP, start=last):
                 last = self._last_delivered(stream) or last
         window = deque(
             self.window_events(name, max_id=last) if last != "0-0" else [],
             maxlen=self.settings.worker_window,
         )
         while True:  # delivered before a restart, never acknowledged: already in the window
-            resp = self.log.r.xreadgroup(self.GROUP, self.CONSUMER, {stream: "0"}, count=500)
-            ids = [entry_id for _, entries in resp or [] for entry_id, _ in entries]
+            resp = self.log.read_group(self.GROUP, self.CONSUMER, {stream: "0"}, 500, None)
+            ids = [entry_id for _, entries in resp for entry_id, _ in entries]
             if not ids:
                 break
-            self.log.r.xack(stream, self.GROUP, *ids)
+            self.log.ack(stream, self.GROUP, *ids)
         state = _ModelState(config, window)
         policies = self.log.policies(name)
         if policies:
@@ -243,14 +232,8 @@ class Worker(StreamConsumer):
         return state
 
     def _last_delivered(self, stream: str) -> str | None:
-        try:
-            groups = self.log.r.xinfo_groups(stream)
-        except redis.ResponseError:  # no such key yet
-            return None
-        for group in groups:
-            if _text(group["name"]) == self.GROUP:
-                return _text(group["last-delivered-id"])
-        return None
+        info = self.log.group_info(stream, self.GROUP)
+        return None if info is None else info["last-delivered-id"]
 
     def step(self) -> None:
         """Read new joined events, then train the models that are due."""
@@ -260,28 +243,27 @@ class Worker(StreamConsumer):
             return
         by_stream = {keys(name)["joined"]: state for name, state in states.items()}
         try:
-            resp = self.log.r.xreadgroup(
+            resp = self.log.read_group(
                 self.GROUP,
                 self.CONSUMER,
                 {stream: ">" for stream in by_stream},
-                count=1000,
-                block=self.settings.worker_block_ms,
+                1000,
+                self.settings.worker_block_ms,
             )
         except redis.ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
             self.states.clear()  # a model was deleted under us: resync next step
             return
-        for stream, entries in resp or []:
-            state = by_stream[_text(stream)]
+        for stream, entries in resp:
+            state = by_stream[stream]
             ids = []
             for entry_id, fields in entries:
                 ids.append(entry_id)
                 if fields:
-                    state.window.append((_text(entry_id), loads(fields[b"e"])))
+                    state.window.append((entry_id, loads(fields[b"e"])))
                     state.new_events += 1
-            if ids:
-                self.log.r.xack(stream, self.GROUP, *ids)
+            self.log.ack(stream, self.GROUP, *ids)
         now = time.time()
         for state in states.values():
             self.maybe_train(state, now)

@@ -302,6 +302,20 @@ class EventLog:
         return [(text(sid), loads(fields[b"e"] if b"e" in fields else fields["e"]))
                 for sid, fields in raw]
 
+    def joined_tail(self, name: str, count: int, max_id: str = "+") -> list[tuple[str, dict]]:
+        """The last ``count`` joined events up to ``max_id``, oldest first."""
+        raw = self.r.xrevrange(keys(name)["joined"], max=max_id, min="-", count=count)
+        return [(text(sid), loads(fields[b"e"])) for sid, fields in reversed(raw)]
+
+    def newest_id(self, stream: str) -> str:
+        """The id of the newest entry of ``stream`` ("0-0" if empty)."""
+        newest = self.r.xrevrange(stream, count=1)
+        return text(newest[0][0]) if newest else "0-0"
+
+    def ping(self) -> bool:
+        """True if Redis answers."""
+        return bool(self.r.ping())
+
     def stats(self, name: str) -> dict[str, float]:
         """Counters of a model."""
         raw = self.r.hgetall(keys(name)["stats"])

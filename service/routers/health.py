@@ -24,7 +24,7 @@ def readyz(request: Request, store: StoreDep) -> JSONResponse:
     """Ready: Redis answers and the models are loaded (503 otherwise, with the reason)."""
     problems = []
     try:
-        request.app.state.log.r.ping()
+        request.app.state.log.ping()
     except redis.RedisError as exc:
         problems.append(f"Redis unreachable: {exc}")
     if not store.ready:
