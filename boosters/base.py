@@ -8,6 +8,18 @@ It then *learns* from the context, that decision and the feedback: a bandit rewa
 Actions are integer indices ``0 .. n_actions - 1``; the service maps its action ids onto them.
 All randomness comes from one seeded :class:`numpy.random.Generator` held by the booster, so the
 same seed and the same event order reproduce the same decisions and the same model.
+
+Every :meth:`OnlineBooster.decide_one` takes two keyword-only arguments:
+
+- ``allowed``: the actions that may be played this time (a sequence of indices; ``None`` = all).
+  The booster predicts among them with its own rule restricted to them, explores over them only,
+  puts probability 0 on the others, and logs what its learning needs to stay unbiased
+  (:mod:`boosters.exploration`, "Restricted decisions"). Asking for all actions is the same as
+  ``None``, and ``None`` is exactly the unrestricted decision of before.
+- ``rng``: a :class:`numpy.random.Generator` for this decision's draws instead of the booster's
+  own. The booster is then only read: its generator, its counters and every other state stay as
+  they were, so a service can decide concurrently with a per-event generator. With the same
+  generator state the decision is the one the booster's own generator would give.
 """
 
 from __future__ import annotations
@@ -15,7 +27,7 @@ from __future__ import annotations
 import abc
 import math
 import numbers
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,8 +205,15 @@ class OnlineBooster(abc.ABC):
     n_actions: int
 
     @abc.abstractmethod
-    def decide_one(self, x: dict) -> Decision:
-        """Decide an action for context ``x``."""
+    def decide_one(
+        self,
+        x: dict,
+        *,
+        allowed: Sequence[int] | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> Decision:
+        """Decide an action for context ``x`` among ``allowed`` (``None``: all actions), drawing
+        from ``rng`` if given (then without changing the booster); see the module docstring."""
 
     @abc.abstractmethod
     def learn_one(

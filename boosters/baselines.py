@@ -5,18 +5,27 @@
   importance-weighted classification reduction.
 - :class:`RiverPolicy`: River's context-free bandit policies (epsilon-greedy, UCB, Exp3, Thompson
   sampling) with the exact probability vector every played arm was drawn from.
+
+``decide_one(x, allowed=A)`` applies each rule to the allowed actions only (uniform over ``A``;
+epsilon / ``|A|`` on every allowed action and the greedy mass on the argmax among them; Exp3's
+mixture over ``A``; Thompson's argmax among the allowed draws), with probability 0 on the others.
+Every importance weight divides by the logged probability of the played action, the one it was
+really drawn with, so the importance-weighted rewards (the tree's ``r / p`` and Exp3's) are
+unbiased for every allowed action's reward; an excluded action is never played and gets nothing.
+``decide_one(x, rng=g)`` draws from ``g`` and leaves the policy untouched.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from river import bandit, proba
 
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
+from boosters.exploration import check_allowed, mask_scores
 from learners.hoeffding import make_vfdt
 
 __all__ = ["UniformPolicy", "EpsilonGreedyTree", "RiverPolicy"]
@@ -46,17 +55,29 @@ def _draw(rng: np.random.Generator, probabilities: np.ndarray) -> int:
     return int(rng.choice(probabilities.size, p=probabilities))
 
 
-def _greedy_probabilities(scores: np.ndarray, epsilon: float) -> np.ndarray:
+def _greedy_probabilities(
+    scores: np.ndarray, epsilon: float, allowed: np.ndarray | None = None
+) -> np.ndarray:
     """epsilon/k on every action plus (1 - epsilon) spread evenly over the argmax set of ``scores``.
 
     Spreading the greedy mass over tied actions is the exact marginal of "break ties uniformly
-    at random, then explore with probability epsilon".
+    at random, then explore with probability epsilon". With ``allowed``, the same over the allowed
+    actions (epsilon / ``|A|`` each, the argmax among them) and 0 on the others.
 
     >>> _greedy_probabilities(np.array([0.2, 0.5, 0.5, 0.1]), 0.2).tolist()
     [0.05, 0.45, 0.45, 0.05]
+    >>> p = _greedy_probabilities(np.array([0.2, 0.5, 0.5, 0.1]), 0.2, np.array([0, 2, 3]))
+    >>> p.round(4).tolist()
+    [0.0667, 0.0, 0.8667, 0.0667]
     """
-    best = scores == scores.max()
-    return epsilon / scores.size + (1.0 - epsilon) * best / np.count_nonzero(best)
+    if allowed is None:
+        best = scores == scores.max()
+        return epsilon / scores.size + (1.0 - epsilon) * best / np.count_nonzero(best)
+    masked = mask_scores(scores, allowed)
+    best = masked == masked[allowed].max()
+    p = np.zeros(scores.size)
+    p[allowed] = epsilon / allowed.size
+    return p + (1.0 - epsilon) * best / np.count_nonzero(best)
 
 
 def _played_propensity(decision: Decision, n_actions: int) -> float:
@@ -93,9 +114,22 @@ class UniformPolicy(OnlineBooster):
         self._rng = np.random.default_rng(seed)
         self._p = np.full(self.n_actions, 1.0 / self.n_actions)
 
-    def decide_one(self, x: dict) -> Decision:
+    def decide_one(
+        self,
+        x: dict,
+        *,
+        allowed: Sequence[int] | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> Decision:
+        """A uniform action among ``allowed`` (``None``: all), drawn from ``rng`` if given."""
         check_context(x)
-        return Decision(int(self._rng.integers(self.n_actions)), self._p.copy())
+        allowed = check_allowed(allowed, self.n_actions)
+        gen = self._rng if rng is None else rng
+        if allowed is None:
+            return Decision(int(gen.integers(self.n_actions)), self._p.copy())
+        p = np.zeros(self.n_actions)
+        p[allowed] = 1.0 / allowed.size
+        return Decision(int(allowed[gen.integers(allowed.size)]), p)
 
     def learn_one(self, x, decision, reward=None, label=None) -> None:
         self._feedback(decision, reward, label)
@@ -185,10 +219,18 @@ class EpsilonGreedyTree(OnlineBooster):
             scores[action] = p
         return scores
 
-    def decide_one(self, x: dict) -> Decision:
+    def decide_one(
+        self,
+        x: dict,
+        *,
+        allowed: Sequence[int] | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> Decision:
+        """Epsilon-greedy among ``allowed`` (``None``: all), drawn from ``rng`` if given."""
         check_context(x)
-        probabilities = _greedy_probabilities(self.scores(x), self.epsilon)
-        return Decision(_draw(self._rng, probabilities), probabilities)
+        allowed = check_allowed(allowed, self.n_actions)
+        probabilities = _greedy_probabilities(self.scores(x), self.epsilon, allowed)
+        return Decision(_draw(self._rng if rng is None else rng, probabilities), probabilities)
 
     def learn_one(
         self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
@@ -304,12 +346,31 @@ class RiverPolicy(OnlineBooster):
         """The River policy object holding the statistics."""
         return self._bandit
 
-    def probabilities(self) -> np.ndarray:
-        """The probability vector the next arm is drawn from (Thompson: a fresh MC estimate)."""
+    def probabilities(
+        self,
+        *,
+        allowed: Sequence[int] | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> np.ndarray:
+        """The probability vector the next arm is drawn from (Thompson: a fresh MC estimate).
+
+        ``allowed``: the rule applied to the allowed arms only, 0 on the others. ``rng``:
+        Thompson's Monte Carlo draws come from it, and nothing of the policy is written (River's
+        per-arm statistics are read without creating missing ones).
+        """
         policy, k = self._bandit, self.n_actions
+        allowed = check_allowed(allowed, k)
+        if rng is None:
+            stat = policy._rewards.__getitem__  # creates a missing arm's statistic, as before
+        else:
+            prototype = policy.reward_obj  # what River would create for a missing arm
+
+            def stat(arm):
+                return policy._rewards.get(arm, prototype)
+
         if self.policy == "epsilon_greedy":
-            means = np.array([policy._rewards[arm].get() for arm in range(k)], dtype=float)
-            return _greedy_probabilities(means, policy.current_epsilon)
+            means = np.array([stat(arm).get() for arm in range(k)], dtype=float)
+            return _greedy_probabilities(means, policy.current_epsilon, allowed)
         if self.policy == "ucb":
             bounds = np.full(k, math.inf)
             pulled = [arm for arm in range(k) if arm in policy._rewards]
@@ -319,20 +380,40 @@ class RiverPolicy(OnlineBooster):
                 # Same operations, in the same order, as River's UCB._pull (all correctly rounded
                 # except the one scalar log), so ties are detected exactly as River does.
                 bounds[pulled] = means + self.delta * np.sqrt(2 * math.log(policy._n) / counts)
-            return _greedy_probabilities(bounds, 0.0)
+            return _greedy_probabilities(bounds, 0.0, allowed)
         if self.policy == "exp3":
             weights = np.array([policy._weights[arm] for arm in range(k)], dtype=float)
-            total = sum(weights.tolist())  # River's left-to-right sum
-            return (1 - self.gamma) * (weights / total) + self.gamma / k
-        alpha = np.array([policy._rewards[arm].alpha for arm in range(k)], dtype=float)
-        beta = np.array([policy._rewards[arm].beta for arm in range(k)], dtype=float)
-        draws = self._rng.beta(alpha, beta, size=(self.mc_samples, k))
-        return np.bincount(draws.argmax(axis=1), minlength=k) / self.mc_samples
+            if allowed is None:
+                total = sum(weights.tolist())  # River's left-to-right sum
+                return (1 - self.gamma) * (weights / total) + self.gamma / k
+            p = np.zeros(k)
+            total = sum(weights[allowed].tolist())  # River's _pull over the allowed arms
+            p[allowed] = (1 - self.gamma) * (weights[allowed] / total) + self.gamma / allowed.size
+            return p
+        arms = range(k) if allowed is None else allowed.tolist()
+        alpha = np.array([stat(arm).alpha for arm in arms], dtype=float)
+        beta = np.array([stat(arm).beta for arm in arms], dtype=float)
+        gen = self._rng if rng is None else rng
+        draws = gen.beta(alpha, beta, size=(self.mc_samples, len(arms)))
+        counts = np.bincount(draws.argmax(axis=1), minlength=len(arms)) / self.mc_samples
+        if allowed is None:
+            return counts
+        p = np.zeros(k)
+        p[allowed] = counts
+        return p
 
-    def decide_one(self, x: dict) -> Decision:
+    def decide_one(
+        self,
+        x: dict,
+        *,
+        allowed: Sequence[int] | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> Decision:
+        """The policy's arm among ``allowed`` (``None``: all), drawn from ``rng`` if given (then
+        without changing the policy)."""
         check_context(x)
-        probabilities = self.probabilities()
-        return Decision(_draw(self._rng, probabilities), probabilities)
+        probabilities = self.probabilities(allowed=allowed, rng=rng)
+        return Decision(_draw(self._rng if rng is None else rng, probabilities), probabilities)
 
     def learn_one(
         self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None

@@ -2,7 +2,9 @@
 
 Implements ../shared/specs/bandit_boosting.md §1.2 (eq. 2, the exploration distribution with
 explore rate ``rho``), §1.3 (eq. 3, the naive estimator, and eq. 4, the proposed estimator) and
-§1.4 (eq. 5, estimated cost vectors), vectorised over learners and labels.
+§1.4 (eq. 5, estimated cost vectors), vectorised over learners and labels; plus the pieces every
+booster shares for *restricted* decisions (only some actions allowed): :func:`check_allowed`,
+:func:`mask_scores`, :func:`explore`, :func:`restrict` and :func:`draw`.
 
 >>> import numpy as np
 >>> p = exploration_distribution(yhat=1, k=3, rho=0.1)
@@ -10,33 +12,219 @@ explore rate ``rho``), §1.3 (eq. 3, the naive estimator, and eq. 4, the propose
 [0.05, 0.9, 0.05]
 >>> loss_estimate(yhat=1, ytilde=1, correct=True, p=p).round(4).tolist()   # case A
 [1.1111, 0.0, 1.1111]
+
+Restricted decisions
+--------------------
+A decision may be restricted to a set ``A`` of allowed actions (``decide_one(x, allowed=A)``).
+The booster then predicts ``yhat`` in ``A`` (its own prediction rule with the scores of the
+excluded actions set to ``-inf``), eq. 2 runs over ``A`` with ``k`` replaced by ``|A|`` (``1 - rho``
+on ``yhat``, ``rho / (|A| - 1)`` on every other allowed action, 0 on the excluded ones; everything
+on ``yhat`` when ``|A| = 1``), and the decision logs that ``p``, the allowed ``yhat`` and ``A``
+(``internals["allowed"]``). What the loss estimate of a restricted decision is unbiased for, under
+the 0-1 label model of seed 001 (the reward of action ``a`` is ``1{a = y}`` for a true label ``y``;
+a fractional reward is rounded to 1 with its own probability by
+:func:`boosters.base.resolve_feedback`, so it reads as the probability that ``a`` is the label),
+the expectation being over the played action ``ytilde ~ p`` (and the rounding), with
+``rho > 0`` (the bandit boosters; the full-information twins learn from the true label, exactly):
+
+* every **allowed** coordinate is unbiased whatever the label, excluded labels included:
+  ``E[lhat_j] = 1{j != y}`` for every ``j`` in ``A``;
+* an **excluded** coordinate ``j`` has ``E[lhat_j] = 1{y in A}``, which is ``1{j != y}`` when the
+  label is allowed or is ``j`` itself;
+* so the whole loss vector ``1 - e_y`` (eq. 1, what eq. 4 estimates) is estimated without bias
+  whenever the true label is allowed, or only one action is excluded. When the label is excluded
+  together with other actions, the excluded coordinates other than the label's have expectation
+  0 instead of 1, and no estimator can do better: every allowed action is then wrong whichever
+  excluded action is the label, so the feedback has the same distribution for ``y = j`` and
+  ``y = j'`` (both excluded) and nothing computed from it has expectation ``1{j != y}`` for both.
+
+The estimator (:func:`loss_estimate` with ``allowed``): eq. 4 itself on ``yhat``
+(``1{ytilde = yhat, wrong} / p_yhat``) and on the excluded actions (``1{correct} / p_ytilde``),
+and ``1 - 1{ytilde = j, correct} / p_j`` on every other allowed ``j``: that is eq. 4's value plus
+``1 - 1{correct} / p_ytilde``, a term of mean zero whenever the label is allowed, so in those
+rounds the expectation is eq. 4's; in rounds where the label is excluded it fixes the allowed
+coordinates, which eq. 4 alone leaves at 0 (eq. 4 charges them only in rounds where the label is
+found). Every propensity divided by is the logged one of the restricted ``p``, the probability the
+action was really played with. Without exclusions nothing changes: eq. 4 exactly, bit for bit.
+(Eq. 3, :func:`naive_loss_estimate`, the same way: ``1 - 1{ytilde = j, correct} / p_j`` on every
+allowed ``j``, eq. 3 on the excluded ones; the same statements hold.)
+The estimated costs ``C^i (1 - lhat)`` (eq. 5), AdaBandit's loss gradients and its Hedge losses
+``lhat[experts]`` (the experts' allowed labels, so always unbiased) are linear in ``lhat`` and
+inherit all of this. Renormalising eq. 2 after the fact instead (zeroing the excluded actions of
+the unrestricted decision) is biased as soon as the booster's own prediction is excluded: its
+coordinate then has expectation 0 although it is wrong, even with the label allowed (and, like
+eq. 4 alone, the allowed coordinates are biased in rounds whose label is excluded);
+tests/test_restricted.py enumerates both at k = 4.
 """
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Iterable
+
 import numpy as np
 
 __all__ = [
-    "exploration_distribution",
-    "loss_estimate",
-    "naive_loss_estimate",
+    "check_allowed",
+    "draw",
     "estimated_costs",
+    "exploration_distribution",
+    "explore",
     "full_information_loss",
+    "loss_estimate",
+    "mask_scores",
+    "naive_loss_estimate",
+    "restrict",
 ]
 
 
-def exploration_distribution(yhat: int, k: int, rho: float) -> np.ndarray:
-    """Eq. 2: ``1 - rho`` on ``yhat`` and ``rho / (k - 1)`` on every other label."""
-    p = np.full(k, rho / (k - 1))
+def check_allowed(allowed: Iterable[int] | None, k: int) -> np.ndarray | None:
+    """The allowed actions as a sorted array of distinct indices, or ``None`` for "all k".
+
+    ``allowed`` is ``None`` or a non-empty sequence of 0-based action indices (repeats are
+    ignored). A sequence naming all ``k`` actions gives ``None`` too, so an unrestricted decision
+    is the same whichever way it is asked for.
+
+    >>> check_allowed([2, 0, 2], 4).tolist(), check_allowed(range(3), 3)
+    ([0, 2], None)
+    >>> check_allowed([], 3)
+    Traceback (most recent call last):
+    ...
+    ValueError: allowed must name at least one action
+    """
+    if allowed is None:
+        return None
+    if isinstance(allowed, str | bytes | dict) or not isinstance(allowed, Iterable):
+        raise TypeError(f"allowed must be a sequence of action indices, got {allowed!r}")
+    values = list(allowed)
+    for a in values:
+        if isinstance(a, bool | np.bool_) or not isinstance(a, numbers.Integral):
+            raise TypeError(f"allowed actions must be integer indices, got {a!r}")
+        if not 0 <= a < k:
+            raise ValueError(f"allowed action {a} is outside 0..{k - 1}")
+    if not values:
+        raise ValueError("allowed must name at least one action")
+    result = np.unique(np.asarray(values, dtype=np.int64))
+    return None if result.size == k else result
+
+
+def mask_scores(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+    """``scores`` (..., k) as floats with ``-inf`` on the excluded actions (as is if ``None``).
+
+    An argmax of the result is an argmax among the allowed actions, ties among them only.
+
+    >>> mask_scores(np.array([3, 1, 2]), np.array([1, 2])).tolist()
+    [-inf, 1.0, 2.0]
+    """
+    if allowed is None:
+        return scores
+    out = np.full(np.shape(scores), -np.inf)
+    out[..., allowed] = np.asarray(scores)[..., allowed]
+    return out
+
+
+def exploration_distribution(
+    yhat: int, k: int, rho: float, allowed: np.ndarray | None = None
+) -> np.ndarray:
+    """Eq. 2: ``1 - rho`` on ``yhat`` and ``rho / (k - 1)`` on every other label.
+
+    With ``allowed`` (from :func:`check_allowed`), eq. 2 over the allowed actions: ``k`` becomes
+    ``|A|``, the excluded actions get 0, and ``yhat`` (which must be allowed) gets everything
+    when it is the only allowed action.
+
+    >>> exploration_distribution(2, 4, 0.2, np.array([0, 2, 3])).tolist()
+    [0.1, 0.0, 0.8, 0.1]
+    """
+    if allowed is None:
+        p = np.full(k, rho / (k - 1))
+        p[yhat] = 1.0 - rho
+        return p
+    if yhat not in allowed:
+        raise ValueError(f"the prediction {yhat} is not an allowed action")
+    p = np.zeros(k)
+    if allowed.size == 1:
+        p[yhat] = 1.0
+        return p
+    p[allowed] = rho / (allowed.size - 1)
     p[yhat] = 1.0 - rho
     return p
 
 
-def loss_estimate(yhat: int, ytilde: int, correct: bool, p: np.ndarray) -> np.ndarray:
+def explore(yhat: int, k: int, rho: float, u: float, allowed: np.ndarray | None = None) -> int:
+    """The eq. 2 draw from one uniform ``u`` in [0, 1): ``yhat`` if ``u < 1 - rho``, else the
+    allowed action of rank ``floor((u - (1 - rho)) / rho * (m - 1))`` among the ``m - 1`` others
+    (``m = k``, or ``|A|`` with ``allowed``). Exactly the distribution of
+    :func:`exploration_distribution`.
+
+    >>> allowed = np.array([1, 3])
+    >>> explore(1, 3, 0.1, 0.5), explore(1, 3, 0.1, 0.99), explore(1, 4, 0.1, 0.99, allowed)
+    (1, 2, 3)
+    """
+    if u < 1.0 - rho:
+        return yhat
+    if allowed is None:
+        other = min(int((u - (1.0 - rho)) / rho * (k - 1)), k - 2)
+        return other + (other >= yhat)
+    m = allowed.size
+    if m == 1:
+        return yhat
+    other = min(int((u - (1.0 - rho)) / rho * (m - 1)), m - 2)
+    others = allowed[allowed != yhat]
+    return int(others[other])
+
+
+def restrict(p: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+    """``p`` with the excluded actions zeroed and the rest renormalised (uniform over the allowed
+    actions if they had no mass). For a *fixed* policy's probabilities (a published offline
+    policy): logging the result keeps its importance weights right on the allowed actions. A
+    booster restricts its own rule instead (``decide_one(x, allowed=...)``): renormalising a
+    booster's eq. 2 after the fact would bias its loss estimate (see the module docstring).
+
+    >>> restrict(np.array([0.5, 0.25, 0.25]), np.array([1, 2])).tolist()
+    [0.0, 0.5, 0.5]
+    """
+    p = np.array(p, dtype=float)
+    if allowed is None:
+        return p
+    out = np.zeros_like(p)
+    out[allowed] = p[allowed]
+    total = out.sum()
+    if total <= 0.0:
+        out[allowed] = 1.0
+        total = float(allowed.size)
+    return out / total
+
+
+def draw(p: np.ndarray, rng: np.random.Generator) -> int:
+    """One action from ``p`` by inverse CDF with one ``rng.random()``; never an action of
+    probability 0.
+
+    >>> draw(np.array([0.0, 1.0, 0.0]), np.random.default_rng(0))
+    1
+    """
+    action = int(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right"))
+    action = min(action, len(p) - 1)
+    while p[action] == 0.0:  # guard against rounding at the edge of the cumsum
+        action -= 1
+    return action
+
+
+def loss_estimate(
+    yhat: int, ytilde: int, correct: bool, p: np.ndarray, allowed: np.ndarray | None = None
+) -> np.ndarray:
     """Eq. 4, the proposed unbiased estimate of the 0-1 loss vector ``1 - e_y``.
 
     Needs only the bandit bit ``correct`` (= ``ytilde == y``), the prediction before exploration
     ``yhat``, the played label ``ytilde`` and the distribution ``p`` it was drawn from.
+
+    With ``allowed`` (a restricted decision: ``p`` is 0 off ``allowed`` and ``yhat`` is allowed),
+    the allowed coordinates other than ``yhat`` are ``1 - 1{ytilde = j, correct} / p_j``, so that
+    every allowed coordinate is unbiased even when the label is excluded; the module docstring
+    ("Restricted decisions") says exactly what is unbiased.
+
+    >>> p = exploration_distribution(0, 4, 0.2, np.array([0, 1, 2]))
+    >>> loss_estimate(0, 1, True, p, np.array([0, 1, 2])).tolist()
+    [0.0, -9.0, 1.0, 10.0]
     """
     lhat = np.zeros(p.shape[0])
     inv = 1.0 / p[ytilde]
@@ -46,15 +234,33 @@ def loss_estimate(yhat: int, ytilde: int, correct: bool, p: np.ndarray) -> np.nd
         lhat[yhat] = 0.0
     elif ytilde == yhat:  # not explored and wrong: yhat is known to be wrong
         lhat[yhat] = inv
+    if allowed is not None:
+        _allowed_by_reward(lhat, allowed[allowed != yhat], ytilde, correct, inv)
     return lhat
 
 
-def naive_loss_estimate(ytilde: int, correct: bool, p: np.ndarray) -> np.ndarray:
-    """Eq. 3, the naive unbiased estimate (zero in every mistake round; not used by default)."""
+def _allowed_by_reward(lhat, coords, ytilde, correct, inv) -> None:
+    """Set ``lhat[coords]`` to ``1 - 1{ytilde = j, correct} / p_j`` (one minus the
+    importance-weighted reward of ``j``): unbiased for ``1{j != y}`` whatever the label."""
+    lhat[coords] = 1.0
+    if correct and ytilde in coords:
+        lhat[ytilde] = 1.0 - inv
+
+
+def naive_loss_estimate(
+    ytilde: int, correct: bool, p: np.ndarray, allowed: np.ndarray | None = None
+) -> np.ndarray:
+    """Eq. 3, the naive unbiased estimate (zero in every mistake round; not used by default).
+
+    With ``allowed``, every allowed coordinate is ``1 - 1{ytilde = j, correct} / p_j`` (as for
+    :func:`loss_estimate`); the excluded ones stay eq. 3's.
+    """
     lhat = np.zeros(p.shape[0])
     if correct:
         lhat[:] = 1.0 / p[ytilde]
         lhat[ytilde] = 0.0
+    if allowed is not None:
+        _allowed_by_reward(lhat, allowed, ytilde, correct, 1.0 / p[ytilde])
     return lhat
 
 

@@ -45,6 +45,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from boosters.base import Decision, OnlineBooster, check_context, resolve_feedback
+from boosters.exploration import check_allowed
 from boosters.template import _check_int, _check_real
 from learners.binary import BinaryHoeffdingTree, BinaryWeakLearner, signs_random_ties
 from learners.hoeffding import TREE_PROFILES, sample_tree_params
@@ -333,14 +334,34 @@ class OCOBooster(_OCOParams, OnlineBooster):
         )
         return signs_random_ties(m, u)
 
-    def decide_one(self, x: dict) -> Decision:
-        """Predict ``Pi(z)``, ``z = sum_i W_i(x) / (gamma N)`` (Alg. 1, lines 2-4)."""
+    def decide_one(
+        self,
+        x: dict,
+        *,
+        allowed: Sequence[int] | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> Decision:
+        """Predict ``Pi(z)``, ``z = sum_i W_i(x) / (gamma N)`` (Alg. 1, lines 2-4).
+
+        ``allowed``: with one action allowed, that action is played with probability 1 (the
+        internals are still the learners' predictions; learning is unchanged, since with two
+        actions the feedback reveals the label whichever action was played). ``rng``: the
+        generator of this decision's draws instead of the booster's own (the booster is then
+        only read).
+        """
         check_context(x)
-        u = self._rng.random(self.n_learners + 1)
+        allowed = check_allowed(allowed, 2)
+        u = (self._rng if rng is None else rng).random(self.n_learners + 1)
         weak = self.weak_predictions(x, u[:-1])
         z = float(weak.sum()) * self._scale
         q = float(projection_probability(z))
-        self.n_decisions += 1
+        if rng is None:
+            self.n_decisions += 1
+        if allowed is not None:
+            only = int(allowed[0])
+            p = np.zeros(2)
+            p[only] = 1.0
+            return Decision(action=only, probabilities=p, internals={"weak": weak, "z": z})
         return Decision(
             action=int(u[-1] < q),
             probabilities=np.array([1.0 - q, q]),

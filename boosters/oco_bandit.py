@@ -13,8 +13,10 @@ Theorem 2 for its own binary pseudo-labelled task, and only in the ``"rounding"`
 - §C.2 with exploration by eq. 2 of seed 001 (``1 - rho`` on the greedy action, ``rho / (k - 1)``
   on each other; :func:`boosters.exploration.exploration_distribution`) instead of the spec's
   epsilon-greedy; the propensity is logged with the decision and ``pi_min`` is the smallest
-  positive logged probability. A bandit reward ``r`` trains only the played arm's booster, by
-  one of two rules (``update``):
+  probability of eq. 2, ``min(1 - rho, rho / (k - 1))`` (or a smaller positive logged one). A
+  decision restricted to allowed actions (``decide_one(x, allowed=...)``) takes the argmax among
+  them and explores over them only. A bandit reward ``r`` trains only the played arm's booster,
+  by one of two rules (``update``):
 
   ``"rounding"`` (CB-R, random rounding)
       pseudo-label ``+1`` with probability ``1/2 + pi_min (r - 1/2) / pi(a)``
@@ -40,11 +42,12 @@ the greedy action. :class:`OCOFull` is the full-information twin (§C.1, ``rho =
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 
 import numpy as np
 
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
-from boosters.exploration import exploration_distribution
+from boosters.exploration import check_allowed, exploration_distribution, explore, mask_scores
 from boosters.oco import OnlineConvexOptimizer, _OCOParams, oco_labels
 from boosters.template import _check_int, _check_real
 from learners.binary import signs_random_ties
@@ -167,24 +170,39 @@ class OCOBandit(_OCOParams, OnlineBooster):
         n = self.n_learners
         return self.learners[action * n : (action + 1) * n]
 
-    def decide_one(self, x: dict) -> Decision:
-        """All k N predictions, one-vs-all margins, greedy argmax, eq. 2 exploration."""
+    def decide_one(
+        self,
+        x: dict,
+        *,
+        allowed: Sequence[int] | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> Decision:
+        """All k N predictions, one-vs-all margins, greedy argmax, eq. 2 exploration.
+
+        ``allowed`` (``None``: all actions): the greedy action is the argmax of the margins
+        among the allowed actions and eq. 2 runs over them (``rho / (|A| - 1)`` on the other
+        allowed actions, 0 on the excluded ones). The bandit updates divide by the logged,
+        restricted propensity of the played arm, so CB-W's ``E[1{a = k} w sign(r - b)] =
+        r(x, k) - b`` and CB-R's ``E[1{a = k} y~] = 2 pi_min (r(x, k) - 1/2)`` (with the
+        unrestricted eq. 2's ``pi_min`` in every round) hold for every allowed arm ``k``; an
+        excluded arm is never played, so its booster learns nothing that round. ``rng``: the
+        generator of this decision's draws instead of the booster's own (the booster is then
+        only read).
+        """
         check_context(x)
         k, n = self.n_actions, self.n_learners
         kn = k * n
-        u = self._rng.random(kn + k + 1)
+        allowed = check_allowed(allowed, k)
+        u = (self._rng if rng is None else rng).random(kn + k + 1)
         m = np.fromiter((wl.margin_one(x) for wl in self.learners), dtype=float, count=kn)
         weak = signs_random_ties(m, u[:kn]).reshape(k, n)
         z = weak.sum(axis=1) * self._scale
-        yhat = int(argmax_random_ties(z[None, :], u[None, kn : kn + k])[0])
-        p = exploration_distribution(yhat, k, self.rho)
-        draw = u[-1]  # keep yhat w.p. 1 - rho, else a uniform action among the other k - 1
-        if draw < 1.0 - self.rho:
-            action = yhat
-        else:
-            other = min(int((draw - (1.0 - self.rho)) / self.rho * (k - 1)), k - 2)
-            action = other + (other >= yhat)
-        self.n_decisions += 1
+        yhat = int(argmax_random_ties(mask_scores(z, allowed)[None, :], u[None, kn : kn + k])[0])
+        p = exploration_distribution(yhat, k, self.rho, allowed)
+        # keep yhat w.p. 1 - rho, else a uniform action among the other (allowed) ones
+        action = explore(yhat, k, self.rho, u[-1], allowed)
+        if rng is None:
+            self.n_decisions += 1
         return Decision(
             action=action, probabilities=p, internals={"weak": weak, "z": z, "yhat": yhat}
         )
@@ -231,7 +249,10 @@ class OCOBandit(_OCOParams, OnlineBooster):
             return
         a = decision.action
         if self.update == "rounding":
-            q = rounding_probability(reward, float(p[a]), float(p[p > 0.0].min()))
+            # pi_min of the unrestricted eq. 2 (no larger than any logged probability of ours,
+            # restricted or not), so a restricted round trains towards the same target
+            pi_min = min(float(p[p > 0.0].min()), 1.0 - self.rho, self.rho / (self.n_actions - 1))
+            q = rounding_probability(reward, float(p[a]), pi_min)
             y, weight = (1 if self._rng.random() < q else -1), 1.0
         else:
             y, weight = weighted_label(reward, float(p[a]), self.baseline, self.max_weight)

@@ -11,22 +11,33 @@ choice and the booster's own update.
 
 Decision-time internals logged with every decision: ``weak`` (each learner's label ``h``),
 ``experts`` (each expert's label), ``expert`` (the chosen index), ``yhat`` (the booster's
-prediction before exploration) and ``alpha`` (the weights used for the votes). Learning rebuilds
-the votes from them, so a delayed reward trains exactly what was decided then.
+prediction before exploration) and ``alpha`` (the weights used for the votes), plus ``allowed``
+(the allowed actions) for a restricted decision. Learning rebuilds the votes from them, so a
+delayed reward trains exactly what was decided then.
+
+A restricted decision (``decide_one(x, allowed=A)``) takes every expert's label as the argmax of
+its votes among the allowed actions, plays the chosen expert's (allowed) label with eq. 2 over
+``A``, and learns with the restricted loss estimate of :mod:`boosters.exploration` (its module
+docstring, "Restricted decisions", says what is unbiased: every allowed coordinate always, and
+the whole loss vector whenever the true label is allowed). The weak learners' own labels are not
+restricted: they are the trees' predictions the cost matrices are built from.
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from boosters.base import Decision, OnlineBooster, check_context
 from boosters.exploration import (
+    check_allowed,
     exploration_distribution,
+    explore,
     full_information_loss,
     loss_estimate,
+    mask_scores,
     naive_loss_estimate,
 )
 from learners.hoeffding import TREE_PROFILES, CostSensitiveTree, proba_matrix, sample_tree_params
@@ -188,37 +199,66 @@ class BoostingTemplate(OnlineBooster):
             s[0, weak[i]] += alpha[i]
         return weak
 
-    def decide_one(self, x: dict) -> Decision:
-        """Steps 1-6 of Algorithm 1: weak labels, expert votes, expert choice, eq. 2 exploration."""
+    def decide_one(
+        self,
+        x: dict,
+        *,
+        allowed: Sequence[int] | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> Decision:
+        """Steps 1-6 of Algorithm 1: weak labels, expert votes, expert choice, eq. 2 exploration.
+
+        ``allowed``: the actions that may be played (``None``: all); the experts' labels are
+        their argmax among them and eq. 2 runs over them (module docstring). ``rng``: the
+        generator of this decision's draws instead of the booster's own; the booster is then
+        only read (its generator and ``n_decisions`` do not move).
+        """
         check_context(x)
         n, k = self.n_learners, self.n_actions
-        u = self._rng.random(2 * n * k + 2)
+        allowed = check_allowed(allowed, k)
+        u = (self._rng if rng is None else rng).random(2 * n * k + 2)
         alpha = self._alpha()
         weak = self._weak_predictions(x, u[: n * k].reshape(n, k), alpha)
         votes = self._votes(weak, alpha)
-        experts = argmax_random_ties(votes[1:], u[n * k : 2 * n * k].reshape(n, k))
+        experts = argmax_random_ties(
+            mask_scores(votes[1:], allowed), u[n * k : 2 * n * k].reshape(n, k)
+        )
         chosen = self._choose_expert(u[-2])
         yhat = int(experts[chosen])
-        p = exploration_distribution(yhat, k, self.rho)
-        # eq. 2 draw: keep yhat w.p. 1 - rho, else a uniform label among the other k - 1
-        draw = u[-1]
-        if draw < 1.0 - self.rho:
-            action = yhat
-        else:
-            other = min(int((draw - (1.0 - self.rho)) / self.rho * (k - 1)), k - 2)
-            action = other + (other >= yhat)
-        self.n_decisions += 1
-        return Decision(
-            action=action,
-            probabilities=p,
-            internals={
-                "weak": weak,
-                "experts": experts,
-                "expert": chosen,
-                "yhat": yhat,
-                "alpha": alpha.copy(),
-            },
-        )
+        p = exploration_distribution(yhat, k, self.rho, allowed)
+        # eq. 2 draw: keep yhat w.p. 1 - rho, else a uniform label among the other allowed ones
+        action = explore(yhat, k, self.rho, u[-1], allowed)
+        if rng is None:
+            self.n_decisions += 1
+        internals = {
+            "weak": weak,
+            "experts": experts,
+            "expert": chosen,
+            "yhat": yhat,
+            "alpha": alpha.copy(),
+        }
+        if allowed is not None:
+            internals["allowed"] = allowed
+        return Decision(action=action, probabilities=p, internals=internals)
+
+    def loss_vector(
+        self, decision: Decision, correct: bool, label: int | None = None
+    ) -> np.ndarray:
+        """The loss vector learning uses: the true ``1 - e_y`` with a ``label``, else the
+        estimate (eq. 4, or eq. 3 with ``estimator="naive"``) from the decision's logged
+        prediction, played action, probabilities and, for a restricted decision, allowed
+        actions (:mod:`boosters.exploration`, "Restricted decisions": every allowed coordinate
+        is unbiased, and the whole vector whenever the true label is allowed)."""
+        if label is not None:  # full information: the true loss vector (eq. 1)
+            return full_information_loss(label, self.n_actions)
+        internals = decision.internals
+        allowed = internals.get("allowed")
+        if allowed is not None:
+            allowed = np.asarray(allowed, dtype=np.int64)
+        p = decision.probabilities
+        if self.estimator == "proposed":
+            return loss_estimate(int(internals["yhat"]), decision.action, correct, p, allowed)
+        return naive_loss_estimate(decision.action, correct, p, allowed)
 
     def learn_one(
         self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
@@ -241,16 +281,10 @@ class BoostingTemplate(OnlineBooster):
         weak = np.asarray(internals["weak"], dtype=np.int64)
         alpha = np.asarray(internals["alpha"])
         experts = np.asarray(internals["experts"], dtype=np.int64)
-        yhat = int(internals["yhat"])
         if weak.shape != (self.n_learners,) or alpha.shape != (self.n_learners,):
             raise ValueError("decision internals do not match this booster's learners")
 
-        if label is not None:  # full information: the true loss vector (eq. 1)
-            lhat = full_information_loss(known, self.n_actions)
-        elif self.estimator == "proposed":
-            lhat = loss_estimate(yhat, decision.action, correct, decision.probabilities)
-        else:
-            lhat = naive_loss_estimate(decision.action, correct, decision.probabilities)
+        lhat = self.loss_vector(decision, correct, known if label is not None else None)
         omega = 1.0 - lhat
 
         votes = self._votes(weak, alpha)
