@@ -299,6 +299,15 @@ def simulate_command(
     typer.echo("\n".join(lines))
 
 
+def _embedded_server(data_dir: Path) -> str | None:
+    """The ``unix://`` URL of the embedded Redis serving ``data_dir`` (its fixed socket,
+    ``<data_dir>/redis.sock``), or None when nothing answers there."""
+    from service.embedded import SOCKET_NAME, server_info
+
+    socket_path = Path(data_dir).resolve() / SOCKET_NAME
+    return f"unix://{socket_path}" if server_info(socket_path) is not None else None
+
+
 @app.command("serve")
 def serve_command(
     host: Annotated[
@@ -313,8 +322,16 @@ def serve_command(
     ] = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
-    """Run the decision service: API + learner in one process (embedded Redis if no REDIS_URL)."""
+    """Run the decision service: API + learner in one process (embedded Redis if no REDIS_URL).
+
+    The embedded server (:mod:`service.embedded`) is owned by this process: one ``serve`` per
+    data directory (a second one exits with status 2, naming the owner's pid), listening on
+    ``<data_dir>/redis.sock``, and stopped with this process, even after ``kill -9``.
+    """
+    import signal
+
     import uvicorn
+    from pydantic import ValidationError
 
     from service.app import create_app
     from service.settings import Settings
@@ -322,13 +339,50 @@ def serve_command(
     overrides: dict[str, Any] = {"run_learner": True}
     if data_dir is not None:
         overrides["data_dir"] = data_dir
-    settings = Settings(**overrides)
-    uvicorn.run(
-        create_app(settings),
-        host=host or settings.host,
-        port=port or settings.port,
-        log_level=log_level,
-    )
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        _fail("; ".join(
+            f"invalid setting {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+        ))
+    embedded = None
+    if not settings.redis_url:
+        # started here, in the main thread, before any other thread: its PR_SET_PDEATHSIG is
+        # tied to this thread, so the server stops when this process dies
+        from service.embedded import DataDirInUse, EmbeddedRedis, EmbeddedRedisError
+
+        try:
+            embedded = EmbeddedRedis(settings.data_dir, settings.embedded_fsync)
+        except DataDirInUse as exc:
+            running = _embedded_server(exc.data_dir)
+            _fail(f"{exc}" + (f"; its Redis answers at {running}" if running else ""))
+        except EmbeddedRedisError as exc:
+            _fail(exc)
+        typer.echo(
+            f"embedded Redis at {embedded.url} (pid {embedded.pid}, data in "
+            f"{embedded.data_dir}, appendfsync {embedded.fsync})",
+            err=True,
+        )
+        settings = settings.model_copy(update={"redis_url": embedded.url})
+
+        def stop_then_die(signum: int, frame: object) -> None:
+            # uvicorn handles SIGTERM while it serves, then re-raises it here once the app has
+            # shut down; stop the server cleanly, then die of the signal as before
+            embedded.close()
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)
+
+        signal.signal(signal.SIGTERM, stop_then_die)
+    try:
+        uvicorn.run(
+            create_app(settings),
+            host=host or settings.host,
+            port=port or settings.port,
+            log_level=log_level,
+        )
+    finally:
+        if embedded is not None:
+            embedded.close()
 
 
 @app.command("learner")

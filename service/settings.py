@@ -33,8 +33,14 @@ class Settings(BaseSettings):
     data_dir: Path = Field(
         default=Path("boostbandit-data"), description="Directory of the embedded Redis data."
     )
-    embedded_fsync: str = Field(
-        default="everysec", description="appendfsync of the embedded Redis (always/everysec)."
+    embedded_fsync: Literal["always", "everysec"] = Field(
+        default="everysec",
+        description="appendfsync of the embedded Redis (serve without REDIS_URL). everysec: "
+        "the append-only file is fsynced once a second, so a machine crash (power loss, kernel "
+        "panic) can lose the last ~1 s of acknowledged events (up to ~2 s on a stalled disk, "
+        "when a crash of Redis alone can lose them too); always: fsynced before every reply, "
+        "nothing acknowledged is lost, at a throughput cost (README, 'Deployment and "
+        "durability').",
     )
     redis_timeout_seconds: float = Field(default=2.0, gt=0, description="Redis socket timeout.")
 
