@@ -851,7 +851,7 @@ def replay_command(
                 _fail(f"cannot build booster {booster!r}: {exc}")
             result = rp.replay_learner(
                 log, learner, name=booster, actions=action_list, mode=mode,  # type: ignore[arg-type]
-                seed=seed, params=params, **common,
+                params=params, **common,
             )
         elif kind == "--policy":
             assert policy is not None

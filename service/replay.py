@@ -135,7 +135,7 @@ from boosters.base import Decision, OnlineBooster
 from boosters.ope import Estimate, doubly_robust, ips, snips
 from service.interchange import _OBP_ACTION, PROB_TOL, LineError, _events, _pick
 from service.offline import restrict
-from service.store import ModelConfig, draw
+from service.store import ModelConfig
 
 __all__ = [
     "LogScan",
@@ -659,12 +659,6 @@ def plot_replay(result: ReplayResult, path: str | Path) -> Path:
 # --- learners ----------------------------------------------------------------------------------
 
 
-def _restricted(decision: Decision, allowed: np.ndarray, rng: np.random.Generator) -> Decision:
-    """The decision with the excluded actions removed and the action redrawn (as served)."""
-    p = restrict(np.asarray(decision.probabilities, dtype=np.float64)[None, :], allowed[None, :])[0]
-    return Decision(action=draw(p, rng), probabilities=p, internals=decision.internals)
-
-
 def replay_learner(
     path: str | Path,
     booster: OnlineBooster,
@@ -673,7 +667,6 @@ def replay_learner(
     fmt: LogFormat = "auto",
     actions: list[str] | None = None,
     mode: Mode = "auto",
-    seed: int = 0,
     level: float = 0.95,
     reward_map: str = "identity",
     action_index: bool = False,
@@ -717,7 +710,6 @@ def replay_learner(
     if scan.events == 0:
         raise ReplayError(f"{path} holds no usable event")
     chosen = ("rejection" if scan.uniform else "weighted") if mode == "auto" else mode
-    rng = np.random.default_rng([int(seed), 0x5EB1A7])
     n = scan.events
     rewards = np.empty(n)
     props = np.empty(n)
@@ -732,9 +724,10 @@ def replay_learner(
         for _, ev in iter_log(path, fmt, actions, reward_map=reward_map, action_index=action_index):
             if ev is None or isinstance(ev, LineError):
                 continue
-            decision = decide(ev.context)
-            if not ev.allowed.all():
-                decision = _restricted(decision, ev.allowed, rng)
+            if ev.allowed.all():
+                decision = decide(ev.context)
+            else:  # as served: the booster decides among the allowed actions
+                decision = decide(ev.context, allowed=np.flatnonzero(ev.allowed))
             a = ev.action
             rewards[t], props[t] = ev.reward, ev.propensity
             target[t] = decision.probabilities[a]

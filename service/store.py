@@ -8,7 +8,6 @@ docs/consistency.md.
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import logging
 import os
@@ -22,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from boosters.base import Decision, OnlineBooster
+from boosters.exploration import draw, restrict
 from learners.frozen import dumps_serving, release
 from service.domain import ModelConfig, ServingConfig
 from service.eventlog import EventLog
@@ -33,7 +33,6 @@ __all__ = [
     "ServedModel",
     "ServingConfig",
     "apply_joined",
-    "draw",
 ]
 
 log = logging.getLogger("boostbandit.store")
@@ -47,21 +46,6 @@ def event_rng(seed: int, event_id: str) -> np.random.Generator:
     """
     digest = int.from_bytes(hashlib.sha256(event_id.encode()).digest()[:8], "little")
     return np.random.default_rng([seed, 0xDEC1DE, digest])
-
-
-def draw(probabilities: np.ndarray, rng: np.random.Generator) -> int:
-    """One action from ``probabilities`` by inverse CDF with one ``rng.random()``; never an
-    action of probability 0.
-
-    >>> draw(np.array([0.0, 1.0, 0.0]), np.random.default_rng(0))
-    1
-    """
-    p = probabilities
-    action = int(np.searchsorted(np.cumsum(p), rng.random() * p.sum(), side="right"))
-    action = min(action, len(p) - 1)
-    while p[action] == 0.0:  # guard against rounding at the edge of the cumsum
-        action -= 1
-    return action
 
 
 def apply_joined(booster: OnlineBooster, event: dict[str, Any]) -> bool:
@@ -94,18 +78,6 @@ def apply_steps(booster: OnlineBooster, event: dict[str, Any]) -> Generator[None
         log.exception("event %s: learning failed; counted as not learned", event.get("EventId"))
         return False
     return True
-
-
-def _exclude(p: np.ndarray, excluded: list[int]) -> np.ndarray:
-    """Zero ``excluded`` and renormalise (uniform over the rest if they had no mass)."""
-    p = np.array(p, dtype=float)
-    p[excluded] = 0.0
-    total = p.sum()
-    if total <= 0.0:
-        p = np.ones_like(p)
-        p[excluded] = 0.0
-        total = p.sum()
-    return p / total
 
 
 class ServedModel:
@@ -164,9 +136,10 @@ class ServedModel:
     ) -> tuple[Decision, int]:
         """Decide for ``context`` without changing the model; returns ``(decision, version)``.
 
-        With ``excluded`` action indices, the probabilities are set to 0 on them and renormalised
-        (uniform over the rest if the booster gave them no mass) and the action is drawn from the
-        renormalised vector; that vector is what gets logged as the propensities.
+        With ``excluded`` action indices the booster decides among the other actions (its
+        prediction and its exploration restricted to them, so its loss estimate stays unbiased:
+        :mod:`boosters.exploration`). The draws use the per-event generator of ``event_id``;
+        the booster's own state is not touched.
         """
         rng = event_rng(self.config.seed, event_id)
         with self._deciders_lock:  # seen by apply(): the learner steps aside
@@ -180,19 +153,17 @@ class ServedModel:
                 if self._deciders == 0:
                     self._no_deciders.set()
         try:
-            # a shallow copy shares the trees (read only here) but takes the per-event generator
-            # and its own decision counter, so deciding writes nothing into the shared booster
-            # (a snapshot taken meanwhile sees exactly the learned state)
-            view = copy.copy(self.booster)
-            view._rng = rng
-            decision = view.decide_one(context)
+            decision = self.booster.decide_one(context, allowed=self._allowed(excluded), rng=rng)
             version = self.version
         finally:
             self.lock.release()
-        if excluded:
-            p = _exclude(np.array(decision.probabilities, dtype=float), excluded)
-            decision = Decision(action=draw(p, rng), probabilities=p, internals=decision.internals)
         return decision, version
+
+    def _allowed(self, excluded: list[int] | None) -> list[int] | None:
+        if not excluded:
+            return None
+        gone = set(excluded)
+        return [i for i in range(len(self.config.actions)) if i not in gone]
 
     def decide_policy(
         self,
@@ -212,7 +183,7 @@ class ServedModel:
         """
         p = bundle.probabilities([context], temperature, min_propensity)[0]
         if excluded:
-            p = _exclude(p, excluded)
+            p = restrict(p, np.array(self._allowed(excluded)))
         rng = event_rng(self.config.seed, event_id)
         decision = Decision(
             action=draw(p, rng), probabilities=p, internals={"policy_version": bundle.version}

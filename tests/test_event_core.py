@@ -427,3 +427,18 @@ def test_streams_are_trimmed_below_what_was_consumed(log: EventLog) -> None:
     assert log.r.xlen(keys("m")["decisions"]) <= 20 + 100  # MAXLEN ~ (approximate)
     rebuilt = restore(log, served.config)
     assert same_decisions(rebuilt, served)
+
+
+# --- 11. excluded actions: the booster decides among the allowed ones -------------------------
+
+
+def test_predict_with_exclusions_restricts_the_booster(client: TestClient) -> None:
+    make_model(client, booster="adabandit")
+    log: EventLog = client.app.state.log
+    for i in range(30):
+        body = {"context": {"x": float(i % 3)}, "excluded_actions": ["red"], "event_id": f"x{i}"}
+        d = client.post("/v1/models/m1/predict", json=body).json()
+        assert d["action"] != "red" and d["probabilities"]["red"] == 0.0
+        logged = log.decision_of("m1", f"x{i}")["bb"]["decision"]
+        internals = logged["internals"]
+        assert 0 not in internals["allowed"] and internals["yhat"] != 0  # predicted among allowed
