@@ -16,6 +16,7 @@ import importlib
 import inspect
 from typing import Any
 
+from boosters._params import check_sizes
 from boosters.base import OnlineBooster
 
 # name -> ("module:Class", preset keyword arguments); imported lazily to keep the import cheap.
@@ -86,4 +87,5 @@ def make_booster(name: str, n_actions: int, **params: Any) -> OnlineBooster:
             f"unknown parameter(s) for {name}: {', '.join(unknown)}; "
             f"accepted: {', '.join(sorted(allowed))}"
         )
+    check_sizes(name, n_actions, {**allowed, **params})  # before building anything
     return cls(n_actions=n_actions, **_BOOSTERS[name][1], **params)
