@@ -16,7 +16,7 @@ import importlib
 import inspect
 from typing import Any
 
-from boosters._params import check_sizes
+from boosters._params import CLASS_SIZE_ATTRIBUTES, check_sizes
 from boosters.base import OnlineBooster
 
 # name -> ("module:Class", preset keyword arguments); imported lazily to keep the import cheap.
@@ -78,7 +78,16 @@ def booster_params(name: str) -> dict[str, Any]:
 
 
 def make_booster(name: str, n_actions: int, **params: Any) -> OnlineBooster:
-    """Build booster ``name`` for ``n_actions`` actions; unknown parameters are a ValueError."""
+    """Build booster ``name`` for ``n_actions`` actions; unknown parameters are a ValueError.
+
+    Sizes above their bounds (:mod:`boosters._params`) are a ValueError naming the parameter,
+    its value and its bound, raised before anything is built.
+
+    >>> make_booster("adabandit", n_actions=3, n_learners=1001)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_learners = 1001 is above its bound 1000 (MAX_LEARNERS in boosters/_params.py)
+    """
     cls = booster_class(name)
     allowed = booster_params(name)
     unknown = sorted(set(params) - set(allowed))
@@ -87,5 +96,6 @@ def make_booster(name: str, n_actions: int, **params: Any) -> OnlineBooster:
             f"unknown parameter(s) for {name}: {', '.join(unknown)}; "
             f"accepted: {', '.join(sorted(allowed))}"
         )
-    check_sizes(name, n_actions, {**allowed, **params})  # before building anything
+    fixed = {a: getattr(cls, a) for a in CLASS_SIZE_ATTRIBUTES if hasattr(cls, a)}
+    check_sizes(name, n_actions, {**fixed, **allowed, **params})  # before building anything
     return cls(n_actions=n_actions, **_BOOSTERS[name][1], **params)
