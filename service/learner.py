@@ -60,7 +60,6 @@ class Learner(StreamConsumer):
                          settings.learner_lease_seconds, "learner")
         self.store = store
         self.settings = settings
-        self._fresh: set[str] = set()  # models whose pending entries must be re-read
         self._snapshots: dict[str, threading.Thread] = {}  # snapshots being pickled and written
         self.heap = HeapFreezer(settings.gc_freeze_seconds)
 
@@ -85,9 +84,6 @@ class Learner(StreamConsumer):
         model = self.store.peek(name)
         if model is not None:
             model.owned = False
-
-    def on_error(self) -> None:
-        self._fresh.update(m.name for m in self.store.loaded())
 
     # --- one iteration -------------------------------------------------------------------------
     def owned_models(self) -> list[ServedModel]:
@@ -114,7 +110,6 @@ class Learner(StreamConsumer):
                 if model is None:
                     continue
                 model.owned = True
-                self._fresh.add(name)
             owned.append(model)
         return owned
 
@@ -124,16 +119,17 @@ class Learner(StreamConsumer):
         if not owned:
             self.stop_event.wait(self.settings.learner_block_ms / 1000)
             return
-        for name in [n for n in self._fresh if n in owned]:  # delivered, never acknowledged
-            while self._read(owned, {keys(name)["feedback"]: "0"}, block=None):
-                pass
-            self._fresh.discard(name)
+        # entries delivered but never acknowledged first: a crash between read and ack, or a
+        # learner that lost its lease after reading them (learners share the consumer name)
+        pending = {keys(name)["feedback"]: "0" for name in owned}
+        while self._read(owned, pending, block=None):
+            pass
         self._read(owned, {keys(n)["feedback"]: ">" for n in owned},
                    block=self.settings.learner_block_ms)
         for model in owned.values():
             self.expire(model)
             self.catch_up(model)
-            self.maybe_snapshot(model, time.time())
+            self.maybe_snapshot(model)
         self.heap.maybe_freeze()
 
     def _read(self, owned: dict[str, ServedModel], streams: dict[str, str],
@@ -147,7 +143,6 @@ class Learner(StreamConsumer):
             if "NOGROUP" not in str(exc):
                 raise
             # a model was deleted (or recreated) under us: resync on the next step
-            self._fresh.update(owned)
             for model in owned.values():
                 model.owned = False
             return 0
@@ -217,7 +212,7 @@ class Learner(StreamConsumer):
             self.keep_alive(model.name)
         return applied
 
-    def maybe_snapshot(self, model: ServedModel, now: float) -> None:
+    def maybe_snapshot(self, model: ServedModel) -> None:
         """Snapshot every ``snapshot_every_events`` events or ``snapshot_every_seconds``.
 
         The state is frozen here, between events (:meth:`~service.store.ServedModel.begin_dump`:
@@ -232,7 +227,7 @@ class Learner(StreamConsumer):
             return
         if (
             pending >= self.settings.snapshot_every_events
-            or now - model.snapshot_time >= self.settings.snapshot_every_seconds
+            or time.monotonic() - model.snapshot_clock >= self.settings.snapshot_every_seconds
         ):
             collect = model.begin_dump()
             thread = threading.Thread(

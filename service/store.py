@@ -97,7 +97,10 @@ class ServedModel:
         # held by apply() for a whole event and by dumps: a snapshot is taken between events
         self.event_lock = threading.RLock()
         self.snapshot_version = version
-        self.snapshot_time = time.time()
+        self.snapshot_time = time.time()  # when the latest snapshot was written (its clock)
+        # this process's monotonic clock at the latest snapshot it wrote or loaded: the snapshot
+        # interval is timed with it, so another process's clock does not matter
+        self.snapshot_clock = time.monotonic()
         self.owned = False  # True while this process's learner holds the model's lease
         self.serving_copy = False  # True for a booster restored from a serving copy: no learning
         self.last_applied_ts: float | None = None
@@ -128,6 +131,7 @@ class ServedModel:
             replaced = self.booster
             self.booster, self.version = other.booster, other.version
             self.joined_id, self.snapshot_time = other.joined_id, other.snapshot_time
+            self.snapshot_clock = other.snapshot_clock
             self.snapshot_version, self.serving_copy = other.snapshot_version, other.serving_copy
         return replaced
 
@@ -376,6 +380,7 @@ def save_snapshot(
     now = log_.save_snapshot(model.config, blob, serving, version, joined_id, lease)
     if version >= model.snapshot_version:
         model.snapshot_version, model.snapshot_time = version, now
+        model.snapshot_clock = time.monotonic()
     return version
 
 

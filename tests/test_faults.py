@@ -37,7 +37,7 @@ Redis from this process:
 
 The same faults in one process: tests/test_event_core.py. The longer run that prints the table
 of benchmarks/RESULTS.md ("Faults"): benchmarks/faults.py. At the end, two minimal in-process
-reproducers of product bugs found on the way (``xfail(strict=True)`` until they are fixed).
+reproducers of product bugs found on the way (fixed since).
 """
 
 from __future__ import annotations
@@ -979,16 +979,9 @@ def test_fault(name: str, tmp_path: Path) -> None:
     assert row.model_equal and row.snapshot_equal
 
 
-# --- product bugs found on the way: minimal reproducers (in one process) -------------------------
+# --- product bugs found on the way (fixed): their reproducers, in one process ------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: feedback entries that a learner reads after losing its lease (it resumes "
-    "mid-step, just before its XREADGROUP '>', while a second learner holds the lease) are "
-    "delivered to the shared consumer 'learner', its join is refused and they are never "
-    "acknowledged: the holder reads only new entries, so they stay pending for good (trim() "
-    "keeps the feedback stream from that id on) and their on-time rewards are joined only "
-    "when the window closes"))
 def test_feedback_read_by_a_learner_that_lost_its_lease_is_not_left_pending(
     redis_url: str,
 ) -> None:
@@ -1022,11 +1015,6 @@ def test_feedback_read_by_a_learner_that_lost_its_lease_is_not_left_pending(
     assert (pending, joined_sources(log, "m")) == (0, {e: ("feedback", 1.0) for e in ids})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: Learner.maybe_snapshot measures snapshot_every_seconds from the wall-clock "
-    "'ts' of the snapshot it restored, written by another process (the API's version-0 "
-    "snapshot, or a previous learner): a learner whose clock is an hour behind that writer's "
-    "takes no time-based snapshot for an hour, and API replicas serve the stale snapshot"))
 def test_snapshot_cadence_does_not_depend_on_the_learners_clock(
     redis_url: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

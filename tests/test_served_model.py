@@ -261,11 +261,11 @@ def test_the_learner_snapshots_in_the_background(redis_url: str) -> None:
     model.begin_dump = gated_begin  # type: ignore[method-assign]
     for i in range(5):
         model.apply(_joined(model, i), f"{i + 1}-0")
-    learner.maybe_snapshot(model, time.time())  # returns at once: the write waits on the gate
+    learner.maybe_snapshot(model)  # returns at once: the write waits on the gate
     frozen_state = pickle.dumps(model.booster, protocol=5)
     for i in range(5, 12):  # learning goes on meanwhile
         model.apply(_joined(model, i), f"{i + 1}-0")
-        learner.maybe_snapshot(model, time.time())  # in flight: no second snapshot
+        learner.maybe_snapshot(model)  # in flight: no second snapshot
     assert started == [5] and model.snapshot_version == 0
     gate.set()
     learner._snapshots[model.name].join(10)
@@ -275,6 +275,6 @@ def test_the_learner_snapshots_in_the_background(redis_url: str) -> None:
     assert pickle.dumps(restored.booster, protocol=5) == once_through
     assert pickle.dumps(model.booster, protocol=5) != frozen_state  # the model moved on
     assert restored.joined_id == "5-0"
-    learner.maybe_snapshot(model, time.time())  # 7 more pending: the next one starts
+    learner.maybe_snapshot(model)  # 7 more pending: the next one starts
     learner._snapshots[model.name].join(10)
     assert started == [5, 12] and log.snapshot_meta(model.name)[0] == 12
