@@ -279,7 +279,7 @@ def io_bench(path: Path, n: int, repeats: int, tmp: Path) -> dict[str, Any]:
 
         def export(fmt: str) -> int:
             with open(tmp / f"export.{fmt}", "w") as handle:
-                return export_events(client, name, fmt, handle, progress=False).exported  # type: ignore[arg-type]
+                return export_events(EventLog(client), name, fmt, handle, progress=False).exported  # type: ignore[arg-type]
 
         for r in range(repeats):
             print(f"io repeat {r + 1}/{repeats}", file=sys.stderr, flush=True)
@@ -288,7 +288,9 @@ def io_bench(path: Path, n: int, repeats: int, tmp: Path) -> dict[str, Any]:
             client.delete(stream, f"bb:{{{name}}}:imports")
             report = times.run(
                 "import",
-                lambda: import_events(client, name, path, "jsonl", force=True, progress=False),
+                lambda: import_events(
+                    EventLog(client), name, path, "jsonl", force=True, progress=False
+                ),
             )
             check(report.imported == n, f"imported {report.imported} events, expected {n}")
             read = times.run("xrange", read_pages)

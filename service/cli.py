@@ -466,9 +466,9 @@ def worker_command(
     worker.stop()
 
 
-def _redis_client() -> Any:
-    """A client of REDIS_URL for the export/import commands (usage error when unset)."""
-    from service.eventlog import connect
+def _event_log() -> Any:
+    """The event log at REDIS_URL for the export/import commands (usage error when unset)."""
+    from service.eventlog import EventLog, connect
     from service.settings import Settings
 
     try:
@@ -477,7 +477,7 @@ def _redis_client() -> Any:
         _fail(f"invalid settings: {exc}")
     if not settings.redis_url:
         _fail("REDIS_URL is required (the events live in Redis)")
-    return connect(settings.redis_url, max(settings.redis_timeout_seconds, 10.0))
+    return EventLog(connect(settings.redis_url, max(settings.redis_timeout_seconds, 10.0)))
 
 
 @app.command("export")
@@ -519,19 +519,19 @@ def export_command(
         _fail(f"--format must be jsonl or dsjson, got {fmt!r}")
     if since is not None and not all(part.isdigit() for part in since.split("-", 1)):
         _fail(f"--since must be a stream id such as 1700000000000-0, got {since!r}")
-    client = _redis_client()
+    log = _event_log()
     try:
-        if client.hget("bb:models", model) is None:
+        if log.config(model) is None:
             _fail(f"unknown model {model!r}")
         if out == "-":
-            report = export_events(client, model, fmt, sys.stdout, since, progress=progress)
+            report = export_events(log, model, fmt, sys.stdout, since, progress=progress)
         else:
             target = Path(out)
             if target.is_dir() or not target.parent.is_dir():
                 _fail(f"cannot write {out}: not a file in an existing directory")
             part = target.with_name(target.name + ".part")
             with open(part, "w", encoding="utf-8") as handle:
-                report = export_events(client, model, fmt, handle, since, progress=progress)
+                report = export_events(log, model, fmt, handle, since, progress=progress)
             os.replace(part, target)
     except redis.RedisError as exc:
         _fail(f"Redis error: {exc}")
@@ -605,10 +605,10 @@ def import_command(
         _fail(f"--reward-map must be identity or personalizer, got {reward_map!r}")
     if not path.is_file():
         _fail(f"no such file: {path}")
-    client = _redis_client()
+    log = _event_log()
     try:
         report = import_events(
-            client,
+            log,
             model,
             path,
             fmt,  # type: ignore[arg-type]
@@ -863,9 +863,9 @@ def replay_command(
 
                     from service.settings import Settings
 
-                    client = _redis_client() if Settings().redis_url else None
+                    event_log = _event_log() if Settings().redis_url else None
                     try:
-                        bundle, label = rp.load_policy(policy, client)
+                        bundle, label = rp.load_policy(policy, event_log)
                     except redis.RedisError as exc:
                         _fail(f"Redis error: {exc}")
             except ValueError as exc:

@@ -77,7 +77,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -86,7 +86,7 @@ import numpy as np
 import redis
 
 from boosters.base import Decision, check_context
-from service.eventlog.keys import keys
+from service.eventlog import EventLog
 from service.events import decision_event, dumps, joined_event, loads
 from service.store import ModelConfig
 
@@ -98,7 +98,6 @@ __all__ = [
     "export_events",
     "flatten_context",
     "import_events",
-    "imports_key",
     "to_dsjson",
 ]
 
@@ -108,15 +107,6 @@ RewardMap = Literal["identity", "personalizer"]
 
 #: Relative tolerance for a probability vector's sum and for ``p[0]`` vs ``_label_probability``.
 PROB_TOL = 1e-3
-
-
-def imports_key(name: str) -> str:
-    """The hash of import records of model ``name`` (same hash tag as its other keys)."""
-    return f"bb:{{{name}}}:imports"
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 # --- export -------------------------------------------------------------------------------------
@@ -163,7 +153,7 @@ class ExportReport:
 
 
 def export_events(
-    client: redis.Redis,
+    log: EventLog,
     name: str,
     fmt: ExportFormat,
     out: IO[str],
@@ -180,23 +170,19 @@ def export_events(
 
     if fmt not in ("jsonl", "dsjson"):
         raise ValueError(f"unknown export format {fmt!r}")
-    stream = keys(name)["joined"]
     if progress is None:
         progress = sys.stderr.isatty()
-    total = None if since else int(client.xlen(stream))
+    total = None if since else log.stream_length(name, "joined")
     report = ExportReport()
-    after = since or "-"
+    after = since
     with tqdm(total=total, unit="ev", disable=not progress, file=sys.stderr) as bar:
         while True:
-            lo = "-" if after == "-" else f"({after}"
-            batch = client.xrange(stream, min=lo, max="+", count=page)
+            batch = log.joined_raw(name, after, page)
             if not batch:
                 break
-            for sid, fields in batch:
-                after = _text(sid)
-                raw = fields.get(b"e", fields.get("e"))
+            for after, raw in batch:
                 if fmt == "jsonl":
-                    out.write(_text(raw) + "\n")
+                    out.write(raw + "\n")
                 else:
                     event = loads(raw)
                     try:
@@ -690,7 +676,7 @@ class _Tee(io.RawIOBase):
 
 
 def import_events(
-    client: redis.Redis,
+    log: EventLog,
     name: str,
     path: str | os.PathLike[str],
     fmt: ImportFormat,
@@ -715,10 +701,9 @@ def import_events(
         raise ImportError_(f"unknown import format {fmt!r}")
     if on_error not in ("skip", "fail"):
         raise ImportError_(f"on_error must be skip or fail, got {on_error!r}")
-    raw_config = client.hget("bb:models", name)
-    if raw_config is None:
+    config = log.config(name)
+    if config is None:
         raise ImportError_(f"unknown model {name!r}")
-    config = ModelConfig.from_json(raw_config)
     path = Path(path)
     if not path.is_file():
         raise ImportError_(f"no such file: {path}")
@@ -753,9 +738,7 @@ def import_events(
             f"{len(report.errors)} bad line(s), nothing imported; first: {report.errors[0]}",
             report.errors,
         )
-    ikey = imports_key(name)
-    for raw in client.hvals(ikey):
-        record = loads(raw)
+    for record in log.import_records(name):
         if record.get("sha256") == report.sha256 and record.get("status") == "done" and not force:
             raise ImportError_(
                 f"{path} was already imported into {name!r} (import {record['import_id']}); "
@@ -763,9 +746,8 @@ def import_events(
             )
 
     # pass 2: write in MULTI/EXEC batches; roll back everything on a failure
-    stream = keys(name)["joined"]
     record = {**report.to_dict(0), "status": "writing", "file": str(path), "started": time.time()}
-    client.hset(ikey, report.import_id, dumps(record))
+    log.record_import(name, report.import_id, record)
     written_batches = 0
     try:
         pending: list[dict[str, Any]] = []
@@ -780,66 +762,37 @@ def import_events(
                 if len(pending) >= batch:
                     if fail_after is not None and written_batches >= fail_after:
                         raise redis.ConnectionError("simulated failure (fail_after)")
-                    _write(client, stream, name, pending, report)
+                    _write(log, name, pending, report)
                     written_batches += 1
                     bar.update(len(pending))
                     pending = []
             if pending:
                 if fail_after is not None and written_batches >= fail_after:
                     raise redis.ConnectionError("simulated failure (fail_after)")
-                _write(client, stream, name, pending, report)
+                _write(log, name, pending, report)
                 bar.update(len(pending))
     except BaseException as exc:
-        removed = rollback(client, name, report.import_id, report.first_id)
+        removed = rollback(log, name, report.import_id, report.first_id)
         record.update(status="rolled_back", reason=str(exc), removed=removed)
-        client.hset(ikey, report.import_id, dumps(record))
+        log.record_import(name, report.import_id, record)
         raise ImportError_(
             f"import into {name!r} failed while writing ({exc}); rolled back {removed} event(s)"
         ) from exc
     record.update(report.to_dict(20), status="done", finished=time.time())
-    client.hset(ikey, report.import_id, dumps(record))
+    log.record_import(name, report.import_id, record)
     return report
 
 
-def _write(
-    client: redis.Redis, stream: str, name: str, events: Iterable[dict[str, Any]],
-    report: ImportReport,
-) -> None:
-    """One MULTI/EXEC: XADD every event and count them in the model's stats."""
-    pipe = client.pipeline(transaction=True)
-    count = 0
-    for event in events:
-        pipe.xadd(stream, {"e": dumps(event)})
-        count += 1
-    pipe.hincrby(keys(name)["stats"], "imported", count)
-    ids = pipe.execute()[:-1]
+def _write(log: EventLog, name: str, events: list[dict[str, Any]], report: ImportReport) -> None:
+    """One MULTI/EXEC: append ``events`` and count them in the model's stats."""
+    ids = log.append_imported(name, events)
     if report.first_id is None:
-        report.first_id = _text(ids[0])
-        client.hset(imports_key(name), report.import_id,
-                    dumps({**report.to_dict(0), "status": "writing"}))
-    report.last_id = _text(ids[-1])
-    report.imported += count
+        report.first_id = ids[0]
+        log.record_import(name, report.import_id, {**report.to_dict(0), "status": "writing"})
+    report.last_id = ids[-1]
+    report.imported += len(events)
 
 
-def rollback(client: redis.Redis, name: str, import_id: str, first_id: str | None) -> int:
+def rollback(log: EventLog, name: str, import_id: str, first_id: str | None) -> int:
     """Delete the joined events of import ``import_id`` (written from ``first_id`` on)."""
-    if first_id is None:
-        return 0
-    stream = keys(name)["joined"]
-    removed, after = 0, None
-    while True:
-        lo = first_id if after is None else f"({after}"
-        page = client.xrange(stream, min=lo, max="+", count=1000)
-        if not page:
-            break
-        doomed = []
-        for sid, fields in page:
-            after = _text(sid)
-            event = loads(fields.get(b"e", fields.get("e")))
-            if (event.get("bb", {}).get("imported") or {}).get("id") == import_id:
-                doomed.append(sid)
-        if doomed:
-            removed += int(client.xdel(stream, *doomed))
-    if removed:
-        client.hincrby(keys(name)["stats"], "imported", -removed)
-    return removed
+    return 0 if first_id is None else log.remove_imported(name, import_id, first_id)

@@ -813,10 +813,11 @@ def replay_learner(
 # --- fixed policies ----------------------------------------------------------------------------
 
 
-def load_policy(spec: str, client: Any = None) -> tuple[Any, str]:
+def load_policy(spec: str, log: Any = None) -> tuple[Any, str]:
     """``(bundle, description)`` of a policy: a pickle file, or ``MODEL[:VERSION]`` in Redis.
 
-    ``client`` is a Redis client (needed for a Redis id). Raises ValueError with the reason.
+    ``log`` is the :class:`~service.eventlog.EventLog` (needed for a Redis id). Raises
+    ValueError with the reason.
     """
     path = Path(spec)
     if path.is_file():
@@ -834,11 +835,8 @@ def load_policy(spec: str, client: Any = None) -> tuple[Any, str]:
         raise ValueError(f"--policy must be MODEL[:VERSION] or a policy file, got {spec!r}")
     if version_text and not version_text.isdigit():
         raise ValueError(f"policy version must be an integer, got {version_text!r}")
-    if client is None:
+    if log is None:
         raise ValueError(f"{spec!r} is not a file; a policy id MODEL[:VERSION] needs REDIS_URL")
-    from service.eventlog import EventLog
-
-    log = EventLog(client)
     config = log.config(name)
     if config is None:
         raise ValueError(f"unknown model {name!r} (and no file named {spec!r})")

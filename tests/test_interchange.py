@@ -22,7 +22,6 @@ from service.interchange import (
     ImportError_,
     export_events,
     import_events,
-    imports_key,
     to_dsjson,
 )
 from service.settings import Settings
@@ -82,7 +81,7 @@ def _last_id(r: redis.Redis, name: str) -> str:
 
 def _export(url: str, name: str, fmt: str, path: Path, **kw) -> Path:
     with open(path, "w") as out:
-        export_events(redis.Redis.from_url(url), name, fmt, out, progress=False, **kw)
+        export_events(EventLog(redis.Redis.from_url(url)), name, fmt, out, progress=False, **kw)
     return path
 
 
@@ -97,7 +96,7 @@ def test_export_jsonl_is_the_stream_and_since_pages(produced, tmp_path: Path) ->
     r = redis.Redis.from_url(url)
     cut = r.xrange(keys(name)["joined"], count=100)[-1][0].decode()
     with open(tmp_path / "rest.jsonl", "w") as out:
-        report = export_events(r, name, "jsonl", out, since=cut, page=13, progress=False)
+        report = export_events(EventLog(r), name, "jsonl", out, since=cut, page=13, progress=False)
     assert report.exported == N_EVENTS - 100
     assert [json.loads(x) for x in (tmp_path / "rest.jsonl").read_text().splitlines()] == \
         lines[100:]
@@ -171,7 +170,8 @@ def test_round_trip_dsjson_vw_import(produced, tmp_path: Path) -> None:
         vw.finish_example(vw.parse(line))
     vw.finish()
     _make_target(url, "rt")
-    report = import_events(redis.Redis.from_url(url), "rt", path, "dsjson", progress=False)
+    log = EventLog(redis.Redis.from_url(url))
+    report = import_events(log, "rt", path, "dsjson", progress=False)
     assert report.imported == N_EVENTS and not report.errors
     original, back = _joined(url, name), _joined(url, "rt")
     assert len(back) == len(original)
@@ -189,7 +189,7 @@ def test_round_trip_jsonl_keeps_everything(produced, tmp_path: Path) -> None:
     path = _export(url, name, "jsonl", tmp_path / "rt.jsonl")
     _make_target(url, "rt2")
     r = redis.Redis.from_url(url)
-    import_events(r, "rt2", path, "jsonl", progress=False)
+    import_events(EventLog(r), "rt2", path, "jsonl", progress=False)
     for a, b in zip(_joined(url, name), _joined(url, "rt2")):
         assert b["bb"].pop("imported")["format"] == "jsonl"
         assert b["bb"].pop("source_original") == a["bb"]["source"]
@@ -198,7 +198,7 @@ def test_round_trip_jsonl_keeps_everything(produced, tmp_path: Path) -> None:
             a["_skipLearn"], a["bb"]["learn"], a["bb"]["source"])
         assert a == b
     with pytest.raises(ImportError_, match="already imported"):  # same file twice
-        import_events(r, "rt2", path, "jsonl", progress=False)
+        import_events(EventLog(r), "rt2", path, "jsonl", progress=False)
     # imported events are for the offline worker: a restored model neither learns them nor
     # counts them, exactly as the live learner (which never sees them)
     log = EventLog(r)
@@ -208,7 +208,7 @@ def test_round_trip_jsonl_keeps_everything(produced, tmp_path: Path) -> None:
     assert pickle.dumps(restored.booster) == pickle.dumps(fresh)
     # into a model whose actions are in another order: rebuilt on the model's indices
     _make_target(url, "rt3", ["blue", "red", "green"])
-    import_events(r, "rt3", path, "jsonl", progress=False)
+    import_events(EventLog(r), "rt3", path, "jsonl", progress=False)
     for a, b in zip(_joined(url, name), _joined(url, "rt3")):
         assert b["bb"]["action_id"] == a["bb"]["action_id"]
         assert b["_label_probability"] == a["_label_probability"]
@@ -260,12 +260,12 @@ def test_bad_lines_fail_mode_writes_nothing(redis_url: str, tmp_path: Path) -> N
     path = _write_lines(tmp_path / "bad.dsjson")
     r = redis.Redis.from_url(redis_url)
     with pytest.raises(ImportError_) as info:
-        import_events(r, "v", path, "dsjson", progress=False)
+        import_events(EventLog(r), "v", path, "dsjson", progress=False)
     got = {e.line: e.reason for e in info.value.errors}
     assert sorted(got) == sorted(BAD)
     for n, (_, reason) in BAD.items():
         assert reason in got[n], (n, got[n])
-    assert r.xlen(keys("v")["joined"]) == 0 and r.hlen(imports_key("v")) == 0
+    assert r.xlen(keys("v")["joined"]) == 0 and r.hlen(keys("v")["imports"]) == 0
 
 
 def test_bad_lines_skip_mode_and_cli(redis_url: str, tmp_path: Path, monkeypatch) -> None:
@@ -299,7 +299,7 @@ def test_personalizer_reward_map(redis_url: str, tmp_path: Path) -> None:
     path.write_text(json.dumps(_dsjson_line("a", _label_cost=0.5)) + "\n"
                     + json.dumps(_dsjson_line("b", _label_cost=-1.5)) + "\n")
     r = redis.Redis.from_url(redis_url)
-    report = import_events(r, "pm", path, "dsjson", on_error="skip",
+    report = import_events(EventLog(r), "pm", path, "dsjson", on_error="skip",
                            reward_map="personalizer", progress=False)
     assert report.imported == 1 and "in [-1, 1]" in report.errors[0].reason
     assert _joined(redis_url, "pm")[0]["bb"]["reward"] == 0.25  # (-0.5 + 1) / 2
@@ -320,13 +320,13 @@ def test_obp_table(redis_url: str, tmp_path: Path) -> None:
         csv.writer(out).writerows(rows)
     r = redis.Redis.from_url(redis_url)
     with pytest.raises(ImportError_) as info:
-        import_events(r, "obp", path, "obp", action_index=True, progress=False)
+        import_events(EventLog(r), "obp", path, "obp", action_index=True, progress=False)
     assert [str(e) for e in info.value.errors] == [
         "line 4: unknown action index 5 (model has 3)",
         "line 5: missing propensity",
         "line 6: reward must be in [0, 1], got 3.0",
     ]
-    report = import_events(r, "obp", path, "obp", action_index=True, on_error="skip",
+    report = import_events(EventLog(r), "obp", path, "obp", action_index=True, on_error="skip",
                            progress=False)
     assert report.imported == 2
     first, second = _joined(redis_url, "obp")
@@ -343,12 +343,13 @@ def test_failed_write_is_rolled_back(redis_url: str, tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(_dsjson_line(f"e{i}")) + "\n" for i in range(25)))
     r = redis.Redis.from_url(redis_url)
     with pytest.raises(ImportError_, match="rolled back 20"):
-        import_events(r, "rb", path, "dsjson", batch=10, fail_after=2, progress=False)
+        import_events(EventLog(r), "rb", path, "dsjson", batch=10, fail_after=2, progress=False)
     assert r.xlen(keys("rb")["joined"]) == 0
     assert int(r.hget(keys("rb")["stats"], "imported")) == 0
-    (record,) = [json.loads(v) for v in r.hvals(imports_key("rb"))]
+    (record,) = [json.loads(v) for v in r.hvals(keys("rb")["imports"])]
     assert record["status"] == "rolled_back"
-    report = import_events(r, "rb", path, "dsjson", batch=10, progress=False)  # retry works
+    # the retry works
+    report = import_events(EventLog(r), "rb", path, "dsjson", batch=10, progress=False)
     assert report.imported == 25 and r.xlen(keys("rb")["joined"]) == 25
 
 

@@ -419,17 +419,17 @@ def test_policy_from_a_file_and_from_redis(bundle: Any, tmp_path: Path, redis_ur
     log = EventLog(client)
     log.add_config(ModelConfig(name="sim", booster="uniform", actions=ACTIONS, params={"seed": 1}))
     with pytest.raises(ValueError, match="has no published policy"):
-        load_policy("sim", client)
+        load_policy("sim", EventLog(client))
     log.store_policy("sim", 1, {"variant": "bopl-regr"}, pickle.dumps(bundle), publish=True)
     log.store_policy("sim", 2, {"variant": "bopl-regr"}, None, publish=False)
-    assert load_policy("sim", client)[1] == "sim:1"
-    assert load_policy("sim:1", client)[1] == "sim:1"
+    assert load_policy("sim", EventLog(client))[1] == "sim:1"
+    assert load_policy("sim:1", EventLog(client))[1] == "sim:1"
     with pytest.raises(ValueError, match="policy v2 of 'sim' was not published"):
-        load_policy("sim:2", client)
+        load_policy("sim:2", EventLog(client))
     with pytest.raises(ValueError, match="has no policy version 7"):
-        load_policy("sim:7", client)
+        load_policy("sim:7", EventLog(client))
     with pytest.raises(ValueError, match="unknown model 'nope'"):
-        load_policy("nope:1", client)
+        load_policy("nope:1", EventLog(client))
     with pytest.raises(ValueError, match="needs REDIS_URL"):
         load_policy("sim:1")
 

@@ -62,6 +62,7 @@ def keys(name: str) -> dict[str, str]:
         "worker_lease": f"{base}:worker_lease",
         "worker_fence": f"{base}:worker_fence",
         "worker_status": f"{base}:worker_status",
+        "imports": f"{base}:imports",  # import records (boostbandit import), by import id
         "event_prefix": f"{base}:ev:",  # hash per event: decision JSON, deadline, flags
     }
 

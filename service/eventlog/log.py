@@ -316,6 +316,56 @@ class EventLog:
         """True if Redis answers."""
         return bool(self.r.ping())
 
+    def stream_length(self, name: str, role: str) -> int:
+        """Entries in stream ``role`` (decisions, feedback, joined) of ``name``."""
+        return int(self.r.xlen(keys(name)[role]))
+
+    def joined_raw(self, name: str, after: str | None, count: int) -> list[tuple[str, str]]:
+        """At most ``count`` joined events after ``after`` (None: from the start), as their
+        stored JSON text."""
+        lo = "-" if after is None else f"({after}"
+        raw = self.r.xrange(keys(name)["joined"], min=lo, max="+", count=count)
+        return [(text(sid), text(fields[b"e"])) for sid, fields in raw]
+
+    # --- imports (boostbandit import) ----------------------------------------------------------
+    def import_records(self, name: str) -> list[dict[str, Any]]:
+        """Every import record of ``name``."""
+        return [loads(v) for v in self.r.hvals(keys(name)["imports"])]
+
+    def record_import(self, name: str, import_id: str, record: dict[str, Any]) -> None:
+        """Store (or update) the record of import ``import_id``."""
+        self.r.hset(keys(name)["imports"], import_id, dumps(record))
+
+    def append_imported(self, name: str, events: list[dict[str, Any]]) -> list[str]:
+        """Append imported events to the joined stream in one MULTI/EXEC; their ids."""
+        k = keys(name)
+        pipe = self.r.pipeline(transaction=True)
+        for event in events:
+            pipe.xadd(k["joined"], {"e": dumps(event)})
+        pipe.hincrby(k["stats"], "imported", len(events))
+        return [text(i) for i in pipe.execute()[:-1]]
+
+    def remove_imported(self, name: str, import_id: str, first_id: str) -> int:
+        """Delete the joined events of import ``import_id`` (appended from ``first_id`` on)."""
+        k = keys(name)
+        removed, after = 0, None
+        while True:
+            lo = first_id if after is None else f"({after}"
+            page = self.r.xrange(k["joined"], min=lo, max="+", count=1000)
+            if not page:
+                break
+            doomed = []
+            for sid, fields in page:
+                after = text(sid)
+                event = loads(fields[b"e"])
+                if (event.get("bb", {}).get("imported") or {}).get("id") == import_id:
+                    doomed.append(sid)
+            if doomed:
+                removed += int(self.r.xdel(k["joined"], *doomed))
+        if removed:
+            self.r.hincrby(k["stats"], "imported", -removed)
+        return removed
+
     def stats(self, name: str) -> dict[str, float]:
         """Counters of a model."""
         raw = self.r.hgetall(keys(name)["stats"])
