@@ -6,6 +6,7 @@ Tests that need Redis skip with a clear message when the ``redis-server`` binary
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import socket
@@ -63,7 +64,7 @@ class RedisServer:
                 "--appendfsync",
                 "always",
                 "--databases",
-                "64",
+                "1024",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -117,7 +118,8 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.stop()
 
 
-_next_db = iter(range(1, 64))
+# each test gets a fresh logical database (flushed); after 1023 tests they are reused, flushed
+_next_db = itertools.cycle(range(1, 1024))
 
 
 @pytest.fixture
