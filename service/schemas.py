@@ -48,21 +48,66 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+PARAMS_MAX_DEPTH = 16
+
+
+def _params_problem(value: Any) -> str | None:
+    """What makes JSON-like booster parameters unstorable, or None: a NaN or infinite number
+    (Python's JSON reader takes them; stored JSON cannot), or lists/objects nested deeper than
+    :data:`PARAMS_MAX_DEPTH` (the answers that echo the parameters could not be serialised).
+
+    >>> _params_problem({"a": [1, {"b": float("nan")}]}), _params_problem({"a": [1.5, "x"]})
+    ("params['a'][1]['b'] is not a finite number (JSON has no NaN/Infinity)", None)
+    >>> _params_problem({"a": [[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]})
+    "params['a'] nests lists/objects deeper than 16 levels"
+    """
+    # iterative: the JSON parser allows nesting close to Python's recursion limit
+    stack: list[tuple[str, int, Any]] = [("params", 0, value)]
+    while stack:
+        where, depth, item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"{where} is not a finite number (JSON has no NaN/Infinity)"
+        if isinstance(item, dict | list):
+            if depth > PARAMS_MAX_DEPTH:
+                top = where[: where.find("]") + 1] if "]" in where else where
+                return f"{top} nests lists/objects deeper than {PARAMS_MAX_DEPTH} levels"
+            pairs = item.items() if isinstance(item, dict) else enumerate(item)
+            stack.extend((f"{where}[{k!r}]", depth + 1, v) for k, v in reversed(list(pairs)))
+    return None
+
+
 class CreateModel(_Body):
     """``POST /v1/models``."""
 
     name: str = Field(pattern=NAME_PATTERN, description="URL-safe model name.")
-    booster: str = Field(description="A registered online booster (see boosters.registry).")
-    actions: list[StrictStr] = Field(min_length=2, max_length=1000, description="Action ids.")
+    booster: str = Field(
+        description="A registered online booster (see boosters.registry).",
+        json_schema_extra={"enum": names()},
+    )
+    actions: list[StrictStr] = Field(
+        min_length=2, max_length=1000, description="Action ids (distinct, 1..256 characters).",
+        json_schema_extra={"uniqueItems": True,
+                           "items": {"type": "string", "minLength": 1, "maxLength": 256}},
+    )
     params: dict[str, Any] = Field(default_factory=dict, description="Booster parameters.")
-    reward_wait_seconds: float = Field(default=600.0, gt=0, le=30 * 86400, allow_inf_nan=False)
-    default_reward: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    # strict: numbers only (JSON integers too), not booleans or numeric strings
+    reward_wait_seconds: StrictFloat = Field(default=600.0, gt=0, le=30 * 86400,
+                                             allow_inf_nan=False)
+    default_reward: StrictFloat = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
 
     @field_validator("booster")
     @classmethod
     def _known_booster(cls, value: str) -> str:
         if value not in names():
             raise ValueError(f"unknown booster {value!r}; choose from: {', '.join(names())}")
+        return value
+
+    @field_validator("params")
+    @classmethod
+    def _finite_params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        problem = _params_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("actions")
@@ -141,7 +186,9 @@ class FeedbackRequest(_Body):
     """``POST /v1/models/{name}/feedback``: a reward in [0, 1] or the true label."""
 
     event_id: str = Field(pattern=EVENT_ID_PATTERN)
-    reward: StrictFloat | StrictInt | None = Field(default=None, ge=0, le=1)
+    # StrictFloat takes JSON integers too (not booleans or strings); a union with StrictInt
+    # would put the bounds in the OpenAPI schema as "ge"/"le", which JSON Schema ignores
+    reward: StrictFloat | None = Field(default=None, ge=0, le=1)
     label: StrictStr | None = Field(default=None, description="The correct action id.")
 
     @field_validator("reward")
@@ -178,8 +225,8 @@ class ServingRequest(_Body):
     """
 
     mode: Literal["online", "policy"]
-    temperature: StrictFloat | StrictInt | None = Field(default=None, ge=0)
-    min_propensity: StrictFloat | StrictInt | None = Field(default=None, gt=0, le=0.5)
+    temperature: StrictFloat | None = Field(default=None, ge=0)
+    min_propensity: StrictFloat | None = Field(default=None, gt=0, le=0.5)
 
     @field_validator("temperature", "min_propensity")
     @classmethod
@@ -321,7 +368,7 @@ class RankResponse(BaseModel):
 class RewardRequest(_PersonalizerBody):
     """``POST /personalizer/v1.0/events/{eventId}/reward``; ``value`` in [-1, 1]."""
 
-    value: StrictFloat | StrictInt = Field(ge=-1.0, le=1.0, allow_inf_nan=False)
+    value: StrictFloat = Field(ge=-1.0, le=1.0, allow_inf_nan=False)  # integers too
 
 
 class PersonalizerErrorBody(BaseModel):

@@ -182,6 +182,13 @@ class Settings(BaseSettings):
     personalizer_max_models: int = Field(
         default=100, ge=1, description="Most models created on first use (one per action set)."
     )
+    personalizer_auto_create: Literal["admin", "any-key"] = Field(
+        default="admin",
+        description="Who may have a rank create the model of a new action set when keys are "
+        "configured: admin (an admin key; a user key gets 403, ranks on existing models still "
+        "work) or any-key (any valid key). Without keys anyone can; unused with "
+        "personalizer_model.",
+    )
 
     host: str = "127.0.0.1"
     port: int = 8000

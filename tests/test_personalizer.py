@@ -126,6 +126,13 @@ def test_errors_use_personalizer_envelope(client: TestClient) -> None:
     error(client.post(f"{BASE}/events/dup/reward", json={}), 400, "InvalidRewardRequest")
     error(client.post(f"{BASE}/events/nope/reward", json={"value": 1}), 404, "NotFound")
     error(client.post(f"{BASE}/events/nope/activate"), 404, "InvalidEventIdToActivate")
+    # JSON too deep for the parser (FastAPI's "error parsing the body"), and not JSON at all
+    deep = '{"actions": [{"id": "a"}, {"id": "b"}], "contextFeatures": [{"a": '
+    deep += "[" * 1500 + "1" + "]" * 1500 + "}]}"
+    for content in (deep, "{not json"):
+        r = client.post(f"{BASE}/rank", content=content,
+                        headers={"content-type": "application/json"})
+        error(r, 400, "InvalidRankRequest")
     assert client.post(f"{BASE}/events/dup/activate").status_code == 204  # not deferred: no-op
 
 
@@ -178,3 +185,69 @@ def test_configured_model_and_keys(redis_url: str) -> None:
         r = c.post(f"{BASE}/events/{RANK_EXAMPLE['eventId']}/reward", json=REWARD_EXAMPLE,
                    headers={"Authorization": "Bearer k1"})
         assert r.status_code == 204
+
+
+def test_model_creation_needs_an_admin_key(redis_url: str) -> None:
+    """A rank that would create a model (a new action set) needs an admin key (403 in
+    Personalizer's envelope with a user key); ranks of existing models work with any key."""
+    settings = Settings(redis_url=redis_url, api_keys="k1", admin_keys="adm", **SETTINGS)
+    with TestClient(create_app(settings)) as c:
+        log = c.app.state.log
+        user = {"Ocp-Apim-Subscription-Key": "k1"}
+        for headers in (user, {"Authorization": "Bearer k1"}):
+            r = c.post(f"{BASE}/rank", json=RANK_EXAMPLE, headers=headers)
+            assert r.status_code == 403, r.text
+            assert set(r.json()) == {"error"} and r.json()["error"]["code"] == "Forbidden"
+            message = r.json()["error"]["message"]
+            assert "admin key" in message and "personalizer_auto_create" in message
+            assert action_set_model_name(IDS) in message
+        assert log.configs() == {}  # nothing created, and the event id is still free
+        assert c.post(f"{BASE}/rank", json=RANK_EXAMPLE).status_code == 401  # no key: 401 first
+
+        r = c.post(f"{BASE}/rank", json=RANK_EXAMPLE, headers={"Ocp-Apim-Subscription-Key": "adm"})
+        assert r.status_code == 201, r.text  # the admin key creates the model (same event id)
+        assert list(log.configs()) == [action_set_model_name(IDS)]
+
+        # the same action set (any order) with the user key: the existing model serves it
+        body = copy.deepcopy(RANK_EXAMPLE)
+        body.update(eventId="u-1", actions=list(reversed(body["actions"])))
+        r = c.post(f"{BASE}/rank", json=body, headers=user)
+        assert r.status_code == 201, r.text
+        assert c.post(f"{BASE}/events/u-1/reward", json=REWARD_EXAMPLE,
+                      headers=user).status_code == 204
+        # another action set with the user key: refused again, still one model
+        body = copy.deepcopy(RANK_EXAMPLE)
+        body.update(eventId="u-2", excludedActions=[])
+        body["actions"] = body["actions"][:2]
+        r = c.post(f"{BASE}/rank", json=body, headers=user)
+        assert r.status_code == 403 and r.json()["error"]["code"] == "Forbidden"
+        assert list(log.configs()) == [action_set_model_name(IDS)]
+        spec = c.get("/openapi.json", headers={"Authorization": "Bearer k1"}).json()
+        assert "403" in spec["paths"][f"{BASE}/rank"]["post"]["responses"]
+
+
+def test_model_creation_with_any_key_when_allowed(redis_url: str) -> None:
+    settings = Settings(redis_url=redis_url, api_keys="k1", admin_keys="adm",
+                        personalizer_auto_create="any-key", **SETTINGS)
+    with TestClient(create_app(settings)) as c:
+        r = c.post(f"{BASE}/rank", json=RANK_EXAMPLE, headers={"Ocp-Apim-Subscription-Key": "k1"})
+        assert r.status_code == 201, r.text
+        assert list(c.app.state.log.configs()) == [action_set_model_name(IDS)]
+
+
+def test_action_set_model_made_elsewhere_with_other_actions(client: TestClient) -> None:
+    """A model named like an action set's (``pz-<hash>``) but made by POST /v1/models with other
+    actions: 409 in the envelope (was a 500: the ranking looked the ids up in its actions)."""
+    name = action_set_model_name(["x", "y"])
+    body = {"name": name, "booster": "adabandit", "actions": ["p", "q"],
+            "params": {"n_learners": 3, "seed": 1}}
+    assert client.post("/v1/models", json=body).status_code == 201
+    r = client.post(f"{BASE}/rank", json={"actions": [{"id": "x"}, {"id": "y"}]})
+    assert r.status_code == 409 and r.json()["error"]["code"] == "Conflict", r.text
+    assert name in r.json()["error"]["message"] and "x, y" in r.json()["error"]["message"]
+    # with the action set among its actions, it serves the rank (the others excluded)
+    superset = action_set_model_name(["x", "y", "z"])
+    body.update(name=superset, actions=["w", "x", "y", "z"])
+    assert client.post("/v1/models", json=body).status_code == 201
+    r = client.post(f"{BASE}/rank", json={"actions": [{"id": a} for a in "xyz"]})
+    assert r.status_code == 201 and {a["id"] for a in r.json()["ranking"]} == set("xyz"), r.text

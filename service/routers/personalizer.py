@@ -5,7 +5,8 @@ An existing Personalizer client works by changing its endpoint: same paths, fiel
 status codes (rank 201, reward 204, activate 204), errors in Personalizer's envelope
 ``{"error": {"code", "message"}}`` with HTTP 400 (``InvalidRankRequest``,
 ``InvalidRewardRequest``, ``InvalidEventIdToActivate``), 404 for an unknown event id, 409 for an
-event id used twice, 401 without a valid key when keys are configured. The key is read from
+event id used twice, 401 without a valid key when keys are configured, 403 when a rank would create
+a model without the right to (see "Who may create a model"). The key is read from
 ``Ocp-Apim-Subscription-Key`` (Personalizer's header) or ``Authorization: Bearer``.
 
 Mapping onto our models
@@ -20,6 +21,12 @@ Mapping onto our models
   ``personalizer_default_reward`` (Personalizer scale, default 0), its actions the sorted ids.
   At most ``personalizer_max_models`` are created that way. The event id -> model index is kept in
   ``bb:personalizer:event:<eventId>`` for as long as the event (reward wait + retention).
+* **Who may create a model.** Creating a model is an admin action on every route: with keys
+  configured, a rank whose action set has no model yet needs an admin key (``ADMIN_KEYS``) unless
+  ``personalizer_auto_create`` is ``any-key``; with a user key it is refused with 403
+  ``{"error": {"code": "Forbidden", ...}}`` naming the setting. Ranks of action sets that already
+  have a model (and every rank with ``personalizer_model``) work with any valid key. Without keys
+  (auth disabled) anyone creates models, as before.
 * **Context.** ``contextFeatures`` (a list of objects) is merged and flattened into our flat
   features (``{"user": {"age": 3}}`` -> ``user.age``; see
   :func:`service.interchange.flatten_context`). Action ``features`` are accepted but not used:
@@ -47,13 +54,14 @@ import hashlib
 import logging
 import time
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 import redis
 from fastapi import APIRouter, Depends, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException  # FastAPI's is a subclass
 
 from boosters.base import check_context
 from boosters.registry import booster_class, names
@@ -121,8 +129,9 @@ _VALIDATION_CODES = {"rank": "InvalidRankRequest", "reward": "InvalidRewardReque
 
 
 class PersonalizerRoute(APIRoute):
-    """Answers request-validation errors (and :class:`PersonalizerFailure`) in Personalizer's
-    envelope with HTTP 400, instead of the app's 422 ``{"detail": ...}``."""
+    """Answers request-validation errors, bodies that are not JSON (and
+    :class:`PersonalizerFailure`) in Personalizer's envelope with HTTP 400, instead of the app's
+    422 / 400 ``{"detail": ...}``."""
 
     def get_route_handler(self):  # noqa: ANN201 - Starlette's handler type
         original = super().get_route_handler()
@@ -139,14 +148,21 @@ class PersonalizerRoute(APIRoute):
                 return PersonalizerFailure(400, code, problems or "invalid request").response()
             except PersonalizerFailure as exc:
                 return exc.response()
+            except HTTPException as exc:
+                if exc.status_code != 400:  # pragma: no cover - only body parsing raises here
+                    raise
+                # a body that is not JSON: FastAPI's {"detail": "There was an error parsing
+                # the body"}, answered in the envelope like any other invalid request
+                return PersonalizerFailure(400, code, f"body: {exc.detail}").response()
 
         return handler
 
 
-def require_personalizer_key(request: Request, settings: SettingsDep) -> None:
-    """With keys configured: ``Ocp-Apim-Subscription-Key`` or ``Authorization: Bearer``."""
+def require_personalizer_key(request: Request, settings: SettingsDep) -> str | None:
+    """With keys configured: ``Ocp-Apim-Subscription-Key`` or ``Authorization: Bearer`` (the
+    key is returned; None without auth)."""
     if not settings.auth_enabled:
-        return
+        return None
     token = request.headers.get("ocp-apim-subscription-key", "").strip()
     if not token:
         scheme, _, rest = request.headers.get("authorization", "").partition(" ")
@@ -156,6 +172,18 @@ def require_personalizer_key(request: Request, settings: SettingsDep) -> None:
             401, "Unauthorized",
             "missing or invalid key (Ocp-Apim-Subscription-Key or Authorization: Bearer)",
         )
+    return token
+
+
+PersonalizerKey = Annotated[str | None, Depends(require_personalizer_key)]
+
+
+def may_create_models(token: str | None, settings: Settings) -> bool:
+    """Whether the caller holding ``token`` may have a rank create a model: always without auth,
+    with an admin key, or with any valid key when ``personalizer_auto_create`` is ``any-key``."""
+    if not settings.auth_enabled or settings.personalizer_auto_create == "any-key":
+        return True
+    return token is not None and key_matches(token, settings.admins)
 
 
 router = APIRouter(
@@ -225,8 +253,9 @@ def _create(name: str, ids: list[str], log: EventLog, store: ModelStore,
 
 
 def resolve_model(ids: list[str], log: EventLog, store: ModelStore,
-                  settings: Settings) -> ServedModel:
-    """The model serving a request with action ids ``ids`` (see the module docstring)."""
+                  settings: Settings, may_create: bool = True) -> ServedModel:
+    """The model serving a request with action ids ``ids`` (see the module docstring); a model
+    that does not exist yet is created only if ``may_create`` (else 403)."""
     if settings.personalizer_model:
         model = store.get(settings.personalizer_model)
         if model is None:
@@ -241,7 +270,25 @@ def resolve_model(ids: list[str], log: EventLog, store: ModelStore,
         if len(ids) < 2:
             raise _bad("InvalidRankRequest", "rank needs at least 2 actions")
         name = action_set_model_name(ids)
-        model = store.get(name) or _create(name, ids, log, store, settings)
+        model = store.get(name)
+        if model is None:
+            if not may_create:
+                raise PersonalizerFailure(
+                    403, "Forbidden",
+                    f"no model serves this action set yet ({name}) and creating one needs an "
+                    "admin key (setting personalizer_auto_create = 'admin'): rank it once with "
+                    "an admin key, set BOOSTBANDIT_PERSONALIZER_AUTO_CREATE=any-key to let any "
+                    "key create models, or set personalizer_model",
+                )
+            model = _create(name, ids, log, store, settings)
+        # a model of that name made through POST /v1/models may hold other actions
+        missing = [a for a in ids if a not in set(model.config.actions)]
+        if missing:
+            raise PersonalizerFailure(
+                409, "Conflict",
+                f"model {name!r}, the model of this action set, exists with other actions "
+                f"(it was not created by rank); missing: {', '.join(missing)}",
+            )
     if getattr(booster_class(model.config.booster), "full_information", False):
         raise PersonalizerFailure(500, "InternalServerError",
                                   f"model {model.name!r} uses a full-information booster; the "
@@ -270,11 +317,15 @@ def _decide(model: ServedModel, log: EventLog, store: ModelStore, context: dict[
     "/rank",
     status_code=status.HTTP_201_CREATED,
     response_model=RankResponse,
-    responses={400: {"model": PersonalizerError}, 409: {"model": PersonalizerError}},
+    responses={400: {"model": PersonalizerError}, 403: {"model": PersonalizerError},
+               409: {"model": PersonalizerError}},
 )
-def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep) -> RankResponse:
+def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep,
+         token: PersonalizerKey) -> RankResponse:
     """Rank the actions for a context: the chosen one is ``rewardActionId`` (logged with its
-    probability; learned when its reward arrives or the wait ends, after /activate if deferred)."""
+    probability; learned when its reward arrives or the wait ends, after /activate if deferred).
+    A rank that needs a new model (a new action set) needs an admin key when keys are configured,
+    unless ``personalizer_auto_create`` is ``any-key`` (403 otherwise)."""
     ids = [a.id for a in body.actions]
     if len(ids) > settings.personalizer_max_actions:
         raise _bad("InvalidRankRequest", f"too many actions: {len(ids)} > "
@@ -300,7 +351,7 @@ def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep)
         runtime.check_context_sizes(context, settings)
     except runtime.ContextError as exc:
         raise _bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
-    model = resolve_model(ids, log, store, settings)
+    model = resolve_model(ids, log, store, settings, may_create_models(token, settings))
     config = model.config
     try:
         new_types = runtime.unconfirmed_types(model, log, runtime.context_types(context))
