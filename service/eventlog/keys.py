@@ -63,6 +63,7 @@ def keys(name: str) -> dict[str, str]:
         "worker_fence": f"{base}:worker_fence",
         "worker_status": f"{base}:worker_status",
         "imports": f"{base}:imports",  # import records (boostbandit import), by import id
+        "deferred_prefix": f"{base}:deferred:",  # Personalizer events waiting for /activate
         "event_prefix": f"{base}:ev:",  # hash per event: decision JSON, deadline, flags
     }
 
@@ -70,6 +71,15 @@ def keys(name: str) -> dict[str, str]:
 def event_key(name: str, event_id: str) -> str:
     """The per-event hash of ``event_id``."""
     return keys(name)["event_prefix"] + event_id
+
+
+#: Personalizer event id -> the model that ranked it (event ids are global there)
+PERSONALIZER_INDEX_PREFIX = "bb:personalizer:event:"
+
+
+def personalizer_index_key(event_id: str) -> str:
+    """The key naming the model of Personalizer event ``event_id``."""
+    return PERSONALIZER_INDEX_PREFIX + event_id
 
 
 def glob_escape(text: str) -> str:

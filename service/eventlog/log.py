@@ -20,7 +20,14 @@ import redis.asyncio
 
 from service.domain import ModelConfig, ServingConfig
 from service.eventlog import scripts
-from service.eventlog.keys import MODELS_KEY, check_name, event_key, glob_escape, keys
+from service.eventlog.keys import (
+    MODELS_KEY,
+    check_name,
+    event_key,
+    glob_escape,
+    keys,
+    personalizer_index_key,
+)
 from service.events import dumps, loads
 
 __all__ = ["DecisionOutcome", "EventLog", "LeaseLost", "OutcomeUnknown", "text"]
@@ -108,7 +115,7 @@ class EventLog:
         #: how long (seconds) a model's serving state is reused before predict reads it again
         self.serving_ttl = serving_ttl
         self._serving: dict[str, tuple[float, tuple[ServingConfig, int | None]]] = {}
-        names = ("DECISION", "FEEDBACK", "JOIN", "LEASE", "RELEASE", "SNAPSHOT")
+        names = ("DECISION", "FEEDBACK", "JOIN", "LEASE", "RELEASE", "SNAPSHOT", "DEFERRED_REWARD")
         self._s = {n: client.register_script(getattr(scripts, n)) for n in names}
         self._as = {}
         if async_client is not None:
@@ -137,15 +144,15 @@ class EventLog:
             return False
         named = [k for role, k in keys(name).items() if role != "event_prefix"]
         self.r.delete(*named)
-        pattern = glob_escape(keys(name)["event_prefix"]) + "*"
-        batch: list[Any] = []
-        for key in self.r.scan_iter(match=pattern, count=500):
-            batch.append(key)
-            if len(batch) >= 500:
+        for prefix in (keys(name)["event_prefix"], keys(name)["deferred_prefix"]):
+            batch: list[Any] = []
+            for key in self.r.scan_iter(match=glob_escape(prefix) + "*", count=500):
+                batch.append(key)
+                if len(batch) >= 500:
+                    self.r.delete(*batch)
+                    batch = []
+            if batch:
                 self.r.delete(*batch)
-                batch = []
-        if batch:
-            self.r.delete(*batch)
         return True
 
     # --- decisions and feedback (the API's writes) ---------------------------------------------
@@ -326,6 +333,51 @@ class EventLog:
         lo = "-" if after is None else f"({after}"
         raw = self.r.xrange(keys(name)["joined"], min=lo, max="+", count=count)
         return [(text(sid), text(fields[b"e"])) for sid, fields in raw]
+
+    # --- the Personalizer routes: global event ids, deferred activation ----------------------
+    def claim_event_id(self, event_id: str, name: str, seconds: float) -> bool:
+        """Reserve a Personalizer event id for model ``name`` (False if it is taken)."""
+        return bool(self.r.set(personalizer_index_key(event_id), name, nx=True,
+                               ex=int(seconds) + 1))
+
+    def release_event_id(self, event_id: str) -> None:
+        """Give a reserved event id back (the rank failed)."""
+        self.r.delete(personalizer_index_key(event_id))
+
+    def model_of_event(self, event_id: str) -> str | None:
+        """The model a Personalizer event id was ranked by."""
+        name = self.r.get(personalizer_index_key(event_id))
+        return None if name is None else text(name)
+
+    def defer_decision(self, name: str, event_id: str, event: dict[str, Any], ts: float,
+                       seconds: float) -> None:
+        """Keep a decision aside until its activation (not logged, not learned yet)."""
+        key = keys(name)["deferred_prefix"] + event_id
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hset(key, mapping={"d": dumps(event), "ts": repr(ts)})
+        pipe.expire(key, int(seconds) + 1)
+        pipe.execute()
+
+    def deferred(self, name: str, event_id: str) -> dict[str, Any] | None:
+        """A deferred decision: ``event``, ``ts`` and the stashed ``feedback`` (or None)."""
+        raw, ts, fb = self.r.hmget(keys(name)["deferred_prefix"] + event_id, ["d", "ts", "fb"])
+        if raw is None:
+            return None
+        return {"event": loads(raw), "ts": float(ts), "feedback": None if fb is None else loads(fb)}
+
+    def drop_deferred(self, name: str, event_id: str) -> None:
+        """Forget a deferred decision (activated, or too late)."""
+        self.r.delete(keys(name)["deferred_prefix"] + event_id)
+
+    def event_exists(self, name: str, event_id: str) -> bool:
+        """Whether ``event_id`` is a logged decision of ``name`` (joined or not)."""
+        return bool(self.r.exists(event_key(name, event_id)))
+
+    def deferred_reward(self, name: str, event_id: str, feedback: dict[str, Any]) -> int:
+        """See :data:`scripts.DEFERRED_REWARD`: 1 active, 2 stashed, 0 unknown."""
+        k = [event_key(name, event_id), keys(name)["deferred_prefix"] + event_id]
+        return int(self._write("DEFERRED_REWARD",
+                               {"keys": k, "args": [dumps(feedback), repr(time.time())]}))
 
     # --- imports (boostbandit import) ----------------------------------------------------------
     def import_records(self, name: str) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ Fencing: a model has one writer, the holder of its lease. The lease key holds
 
 from __future__ import annotations
 
-__all__ = ["DECISION", "FEEDBACK", "JOIN", "LEASE", "RELEASE", "SNAPSHOT"]
+__all__ = ["DECISION", "DEFERRED_REWARD", "FEEDBACK", "JOIN", "LEASE", "RELEASE", "SNAPSHOT"]
 
 _NOW = """
 local t = redis.call('TIME')
@@ -179,4 +179,19 @@ if uid == ARGV[7] and tonumber(version) > tonumber(ARGV[4]) then return {0, vers
 redis.call('HSET', KEYS[1], 'blob', ARGV[2], 'serving', ARGV[3], 'version', ARGV[4],
            'joined_id', ARGV[5], 'ts', ARGV[6], 'uid', ARGV[7])
 return {1}
+"""
+
+#: A Personalizer reward for an event that may be deferred (ranked, not yet activated).
+#: KEYS: the event hash, the deferred event hash.  ARGV: feedback JSON, time.
+#: Returns 1 the event is active (record the feedback the normal way); 2 it is deferred: the
+#: first reward is stashed in its hash, forwarded at activation; 0 unknown or expired.
+DEFERRED_REWARD = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 1 end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  if redis.call('HSETNX', KEYS[2], 'fb', ARGV[1]) == 1 then
+    redis.call('HSET', KEYS[2], 'fb_ts', ARGV[2])
+  end
+  return 2
+end
+return 0
 """

@@ -69,8 +69,7 @@ from service import metrics, runtime
 from service.deps import LogDep, SettingsDep, StoreDep
 from service.deps import _matches as key_matches
 from service.eventlog import EventLog
-from service.eventlog.keys import event_key
-from service.events import decision_event, dumps, iso_timestamp, loads
+from service.events import decision_event, iso_timestamp
 from service.interchange import flatten_context
 from service.schemas import (
     PersonalizerError,
@@ -87,21 +86,6 @@ __all__ = ["PersonalizerFailure", "router", "to_model_reward"]
 log_ = logging.getLogger("boostbandit.personalizer")
 
 PREFIX = "/personalizer/v1.0"
-INDEX_PREFIX = "bb:personalizer:event:"
-
-# reward for a deferred event: forward if active, stash if deferred, else unknown
-_REWARD_DEFERRED = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 1 end
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  if redis.call('HSETNX', KEYS[2], 'fb', ARGV[1]) == 1 then
-    redis.call('HSET', KEYS[2], 'fb_ts', ARGV[2])
-  end
-  return 2
-end
-return 0
-"""
-
-
 def to_model_reward(value: float) -> float:
     """Personalizer's reward scale [-1, 1] -> the model's [0, 1]: ``(x + 1) / 2``.
 
@@ -196,14 +180,6 @@ router = APIRouter(
 
 def _bad(code: str, message: str) -> PersonalizerFailure:
     return PersonalizerFailure(400, code, message)
-
-
-def _index_key(event_id: str) -> str:
-    return INDEX_PREFIX + event_id
-
-
-def _deferred_key(name: str, event_id: str) -> str:
-    return f"bb:{{{name}}}:deferred:{event_id}"
 
 
 def action_set_model_name(ids: list[str]) -> str:
@@ -361,7 +337,7 @@ def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep,
     excluded = [i for i, a in enumerate(config.actions) if a not in offered]
     event_id = body.eventId or uuid.uuid4().hex
     retention = config.reward_wait_seconds + settings.event_retention_seconds
-    if not log.r.set(_index_key(event_id), config.name, nx=True, ex=int(retention) + 1):
+    if not log.claim_event_id(event_id, config.name, retention):
         raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
     try:
         decision, version, policy = _decide(model, log, store, context, event_id, excluded)
@@ -371,11 +347,7 @@ def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep,
         event["bb"]["personalizer"] = {"deferred": bool(body.deferActivation),
                                        "baseline": next(a for a in ids if a in offered)}
         if body.deferActivation:
-            dkey = _deferred_key(config.name, event_id)
-            pipe = log.r.pipeline(transaction=True)
-            pipe.hset(dkey, mapping={"d": dumps(event), "ts": repr(ts)})
-            pipe.expire(dkey, int(retention) + 1)
-            pipe.execute()
+            log.defer_decision(config.name, event_id, event, ts, retention)
         else:
             outcome = log.append_decision(config, event_id, event, new_types=new_types)
             if outcome.status in ("type", "full"):
@@ -385,7 +357,7 @@ def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep,
                 raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
             runtime.confirm_types(model, new_types)
     except (redis.RedisError, PersonalizerFailure):
-        log.r.delete(_index_key(event_id))
+        log.release_event_id(event_id)
         raise
     metrics.DECISIONS.labels(config.name).inc()
     p = decision.probabilities.tolist()
@@ -399,8 +371,8 @@ def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep,
 
 
 def _model_of(event_id: str, log: EventLog, code: str) -> ModelConfig:
-    name = log.r.get(_index_key(event_id))
-    config = None if name is None else log.config(name.decode())
+    name = log.model_of_event(event_id)
+    config = None if name is None else log.config(name)
     if config is None:
         raise PersonalizerFailure(404, code, f"unknown or expired eventId {event_id!r}")
     return config
@@ -418,8 +390,7 @@ def reward(eventId: str, body: RewardRequest, log: LogDep) -> Response:  # noqa:
     value = to_model_reward(body.value)
     payload = {"EventId": eventId, "Timestamp": iso_timestamp(now), "ts": now, "reward": value,
                "label": None, "label_id": None, "personalizer_value": float(body.value)}
-    state = int(log.r.eval(_REWARD_DEFERRED, 2, event_key(config.name, eventId),
-                           _deferred_key(config.name, eventId), dumps(payload), repr(now)))
+    state = log.deferred_reward(config.name, eventId, payload)
     if state == 0:
         raise PersonalizerFailure(404, "NotFound", f"unknown or expired eventId {eventId!r}")
     if state == 1:
@@ -437,26 +408,24 @@ def reward(eventId: str, body: RewardRequest, log: LogDep) -> Response:  # noqa:
 def activate(eventId: str, log: LogDep, settings: SettingsDep) -> Response:  # noqa: N803
     """Activate a deferred event: from now on it is learned like any other (idempotent)."""
     config = _model_of(eventId, log, "InvalidEventIdToActivate")
-    dkey = _deferred_key(config.name, eventId)
-    raw_event, raw_ts = log.r.hmget(dkey, ["d", "ts"])
-    if raw_event is None:
-        if log.r.exists(event_key(config.name, eventId)):
+    deferred = log.deferred(config.name, eventId)
+    if deferred is None:
+        if log.event_exists(config.name, eventId):
             return Response(status_code=status.HTTP_204_NO_CONTENT)  # not deferred / done
         raise PersonalizerFailure(404, "InvalidEventIdToActivate",
                                   f"unknown or expired eventId {eventId!r}")
-    ts = float(raw_ts)
+    ts = deferred["ts"]
     if time.time() > ts + config.reward_wait_seconds:
         log_.info("%s: event %s activated after its reward window; dropped", config.name, eventId)
-        log.r.delete(dkey)
+        log.drop_deferred(config.name, eventId)
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    event = loads(raw_event)
+    event = deferred["event"]
     # order matters: log the decision first, then forward a stashed reward (a reward arriving
     # from now on finds the decision in the log and goes the normal way)
     log.append_decision(config, eventId, event, age=max(0.0, time.time() - ts))
-    stashed = log.r.hget(dkey, "fb")
-    if stashed is not None:
-        outcome, _ = log.append_feedback(config.name, eventId, loads(stashed))
+    if deferred["feedback"] is not None:
+        outcome, _ = log.append_feedback(config.name, eventId, deferred["feedback"])
         if outcome == "new":
             metrics.REWARDS.labels(config.name).inc()
-    log.r.delete(dkey)
+    log.drop_deferred(config.name, eventId)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
