@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis
 from fastapi import APIRouter, Depends, Request, Response, status
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from service import metrics
@@ -19,7 +19,14 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+_UNAVAILABLE = {
+    "description": "Not ready: Redis unreachable or the models not loaded yet.",
+    "content": {"application/json": {"example": {"status": "unavailable",
+                                                 "problems": ["models not loaded yet"]}}},
+}
+
+
+@router.get("/readyz", responses={503: _UNAVAILABLE})
 def readyz(request: Request, store: StoreDep) -> JSONResponse:
     """Ready: Redis answers and the models are loaded (503 otherwise, with the reason)."""
     problems = []
@@ -37,7 +44,12 @@ def readyz(request: Request, store: StoreDep) -> JSONResponse:
     return JSONResponse({"status": "ready", "models": len(store.loaded())})
 
 
-@router.get("/metrics", dependencies=[Depends(require_key)])
+@router.get(
+    "/metrics",
+    dependencies=[Depends(require_key)],
+    response_class=PlainTextResponse,  # documents text/plain, not JSON
+    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format."}},
+)
 def prometheus_metrics(store: StoreDep) -> Response:
     """Prometheus text exposition."""
     metrics.update_model_gauges(store.loaded())

@@ -12,7 +12,9 @@ from service.eventlog import EventLog
 from service.schemas import PoliciesResponse, PolicyInfo, ServingInfo, ServingRequest
 from service.store import ModelStore, ServedModel, ServingConfig
 
-router = APIRouter(prefix="/v1/models", tags=["policies"], dependencies=[Depends(require_key)])
+_UNKNOWN_MODEL = {404: {"description": "Unknown model (or policy version)."}}
+router = APIRouter(prefix="/v1/models", tags=["policies"], dependencies=[Depends(require_key)],
+                   responses=_UNKNOWN_MODEL)
 
 
 def serving_info(model: ServedModel, log: EventLog, store: ModelStore) -> ServingInfo:
@@ -75,7 +77,12 @@ def read_serving(model: ModelDep, log: LogDep, store: StoreDep) -> ServingInfo:
     return serving_info(model, log, store)
 
 
-@router.put("/{name}/serving", response_model=ServingInfo, dependencies=[Depends(require_admin)])
+@router.put(
+    "/{name}/serving",
+    response_model=ServingInfo,
+    dependencies=[Depends(require_admin)],
+    responses={409: {"description": "Mode policy without a published policy."}},
+)
 def set_serving(
     body: ServingRequest, model: ModelDep, log: LogDep, store: StoreDep
 ) -> ServingInfo:
