@@ -442,3 +442,11 @@ def test_predict_with_exclusions_restricts_the_booster(client: TestClient) -> No
         logged = log.decision_of("m1", f"x{i}")["bb"]["decision"]
         internals = logged["internals"]
         assert 0 not in internals["allowed"] and internals["yhat"] != 0  # predicted among allowed
+
+
+def test_an_initial_snapshot_never_replaces_a_stored_one(log: EventLog) -> None:
+    """A creation that lost a race must not overwrite the winner's snapshot."""
+    winner = new_model(log, wait=60.0)
+    loser_config = ModelConfig(name="m", booster="uniform", actions=ACTIONS, params={"seed": 1})
+    save_snapshot(log, ServedModel(loser_config, loser_config.build()))
+    assert log.snapshot_meta("m") == (0, winner.config.uid)

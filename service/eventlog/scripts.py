@@ -165,13 +165,14 @@ return 0
 #: Write a model's snapshot (the whole booster and its serving copy).
 #: KEYS: snapshot hash, lease.  ARGV: lease value held, blob, serving copy, version, id of the
 #: last joined event applied, time, model uid, mode ("held": by the lease holder; "initial":
-#: the version-0 snapshot of a new model, written only if that model has none).
+#: the version-0 snapshot of a new model, written only if no snapshot is stored at all: a
+#: deleted model's snapshot is deleted with it).
 #: Returns {-1} not the lease holder (nothing written); {0, stored version} a newer snapshot
-#: of the same model (or, "initial", any) is stored already; {1} written.
+#: of the same model (or, "initial", any snapshot) is stored already; {1} written.
 SNAPSHOT = """
 local version, uid = unpack(redis.call('HMGET', KEYS[1], 'version', 'uid'))
 if ARGV[8] == 'initial' then
-  if uid == ARGV[7] then return {0, version} end
+  if uid then return {0, version} end
 elseif redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return {-1}
 end

@@ -84,16 +84,16 @@ def create_model(
         reward_wait_seconds=body.reward_wait_seconds,
         default_reward=body.default_reward,
     )
+    if log.config(body.name) is not None:  # before building: a build can take seconds
+        raise HTTPException(status.HTTP_409_CONFLICT, f"model {body.name!r} already exists")
     try:
         booster = config.build()
     except (ValueError, TypeError) as exc:
         raise _unprocessable(f"cannot build booster {body.booster!r}: {exc}") from None
-    if log.config(body.name) is not None:
+    if not log.add_config(config):  # a concurrent creation won: its snapshot stays untouched
         raise HTTPException(status.HTTP_409_CONFLICT, f"model {body.name!r} already exists")
     model = ServedModel(config, booster)
     save_snapshot(log, model)  # version 0, so replicas and learners start from the same state
-    if not log.add_config(config):
-        raise HTTPException(status.HTTP_409_CONFLICT, f"model {body.name!r} already exists")
     store.put(model)
     return _info(model, log)
 

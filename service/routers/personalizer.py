@@ -217,8 +217,8 @@ def _create(name: str, ids: list[str], log: EventLog, store: ModelStore,
     except (ValueError, TypeError) as exc:
         raise PersonalizerFailure(500, "InternalServerError",
                                   f"cannot build booster: {exc}") from None
-    save_snapshot(log, model)
     if log.add_config(config):
+        save_snapshot(log, model)  # version 0 (never over a concurrent creator's)
         store.put(model)
         log_.info("created model %s for actions %s", name, ", ".join(config.actions))
         return model
