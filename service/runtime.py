@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from service.eventlog import EventLog
-from service.events import dumps
 from service.settings import Settings
 from service.store import ServedModel
 
@@ -30,13 +28,6 @@ _TYPE_NAMES = {"n": "a number", "s": "a string"}
 
 class ContextError(ValueError):
     """A context the model refuses (the message names the feature and the rule)."""
-
-
-@dataclass
-class Schema:
-    """The feature types of a model this process has seen confirmed by the log."""
-
-    types: dict[str, str]
 
 
 def context_types(context: dict[str, Any]) -> dict[str, str]:
@@ -110,5 +101,5 @@ def request_digest(body: dict[str, Any]) -> str:
     >>> request_digest({"a": 1, "b": [2]}) == request_digest({"b": [2], "a": 1})
     True
     """
-    canonical = json.dumps(json.loads(dumps(body)), sort_keys=True, separators=(",", ":"))
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(canonical.encode()).hexdigest()[:32]

@@ -620,10 +620,12 @@ class EventLog:
         }
         removed = {}
         for role, candidates in floors.items():
-            if None in candidates or self.r.xlen(k[role]) <= bound:
+            excess = self.r.xlen(k[role]) - bound
+            if None in candidates or excess <= 0:
                 continue
-            tail = self.r.xrevrange(k[role], count=bound)  # the newest ``bound`` stay
-            floor = min([*candidates, text(tail[-1][0])], key=_sid)
+            # the first of the newest ``bound`` entries: O(excess), not O(bound)
+            head = self.r.xrange(k[role], count=excess + 1)
+            floor = min([*candidates, text(head[-1][0])], key=_sid)
             removed[role] = int(self.r.xtrim(k[role], minid=floor))
         return removed
 
