@@ -76,6 +76,8 @@ class BodySizeLimit:
         return await self.app(scope, replay, send)
 
     async def _reject(self, scope, receive, send) -> None:
+        if scope["path"].startswith(personalizer.PREFIX + "/"):  # Personalizer's envelope
+            return await personalizer.too_large(self.limit)(scope, receive, send)
         response = JSONResponse(
             {"detail": f"request body too large (limit {self.limit} bytes)"}, status_code=413
         )

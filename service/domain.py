@@ -6,18 +6,50 @@ import secrets
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from boosters.base import OnlineBooster
 from boosters.registry import make_booster
 from service.events import dumps, loads
 
-__all__ = ["ModelConfig", "ServingConfig"]
+__all__ = ["ModelConfig", "NegativeRewards", "ServingConfig", "reward_from_client"]
+
+#: How a model reads the rewards of the Personalizer routes (docs/personalizer.md, "Rewards"):
+#: ``clip``: on [0, 1], used as sent, a negative one counts as 0; ``rescale``: on [-1, 1],
+#: mapped linearly by (x + 1) / 2.
+NegativeRewards = Literal["clip", "rescale"]
+
+#: What a stored config written before ``negative_rewards`` existed used (its rewards and its
+#: default reward were mapped by (x + 1) / 2); new models default to ``clip``.
+LEGACY_NEGATIVE_REWARDS: NegativeRewards = "rescale"
+
+
+def reward_from_client(value: float, negative_rewards: NegativeRewards) -> float:
+    """A reward sent to the Personalizer routes (in [-1, 1]) on a model's scale [0, 1].
+
+    >>> [reward_from_client(x, "clip") for x in (1, 0.25, 0, -1)]
+    [1.0, 0.25, 0.0, 0.0]
+    >>> [reward_from_client(x, "rescale") for x in (1, 0.25, 0, -1)]
+    [1.0, 0.625, 0.5, 0.0]
+    """
+    x = float(value)
+    return (x + 1.0) / 2.0 if negative_rewards == "rescale" else max(0.0, x)
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """What ``POST /v1/models`` stored: enough to rebuild the model from scratch."""
+    """What ``POST /v1/models`` stored: enough to rebuild the model from scratch.
+
+    ``default_reward`` is on the model's scale [0, 1]; ``negative_rewards`` says how a reward
+    sent to the Personalizer routes becomes one (:meth:`from_client`).
+
+    >>> c = ModelConfig("m", "uniform", ["a", "b"], {"seed": 0})
+    >>> c.negative_rewards, c.from_client(1), c.from_client(0), c.from_client(-1)
+    ('clip', 1.0, 0.0, 0.0)
+    >>> r = ModelConfig("m", "uniform", ["a", "b"], {"seed": 0}, negative_rewards="rescale")
+    >>> r.from_client(1), r.from_client(0), r.from_client(-1), r.to_client(0.5)
+    (1.0, 0.5, 0.0, 0.0)
+    """
 
     name: str
     booster: str
@@ -27,6 +59,21 @@ class ModelConfig:
     default_reward: float = 0.0
     uid: str = field(default_factory=lambda: uuid.uuid4().hex)
     created: float = field(default_factory=time.time)
+    negative_rewards: NegativeRewards = "clip"
+
+    def __post_init__(self) -> None:
+        if self.negative_rewards not in get_args(NegativeRewards):
+            raise ValueError(f"negative_rewards must be one of {get_args(NegativeRewards)}, "
+                             f"got {self.negative_rewards!r}")
+
+    def from_client(self, value: float) -> float:
+        """A Personalizer client's reward (in [-1, 1]) on the model's scale [0, 1]."""
+        return reward_from_client(value, self.negative_rewards)
+
+    def to_client(self, reward: float) -> float:
+        """A model-scale reward back on the client's scale (the inverse of :meth:`from_client`
+        on [0, 1]); used for the default reward of events that got none."""
+        return 2.0 * float(reward) - 1.0 if self.negative_rewards == "rescale" else float(reward)
 
     @property
     def seed(self) -> int:
@@ -39,8 +86,16 @@ class ModelConfig:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> ModelConfig:
-        """Inverse of :meth:`to_json`."""
-        return cls(**loads(text))
+        """Inverse of :meth:`to_json`. A config stored before ``negative_rewards`` existed keeps
+        the mapping it was made with (:data:`LEGACY_NEGATIVE_REWARDS`).
+
+        >>> ModelConfig.from_json('{"name": "m", "booster": "uniform", "actions": ["a", "b"], '
+        ...                       '"params": {}}').negative_rewards
+        'rescale'
+        """
+        data = loads(text)
+        data.setdefault("negative_rewards", LEGACY_NEGATIVE_REWARDS)
+        return cls(**data)
 
     def build(self) -> OnlineBooster:
         """A fresh booster (raises ValueError/TypeError on bad parameters)."""

@@ -15,6 +15,10 @@ Formats
          "a": [...], "c": {<context features>, "_multi": [{"_tag": id, "Action": {"id": id}}, ...]},
          "p": [...], "VWState": {"m": "<model>/<version>"}, "bb": {"excluded": [ids]}}
 
+    ``reward`` is the reward as the client sent it: for events of the Personalizer routes
+    ``bb.client_reward`` (on the client's scale, before the model's ``negative_rewards`` mapping),
+    else the model's reward.
+
     ``_multi`` lists the model's actions in the model's order (so ``a`` = 1-based model indices,
     chosen first; ``p`` aligned with ``a``); the action id is the ``_tag`` and an ``Action``
     namespace feature. The context's features are the shared (default namespace) features.
@@ -123,12 +127,16 @@ def to_dsjson(event: dict[str, Any], model: str) -> dict[str, Any]:
     bad = [k for k in context if k.startswith("_")]
     if bad:
         raise ValueError(f"feature name {bad[0]!r} starts with '_' (reserved by DSJSON)")
+    cost, outcome = event["_label_cost"], event.get("o")
+    if bb.get("client_reward") is not None:  # a Personalizer client's reward, as it sent it
+        cost, outcome = -bb["client_reward"], [{"v": bb["client_reward"],
+                                                "EventId": event["EventId"]}]
     line: dict[str, Any] = {
-        "_label_cost": event["_label_cost"],
+        "_label_cost": cost,
         "_label_probability": event["_label_probability"],
         "_label_Action": event["_label_Action"],
         "_labelIndex": event["_labelIndex"],
-        "o": event.get("o") or [{"v": -event["_label_cost"], "EventId": event["EventId"]}],
+        "o": outcome or [{"v": -cost, "EventId": event["EventId"]}],
         "Timestamp": event["Timestamp"],
         "Version": "1",
         "EventId": event["EventId"],

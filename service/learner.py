@@ -193,11 +193,17 @@ class Learner(StreamConsumer):
             reward = 1.0 if int(label) == int(decision["bb"]["decision"]["action"]) else 0.0
         # a decision served by an offline policy is joined (the worker trains on it) but not
         # learned by the online booster: its internals and propensities are not the booster's
-        return joined_event(
+        event = joined_event(
             decision, reward=float(reward), label=label, source=source,
             learn=not decision["bb"].get("policy"), ts=time.time(),
             feedback_id=state["feedback_id"],
         )
+        # the reward a Personalizer client sent (or its default), which export writes
+        if feedback is not None and "client_reward" in feedback:
+            event["bb"]["client_reward"] = feedback["client_reward"]
+        elif feedback is None and "personalizer" in decision["bb"]:
+            event["bb"]["client_reward"] = model.config.to_client(reward)
+        return event
 
     def catch_up(self, model: ServedModel) -> int:
         """Apply the joined events after the model's last applied one, in stream order."""

@@ -31,12 +31,6 @@ __all__ = [
     "ModelInfo",
     "PredictRequest",
     "PredictResponse",
-    "PersonalizerError",
-    "RankRequest",
-    "RankResponse",
-    "RankableAction",
-    "RankedAction",
-    "RewardRequest",
 ]
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -94,6 +88,11 @@ class CreateModel(_Body):
     reward_wait_seconds: StrictFloat = Field(default=600.0, gt=0, le=30 * 86400,
                                              allow_inf_nan=False)
     default_reward: StrictFloat = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    negative_rewards: Literal["clip", "rescale"] = Field(
+        default="clip",
+        description="How rewards sent to the Personalizer routes reach the model: clip (used as "
+        "sent on [0, 1], a negative one counts as 0) or rescale ((x + 1) / 2 from [-1, 1]).",
+    )
 
     @field_validator("booster")
     @classmethod
@@ -132,6 +131,9 @@ class ModelInfo(BaseModel):
     params: dict[str, Any]
     reward_wait_seconds: float
     default_reward: float
+    negative_rewards: str = Field(
+        default="clip", description="Mapping of Personalizer rewards: clip or rescale."
+    )
     version: int
     decisions: int
     rewards: int
@@ -302,84 +304,3 @@ class PoliciesResponse(BaseModel):
     worker: dict[str, Any] | None = Field(description="The offline worker's last report.")
     policies: list[PolicyInfo] = Field(description="Newest first.")
 
-
-# --- Personalizer-compatible routes (/personalizer/v1.0, service/routers/personalizer.py) ------
-# Field names and shapes are those of Azure Personalizer's v1.0 REST API (RankRequest,
-# RankableAction, RankResponse, RankedAction, RewardRequest, PersonalizerError). Unknown fields
-# are ignored, as a client of the retired service may send some.
-
-
-class _PersonalizerBody(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class RankableAction(_PersonalizerBody):
-    """An action offered to ``rank``: its id and optional features (logged, not learned)."""
-
-    id: StrictStr = Field(min_length=1, max_length=256)
-    features: list[dict[str, Any]] | None = Field(
-        default=None, description="Action features (accepted; the boosters do not use them)."
-    )
-
-
-class RankRequest(_PersonalizerBody):
-    """``POST /personalizer/v1.0/rank``."""
-
-    contextFeatures: list[dict[str, Any]] | None = Field(  # noqa: N815 - Personalizer's name
-        default=None, description="Context as a list of feature objects (flattened)."
-    )
-    actions: list[RankableAction] = Field(min_length=1, description="The actions to rank.")
-    excludedActions: list[StrictStr] | None = Field(  # noqa: N815
-        default=None, description="Action ids that must not be chosen."
-    )
-    eventId: str | None = Field(  # noqa: N815
-        default=None, pattern=r"^[A-Za-z0-9_.:-]{1,256}$",
-        description="Event id (generated if missing); seeds the decision's generator.",
-    )
-    deferActivation: bool | None = Field(  # noqa: N815
-        default=False, description="If true, nothing is learned until /activate is called."
-    )
-
-    @field_validator("actions")
-    @classmethod
-    def _distinct_ids(cls, value: list[RankableAction]) -> list[RankableAction]:
-        seen: set[str] = set()
-        dups = sorted({a.id for a in value if a.id in seen or seen.add(a.id)})
-        if dups:
-            raise ValueError(f"action ids must be distinct; repeated: {', '.join(dups)}")
-        return value
-
-
-class RankedAction(BaseModel):
-    """One action of the ranking with its probability."""
-
-    id: str
-    probability: float = Field(ge=0.0, le=1.0)
-
-
-class RankResponse(BaseModel):
-    """Answer of ``rank`` (HTTP 201)."""
-
-    ranking: list[RankedAction]
-    eventId: str  # noqa: N815
-    rewardActionId: str  # noqa: N815
-
-
-class RewardRequest(_PersonalizerBody):
-    """``POST /personalizer/v1.0/events/{eventId}/reward``; ``value`` in [-1, 1]."""
-
-    value: StrictFloat = Field(ge=-1.0, le=1.0, allow_inf_nan=False)  # integers too
-
-
-class PersonalizerErrorBody(BaseModel):
-    """The inner object of Personalizer's error envelope."""
-
-    code: str
-    message: str
-    target: str | None = None
-
-
-class PersonalizerError(BaseModel):
-    """Personalizer's error envelope ``{"error": {"code", "message"}}``."""
-
-    error: PersonalizerErrorBody

@@ -174,7 +174,15 @@ class Settings(BaseSettings):
     )
     personalizer_default_reward: float = Field(
         default=0.0, ge=-1.0, le=1.0,
-        description="Their default reward on Personalizer's scale [-1, 1] (stored as (x+1)/2).",
+        description="Their default reward (for an event with no reward in its wait), on the "
+        "client's scale like a reward sent to /reward (Personalizer's default: 0), mapped as "
+        "personalizer_negative_rewards says.",
+    )
+    personalizer_negative_rewards: Literal["clip", "rescale"] = Field(
+        default="clip",
+        description="How those models read rewards: clip (rewards on [0, 1] used as sent, a "
+        "negative one counts as 0: clients sending 0/1) or rescale (rewards on [-1, 1] mapped "
+        "by (x + 1) / 2: clients sending -1 for a miss). See docs/personalizer.md.",
     )
     personalizer_max_actions: int = Field(
         default=50, ge=1, description="Most actions in one rank request (Personalizer: 50)."

@@ -14,7 +14,7 @@ import redis
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.eventlog.keys import keys
+from service.eventlog.keys import MODELS_KEY, keys
 from service.routers.personalizer import action_set_model_name
 from service.settings import Settings
 from tests.test_service_api import FAST, wait_for
@@ -76,30 +76,94 @@ def test_documented_rank_and_reward_examples(client: TestClient) -> None:
 
     name = action_set_model_name(IDS)
     config = client.app.state.log.config(name)
-    assert config.actions == sorted(IDS) and config.default_reward == 0.5
+    assert config.actions == sorted(IDS)
+    assert config.default_reward == 0.0 and config.negative_rewards == "clip"
     wait_for(lambda: len(_joined(client, name)) == 1)
     (event,) = _joined(client, name)
     assert event["EventId"] == RANK_EXAMPLE["eventId"]
-    assert event["bb"]["reward"] == 1.0 and event["bb"]["source"] == "feedback"  # (1 + 1) / 2
+    assert event["bb"]["reward"] == 1.0 and event["bb"]["source"] == "feedback"
+    assert event["bb"]["client_reward"] == 1.0
     assert event["bb"]["action_id"] == body["rewardActionId"]
     assert event["c"] == {"timeOfDay": "Morning"}
     assert [event["bb"]["actions"][i] for i in event["bb"]["excluded"]] == ["SportsArticle"]
     assert event["_skipLearn"] is False
 
 
-def test_same_action_set_same_model_and_reward_scale(client: TestClient) -> None:
-    reversed_actions = list(reversed(RANK_EXAMPLE["actions"]))
-    _rank(client, "a-1", excludedActions=[])
-    _rank(client, "a-2", actions=reversed_actions, excludedActions=[])
-    assert [n for n in client.app.state.log.configs()] == [action_set_model_name(IDS)]
-    assert client.post(f"{BASE}/events/a-1/reward", json={"value": -1}).status_code == 204
-    assert client.post(f"{BASE}/events/a-2/reward", json={"value": 0.5}).status_code == 204
+def _rewards_of(c: TestClient, values: dict[str, float | None]) -> dict[str, tuple]:
+    """Rank one event per key of ``values`` (one action set), send its reward (None: none, so
+    the default reward is joined when the 1 s wait ends); the joined (model reward, client
+    reward, source) per event."""
+    for i, (event_id, value) in enumerate(values.items()):
+        actions = RANK_EXAMPLE["actions"]
+        _rank(c, event_id, excludedActions=[], actions=actions[::-1] if i % 2 else actions)
+        if value is not None:
+            r = c.post(f"{BASE}/events/{event_id}/reward", json={"value": value})
+            assert r.status_code == 204, r.text
+    assert list(c.app.state.log.configs()) == [action_set_model_name(IDS)]  # one model
+    name = action_set_model_name(IDS)
+    wait_for(lambda: len(_joined(c, name)) == len(values))
+    return {e["EventId"]: (e["bb"]["reward"], e["bb"]["client_reward"], e["bb"]["source"])
+            for e in _joined(c, name)}
+
+
+def test_rewards_clip_by_default(client: TestClient) -> None:
+    """0/1 rewards are learned as 0/1 (a miss is not 0.5), negative rewards count as 0, the
+    default reward is 0; every joined event keeps the reward the client sent."""
+    rewards = _rewards_of(client, {"a-1": -1, "a-2": 0.5, "a-3": 0, "a-4": 1, "a-5": None})
+    assert rewards == {"a-1": (0.0, -1.0, "feedback"), "a-2": (0.5, 0.5, "feedback"),
+                       "a-3": (0.0, 0.0, "feedback"), "a-4": (1.0, 1.0, "feedback"),
+                       "a-5": (0.0, 0.0, "default")}
     # a second reward of the same event is ignored (Personalizer's "earliest" aggregation)
     assert client.post(f"{BASE}/events/a-2/reward", json={"value": 1.0}).status_code == 204
+    time.sleep(0.2)
+    joined = _joined(client, action_set_model_name(IDS))
+    assert len(joined) == 5 and [e["bb"]["reward"] for e in joined if e["EventId"] == "a-2"] == [0.5]
+
+
+def test_rewards_rescale_setting(redis_url: str) -> None:
+    """personalizer_negative_rewards = rescale: [-1, 1] -> (x + 1) / 2, the default reward
+    (client scale 0) is 0.5 on the model."""
+    settings = Settings(redis_url=redis_url, personalizer_negative_rewards="rescale", **SETTINGS)
+    with TestClient(create_app(settings)) as c:
+        rewards = _rewards_of(c, {"r-1": -1, "r-2": 0.5, "r-3": 0, "r-4": None})
+        config = c.app.state.log.config(action_set_model_name(IDS))
+    assert config.negative_rewards == "rescale" and config.default_reward == 0.5
+    assert rewards == {"r-1": (0.0, -1.0, "feedback"), "r-2": (0.75, 0.5, "feedback"),
+                       "r-3": (0.5, 0.0, "feedback"), "r-4": (0.5, 0.0, "default")}
+
+
+def test_old_stored_config_keeps_its_mapping(client: TestClient) -> None:
+    """A config stored before negative_rewards existed was made with (x + 1) / 2 (its default
+    reward too): it keeps that mapping."""
     name = action_set_model_name(IDS)
-    wait_for(lambda: len(_joined(client, name)) == 2)
-    rewards = {e["EventId"]: e["bb"]["reward"] for e in _joined(client, name)}
-    assert rewards == {"a-1": 0.0, "a-2": 0.75}
+    stored = {"name": name, "booster": "adabandit", "actions": sorted(IDS),
+              "params": {"n_learners": 3, "seed": 5}, "reward_wait_seconds": 1.0,
+              "default_reward": 0.5, "uid": "0" * 32, "created": 1.0}
+    log = client.app.state.log
+    log.r.hset(MODELS_KEY, name, json.dumps(stored))
+    assert log.config(name).negative_rewards == "rescale"
+    client.app.state.store.load_all()
+    assert _rewards_of(client, {"o-1": 0, "o-2": 1}) == {"o-1": (0.5, 0.0, "feedback"),
+                                                          "o-2": (1.0, 1.0, "feedback")}
+
+
+def test_native_model_chooses_its_mapping(redis_url: str) -> None:
+    """POST /v1/models takes negative_rewards (validated), and the Personalizer routes of a
+    configured model use it."""
+    settings = Settings(redis_url=redis_url, personalizer_model="news", **SETTINGS)
+    with TestClient(create_app(settings)) as c:
+        body = {"name": "news", "booster": "adabandit", "params": {"n_learners": 3, "seed": 1},
+                "actions": IDS, "negative_rewards": "sometimes"}
+        r = c.post("/v1/models", json=body)
+        assert r.status_code == 422 and "negative_rewards" in r.text, r.text
+        body["negative_rewards"] = "rescale"
+        r = c.post("/v1/models", json=body)
+        assert r.status_code == 201 and r.json()["negative_rewards"] == "rescale", r.text
+        _rank(c, "n-1")
+        assert c.post(f"{BASE}/events/n-1/reward", json={"value": 0}).status_code == 204
+        wait_for(lambda: len(_joined(c, "news")) == 1)
+        (event,) = _joined(c, "news")
+        assert (event["bb"]["reward"], event["bb"]["client_reward"]) == (0.5, 0.0)
 
 
 def test_errors_use_personalizer_envelope(client: TestClient) -> None:

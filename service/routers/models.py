@@ -33,6 +33,7 @@ def _info(model: ServedModel, log: EventLog) -> ModelInfo:
         params=c.params,
         reward_wait_seconds=c.reward_wait_seconds,
         default_reward=c.default_reward,
+        negative_rewards=c.negative_rewards,
         version=model.version,
         decisions=int(stats.get("decisions", 0)),
         rewards=int(stats.get("rewards", 0)),
@@ -83,6 +84,7 @@ def create_model(
         params=ModelConfig.fill_seed(body.params),
         reward_wait_seconds=body.reward_wait_seconds,
         default_reward=body.default_reward,
+        negative_rewards=body.negative_rewards,
     )
     if log.config(body.name) is not None:  # before building: a build can take seconds
         raise HTTPException(status.HTTP_409_CONFLICT, f"model {body.name!r} already exists")

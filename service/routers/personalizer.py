@@ -4,10 +4,13 @@
 An existing Personalizer client works by changing its endpoint: same paths, field names and
 status codes (rank 201, reward 204, activate 204), errors in Personalizer's envelope
 ``{"error": {"code", "message"}}`` with HTTP 400 (``InvalidRankRequest``,
-``InvalidRewardRequest``, ``InvalidEventIdToActivate``), 404 for an unknown event id, 409 for an
-event id used twice, 401 without a valid key when keys are configured, 403 when a rank would create
-a model without the right to (see "Who may create a model"). The key is read from
-``Ocp-Apim-Subscription-Key`` (Personalizer's header) or ``Authorization: Bearer``.
+``InvalidRewardRequest``, ``InvalidEventIdToActivate``; also for malformed JSON and bodies that
+are not a JSON object, whatever the content type), 404 for an unknown event id, 409 for an event id
+used twice, 401 without a valid key when keys are configured, 403 when a rank would create a model
+without the right to (see "Who may create a model"), 413 for a body over ``max_body_bytes``, 503
+when the event log (Redis) is unavailable. The key is read from ``Ocp-Apim-Subscription-Key``
+(Personalizer's header) or ``Authorization: Bearer``. The request and response bodies are in
+:mod:`service.personalizer_schemas`.
 
 Mapping onto our models
 =======================
@@ -17,8 +20,10 @@ Mapping onto our models
   event. Without it, each distinct *set* of action ids gets its own model, named
   ``pz-<16 hex of sha256 of the sorted ids>``, created on first use with the booster
   ``personalizer_booster`` (default ``adabandit``), ``personalizer_params``, the reward wait
-  ``personalizer_reward_wait_seconds`` (600 s, Personalizer's default) and the default reward
-  ``personalizer_default_reward`` (Personalizer scale, default 0), its actions the sorted ids.
+  ``personalizer_reward_wait_seconds`` (600 s, Personalizer's default), the reward mapping
+  ``personalizer_negative_rewards`` (default ``clip``) and the default reward
+  ``personalizer_default_reward`` (on the client's scale, default 0, Personalizer's), its actions
+  the sorted ids.
   At most ``personalizer_max_models`` are created that way. The event id -> model index is kept in
   ``bb:personalizer:event:<eventId>`` for as long as the event (reward wait + retention).
 * **Who may create a model.** Creating a model is an admin action on every route: with keys
@@ -34,10 +39,15 @@ Mapping onto our models
 * **Ranking.** The chosen action first (``rewardActionId``), then the others by decreasing
   probability, excluded actions last with probability 0. The event id seeds the decision's
   generator, as in Personalizer.
-* **Rewards.** Personalizer's reward ``x`` in [-1, 1] is stored as ``(x + 1) / 2`` on the model's
-  [0, 1] scale (so 0, Personalizer's default "no reward", is 0.5, and the default reward of the
-  models created here is mapped the same way). The first reward of an event counts
-  (Personalizer's ``earliest`` aggregation); later ones are ignored (still 204).
+* **Rewards.** A reward ``x`` in [-1, 1] reaches the model's [0, 1] scale as the model's
+  ``negative_rewards`` says (:meth:`service.domain.ModelConfig.from_client`): ``clip`` (default)
+  uses [0, 1] as sent and counts a negative reward as 0, so the usual 0/1 rewards are learned as
+  0/1; ``rescale`` maps ``(x + 1) / 2``, for clients that send -1 for a miss. Configs stored before
+  the setting existed keep ``rescale``, the mapping they were made with. The reward the client
+  sent is kept as ``client_reward`` in the feedback record and the joined event (``bb``), and is
+  what the DSJSON export writes. The first reward of an event counts (Personalizer's
+  ``earliest`` aggregation); later ones are ignored (still 204). docs/personalizer.md has the
+  details.
 * **deferActivation.** A deferred decision is *not* put in the log at rank time: it waits in the
   hash ``bb:{model}:deferred:<eventId>``. A reward that arrives before activation is stashed
   there. ``activate`` appends the decision to the log as if it had been made then (same
@@ -57,7 +67,7 @@ import uuid
 from typing import Annotated, Any
 
 import redis
-from fastapi import APIRouter, Depends, Request, Response, status
+from fastapi import APIRouter, Depends, Path, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -68,10 +78,12 @@ from boosters.registry import booster_class, names
 from service import metrics, runtime
 from service.deps import LogDep, SettingsDep, StoreDep
 from service.deps import _matches as key_matches
-from service.eventlog import EventLog
+from service.domain import reward_from_client
+from service.eventlog import EventLog, OutcomeUnknown
 from service.events import decision_event, iso_timestamp
 from service.interchange import flatten_context
-from service.schemas import (
+from service.personalizer_schemas import (
+    ERROR_RESPONSES,
     PersonalizerError,
     RankedAction,
     RankRequest,
@@ -81,41 +93,53 @@ from service.schemas import (
 from service.settings import Settings
 from service.store import ModelConfig, ModelStore, ServedModel, save_snapshot
 
-__all__ = ["PersonalizerFailure", "router", "to_model_reward"]
+__all__ = ["PREFIX", "PersonalizerFailure", "router"]
 
 log_ = logging.getLogger("boostbandit.personalizer")
 
 PREFIX = "/personalizer/v1.0"
-def to_model_reward(value: float) -> float:
-    """Personalizer's reward scale [-1, 1] -> the model's [0, 1]: ``(x + 1) / 2``.
-
-    >>> to_model_reward(-1), to_model_reward(0), to_model_reward(1.0)
-    (0.0, 0.5, 1.0)
-    """
-    return (float(value) + 1.0) / 2.0
 
 
 class PersonalizerFailure(Exception):
-    """An error answered in Personalizer's envelope."""
+    """An error answered in Personalizer's envelope.
 
-    def __init__(self, status_code: int, code: str, message: str) -> None:
+    >>> PersonalizerFailure(404, "NotFound", "no such event").response().body
+    b'{"error":{"code":"NotFound","message":"no such event"}}'
+    """
+
+    def __init__(self, status_code: int, code: str, message: str,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status_code, self.code, self.message = status_code, code, message
+        self.headers = headers
 
     def response(self) -> JSONResponse:
         """The JSON answer."""
         body = PersonalizerError(error={"code": self.code, "message": self.message})
-        return JSONResponse(body.model_dump(exclude_none=True), status_code=self.status_code)
+        return JSONResponse(body.model_dump(exclude_none=True), status_code=self.status_code,
+                            headers=self.headers)
+
+
+def too_large(limit: int) -> JSONResponse:
+    """The 413 answer of a Personalizer path whose body is over ``limit`` bytes."""
+    return PersonalizerFailure(413, "RequestEntityTooLarge",
+                               f"request body too large (limit {limit} bytes)").response()
 
 
 _VALIDATION_CODES = {"rank": "InvalidRankRequest", "reward": "InvalidRewardRequest",
                      "activate": "InvalidEventIdToActivate"}
 
 
+def _json_content_type(request: Request) -> bool:
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and
+                                          kind.endswith("+json"))
+
+
 class PersonalizerRoute(APIRoute):
-    """Answers request-validation errors, bodies that are not JSON (and
-    :class:`PersonalizerFailure`) in Personalizer's envelope with HTTP 400, instead of the app's
-    422 / 400 ``{"detail": ...}``."""
+    """Answers request-validation errors and bodies that are not JSON in Personalizer's envelope
+    with HTTP 400 (instead of the app's 422 / 400 ``{"detail": ...}``), an unavailable event log
+    with 503 in the envelope, and :class:`PersonalizerFailure` as it says."""
 
     def get_route_handler(self):  # noqa: ANN201 - Starlette's handler type
         original = super().get_route_handler()
@@ -129,9 +153,18 @@ class PersonalizerRoute(APIRoute):
                     f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
                     for e in exc.errors()
                 )
+                if self.body_field is not None and not _json_content_type(request):
+                    problems = ("the body must be a JSON object sent as Content-Type: "
+                                f"application/json; {problems}")
                 return PersonalizerFailure(400, code, problems or "invalid request").response()
             except PersonalizerFailure as exc:
                 return exc.response()
+            except (redis.ConnectionError, redis.TimeoutError, OutcomeUnknown) as exc:
+                return PersonalizerFailure(
+                    503, "ServiceUnavailable",
+                    f"event log (Redis) unavailable or did not answer ({exc}); retrying the "
+                    "same request is safe", headers={"Retry-After": "1"},
+                ).response()
             except HTTPException as exc:
                 if exc.status_code != 400:  # pragma: no cover - only body parsing raises here
                     raise
@@ -204,13 +237,15 @@ def _create(name: str, ids: list[str], log: EventLog, store: ModelStore,
         raise _bad("InvalidRankRequest",
                    f"too many distinct action sets (personalizer_max_models = "
                    f"{settings.personalizer_max_models}); configure personalizer_model")
+    mapping = settings.personalizer_negative_rewards
     config = ModelConfig(
         name=name,
         booster=settings.personalizer_booster,
         actions=sorted(ids),
         params=ModelConfig.fill_seed(settings.personalizer_params),
         reward_wait_seconds=settings.personalizer_reward_wait_seconds,
-        default_reward=to_model_reward(settings.personalizer_default_reward),
+        default_reward=reward_from_client(settings.personalizer_default_reward, mapping),
+        negative_rewards=mapping,
     )
     try:
         model = ServedModel(config, config.build())
@@ -289,19 +324,27 @@ def _decide(model: ServedModel, log: EventLog, store: ModelStore, context: dict[
                                "min_propensity": floor}
 
 
+def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {c: ERROR_RESPONSES[c] for c in (*codes, 401, 413, 503, "4XX")}
+
+
 @router.post(
     "/rank",
     status_code=status.HTTP_201_CREATED,
     response_model=RankResponse,
-    responses={400: {"model": PersonalizerError}, 403: {"model": PersonalizerError},
-               409: {"model": PersonalizerError}},
+    response_description="The ranking; the event is logged (unless deferred).",
+    responses=_responses(400, 403, 409, 500),
 )
 def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep,
          token: PersonalizerKey) -> RankResponse:
-    """Rank the actions for a context: the chosen one is ``rewardActionId`` (logged with its
-    probability; learned when its reward arrives or the wait ends, after /activate if deferred).
-    A rank that needs a new model (a new action set) needs an admin key when keys are configured,
-    unless ``personalizer_auto_create`` is ``any-key`` (403 otherwise)."""
+    """Rank the actions for a context. The chosen one is `rewardActionId`: it is logged with its
+    probability and learned when its reward arrives or its reward wait ends (after `activate`
+    if `deferActivation`).
+
+    The set of action ids selects the model (one per set, created on first use, unless
+    `personalizer_model` is set). A rank that needs a new model needs an admin key when keys
+    are configured, unless `personalizer_auto_create` is `any-key` (403 otherwise).
+    """
     ids = [a.id for a in body.actions]
     if len(ids) > settings.personalizer_max_actions:
         raise _bad("InvalidRankRequest", f"too many actions: {len(ids)} > "
@@ -378,18 +421,30 @@ def _model_of(event_id: str, log: EventLog, code: str) -> ModelConfig:
     return config
 
 
+EventIdPath = Annotated[str, Path(description="The `eventId` of a rank.",
+                                   examples=["75269AD0-BFEE-4598-8196-C57383D38E10"])]
+
+
 @router.post(
     "/events/{eventId}/reward",
     status_code=status.HTTP_204_NO_CONTENT,
-    responses={400: {"model": PersonalizerError}, 404: {"model": PersonalizerError}},
+    response_description="Recorded (a second reward of the same event is ignored).",
+    responses=_responses(400, 404),
 )
-def reward(eventId: str, body: RewardRequest, log: LogDep) -> Response:  # noqa: N803
-    """Report the reward of an event, in [-1, 1] (stored as (value + 1) / 2)."""
+def reward(eventId: EventIdPath, body: RewardRequest, log: LogDep) -> Response:  # noqa: N803
+    """Report the reward of an event's chosen action, in [-1, 1]: typically 1 for a success
+    and 0 for a failure.
+
+    The model's `negative_rewards` setting maps it onto the model's [0, 1]: `clip` (the
+    default) uses [0, 1] as sent and counts a negative reward as 0; `rescale` maps
+    (x + 1) / 2. The reward as sent is logged and exported. Only the first reward of an event
+    counts; it must arrive within the model's reward wait (else the default reward is learned).
+    """
     config = _model_of(eventId, log, "NotFound")
     now = time.time()
-    value = to_model_reward(body.value)
-    payload = {"EventId": eventId, "Timestamp": iso_timestamp(now), "ts": now, "reward": value,
-               "label": None, "label_id": None, "personalizer_value": float(body.value)}
+    payload = {"EventId": eventId, "Timestamp": iso_timestamp(now), "ts": now,
+               "reward": config.from_client(body.value), "label": None, "label_id": None,
+               "client_reward": float(body.value)}
     state = log.deferred_reward(config.name, eventId, payload)
     if state == 0:
         raise PersonalizerFailure(404, "NotFound", f"unknown or expired eventId {eventId!r}")
@@ -403,10 +458,13 @@ def reward(eventId: str, body: RewardRequest, log: LogDep) -> Response:  # noqa:
 @router.post(
     "/events/{eventId}/activate",
     status_code=status.HTTP_204_NO_CONTENT,
-    responses={404: {"model": PersonalizerError}},
+    response_description="Activated (also for an event that was not deferred, or activated "
+    "after its reward wait, which is then dropped).",
+    responses=_responses(404),
 )
-def activate(eventId: str, log: LogDep, settings: SettingsDep) -> Response:  # noqa: N803
-    """Activate a deferred event: from now on it is learned like any other (idempotent)."""
+def activate(eventId: EventIdPath, log: LogDep, settings: SettingsDep) -> Response:  # noqa: N803
+    """Activate an event ranked with `deferActivation`: from now on it is logged and learned
+    like any other, with a reward sent before. Idempotent."""
     config = _model_of(eventId, log, "InvalidEventIdToActivate")
     deferred = log.deferred(config.name, eventId)
     if deferred is None:
