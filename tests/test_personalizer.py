@@ -117,7 +117,8 @@ def test_rewards_clip_by_default(client: TestClient) -> None:
     assert client.post(f"{BASE}/events/a-2/reward", json={"value": 1.0}).status_code == 204
     time.sleep(0.2)
     joined = _joined(client, action_set_model_name(IDS))
-    assert len(joined) == 5 and [e["bb"]["reward"] for e in joined if e["EventId"] == "a-2"] == [0.5]
+    assert len(joined) == 5
+    assert [e["bb"]["reward"] for e in joined if e["EventId"] == "a-2"] == [0.5]
 
 
 def test_rewards_rescale_setting(redis_url: str) -> None:
