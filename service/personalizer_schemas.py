@@ -14,7 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictStr,
+    field_validator,
+)
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -84,7 +92,7 @@ class RankRequest(_PersonalizerBody):
         description="Event id, used once (generated if missing); seeds the decision's "
         "generator, and names the event for `reward` and `activate`.",
     )
-    deferActivation: bool | None = Field(  # noqa: N815
+    deferActivation: StrictBool | None = Field(  # noqa: N815
         default=False,
         description="If true, the event is neither logged nor learned until `activate` is "
         "called for it (a reward sent before is kept until then).",
