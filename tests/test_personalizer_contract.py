@@ -170,6 +170,7 @@ schema.hook("flatmap_case")(steer_case)
 # Personalizer answers 400 then, so 400 is an expected answer to schema-valid data too, as is
 # 413 for a body over max_body_bytes (a size JSON Schema cannot state either)
 schema.config.checks.positive_data_acceptance.expected_statuses.extend(["400", "413"])
+schema.config.checks.negative_data_rejection.expected_statuses.append("413")  # rejected too
 
 
 @pytest.mark.usefixtures("served")
