@@ -4,6 +4,7 @@ with the request bodies of Personalizer's documented v1.0 examples (Rank.json, R
 from __future__ import annotations
 
 import copy
+import io
 import json
 import math
 import time
@@ -15,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.eventlog.keys import MODELS_KEY, keys
+from service.interchange import export_events
 from service.routers.personalizer import action_set_model_name
 from service.settings import Settings
 from tests.test_service_api import FAST, wait_for
@@ -119,6 +121,21 @@ def test_rewards_clip_by_default(client: TestClient) -> None:
     joined = _joined(client, action_set_model_name(IDS))
     assert len(joined) == 5
     assert [e["bb"]["reward"] for e in joined if e["EventId"] == "a-2"] == [0.5]
+
+
+def test_export_writes_the_reward_the_client_sent(redis_url: str) -> None:
+    """DSJSON export: the outcome is the client's reward (before the model's mapping), for
+    rewarded and defaulted Personalizer events alike."""
+    settings = Settings(redis_url=redis_url, personalizer_negative_rewards="rescale", **SETTINGS)
+    with TestClient(create_app(settings)) as c:
+        _rewards_of(c, {"x-1": -1, "x-2": 0, "x-3": 0.5, "x-4": None})
+        out = io.StringIO()
+        report = export_events(c.app.state.log, action_set_model_name(IDS), "dsjson", out,
+                               progress=False)
+    assert report.exported == 4
+    lines = {d["EventId"]: d for d in map(json.loads, out.getvalue().splitlines())}
+    assert {e: (d["_label_cost"], d["o"][0]["v"]) for e, d in lines.items()} == {
+        "x-1": (1.0, -1.0), "x-2": (-0.0, 0.0), "x-3": (-0.5, 0.5), "x-4": (-0.0, 0.0)}
 
 
 def test_rewards_rescale_setting(redis_url: str) -> None:
