@@ -191,8 +191,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     413: _error("Request body larger than `max_body_bytes` (`RequestEntityTooLarge`)."),
     500: _error("Misconfigured Personalizer settings (`InternalServerError`): "
                 "`personalizer_booster` or `personalizer_model`."),
-    503: _error("The event log (Redis) is unavailable or did not answer "
-                "(`ServiceUnavailable`); retrying the same request is safe."),
+    503: {**_error("The event log (Redis) is unavailable or did not answer "
+                   "(`ServiceUnavailable`); retrying the same request is safe."),
+          "headers": {"Retry-After": {"description": "Seconds to wait before retrying.",
+                                      "schema": {"type": "integer", "minimum": 0}}}},
     # every other client error is in the envelope too; also keeps FastAPI from declaring the
     # 422 these routes never answer
     "4XX": _error("Any other client error."),

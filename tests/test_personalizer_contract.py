@@ -71,6 +71,7 @@ def test_every_status_is_declared_in_the_envelope() -> None:
             if code[0] in "45":
                 assert response["content"]["application/json"]["schema"] == ENVELOPE, code
             assert response["description"] and response["description"] != "Successful Response"
+        assert "Retry-After" in responses["503"]["headers"]
 
 
 def test_bounds_examples_and_descriptions() -> None:
