@@ -128,9 +128,12 @@ def _envelope(r, status: int, code: str) -> str:
 
 def test_bodies_outside_the_routes_logic_answer_in_the_envelope(served: TestClient) -> None:
     rank, reward = f"{BASE}/rank", f"{BASE}/events/{PZ_EVENTS[0]}/reward"
-    for content in ("{not json", "[1, 2]", "null", ""):
+    for content in ("{not json", b"\xff\xfe{", "[1, 2]", "null", ""):
         r = served.post(rank, content=content, headers={"content-type": "application/json"})
-        _envelope(r, 400, "InvalidRankRequest")
+        message = _envelope(r, 400, "InvalidRankRequest")
+        assert "not valid JSON" in message or "body: " in message, message
+    r = served.post(reward, content="{not json", headers={"content-type": "application/json"})
+    assert "not valid JSON" in _envelope(r, 400, "InvalidRewardRequest")
     for kind in ("text/plain", "application/x-www-form-urlencoded", None):
         headers = {"content-type": kind} if kind else {}
         r = served.post(reward, content=b'{"value": 1}', headers=headers)

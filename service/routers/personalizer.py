@@ -136,6 +136,23 @@ def _json_content_type(request: Request) -> bool:
                                           kind.endswith("+json"))
 
 
+def _problem(error: dict[str, Any]) -> str:
+    """One validation error as ``field: message``.
+
+    >>> _problem({"type": "json_invalid", "loc": ("body", 1), "msg": "JSON decode error",
+    ...           "ctx": {"error": "Expecting value"}})
+    'body: not valid JSON (Expecting value at character 1)'
+    >>> _problem({"type": "missing", "loc": ("body", "value"), "msg": "Field required"})
+    'value: Field required'
+    """
+    loc = error.get("loc", ())
+    if error.get("type") == "json_invalid":
+        reason = (error.get("ctx") or {}).get("error", error.get("msg"))
+        where = f" at character {loc[1]}" if len(loc) > 1 else ""
+        return f"body: not valid JSON ({reason}{where})"
+    return f"{'.'.join(str(p) for p in loc[1:]) or 'body'}: {error.get('msg')}"
+
+
 class PersonalizerRoute(APIRoute):
     """Answers request-validation errors and bodies that are not JSON in Personalizer's envelope
     with HTTP 400 (instead of the app's 422 / 400 ``{"detail": ...}``), an unavailable event log
@@ -149,10 +166,7 @@ class PersonalizerRoute(APIRoute):
             try:
                 return await original(request)
             except RequestValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
-                    for e in exc.errors()
-                )
+                problems = "; ".join(_problem(e) for e in exc.errors())
                 if self.body_field is not None and not _json_content_type(request):
                     problems = ("the body must be a JSON object sent as Content-Type: "
                                 f"application/json; {problems}")
@@ -170,7 +184,8 @@ class PersonalizerRoute(APIRoute):
                     raise
                 # a body that is not JSON: FastAPI's {"detail": "There was an error parsing
                 # the body"}, answered in the envelope like any other invalid request
-                return PersonalizerFailure(400, code, f"body: {exc.detail}").response()
+                return PersonalizerFailure(400, code, f"body: not valid JSON ({exc.detail})"
+                                           ).response()
 
         return handler
 
