@@ -11,6 +11,8 @@ step:
    so whatever failed between a join and its apply, the event is applied on the next step,
    exactly once.
 3. **Snapshot** between events, fenced, and trim the streams below what is consumed.
+4. **Publish** the serving copy (fenced) every ``serving_publish_seconds`` when the model
+   changed: API replicas load it, so they trail by about that much, not by a snapshot interval.
 
 Decisions served by an offline policy (``bb.policy``) are joined like the others but marked
 ``_skipLearn``. The guarantees and the faults they are tested against: docs/consistency.md.
@@ -26,6 +28,7 @@ from typing import Any
 
 import redis
 
+from learners.frozen import dumps_serving
 from service import metrics
 from service.eventlog import EventLog, Limits, keys
 from service.eventlog.consumer import StreamConsumer
@@ -64,10 +67,24 @@ class Learner(StreamConsumer):
         self.heap = HeapFreezer(settings.gc_freeze_seconds)
 
     # --- lifecycle -----------------------------------------------------------------------------
+    def endpoint(self):
+        """``/healthz`` and ``/metrics`` on ``host:learner_metrics_port`` (0: none); each
+        scrape measures the models' staleness first."""
+        port = self.settings.learner_metrics_port
+        if not port:
+            return None
+        return (self.settings.host, port, self.settings.learner_stuck_seconds, self.measure)
+
+    def measure(self) -> None:
+        """Refresh the per-model gauges of the models this process holds (before a scrape)."""
+        self.store.measure_staleness()
+        metrics.update_model_gauges(self.store.loaded())
+
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the loop, snapshot the models it owns (between events) and release them."""
         self.stop_event.set()
         self.join(timeout)
+        self.close_endpoint()
         for thread in list(self._snapshots.values()):
             thread.join(timeout)  # an older snapshot must not land after the final one
         try:
@@ -130,6 +147,7 @@ class Learner(StreamConsumer):
             self.expire(model)
             self.catch_up(model)
             self.maybe_snapshot(model)
+            self.maybe_publish(model)
         self.heap.maybe_freeze()
 
     def _read(self, owned: dict[str, ServedModel], streams: dict[str, str],
@@ -239,11 +257,29 @@ class Learner(StreamConsumer):
             self._snapshots[model.name] = thread
             thread.start()
 
+    def maybe_publish(self, model: ServedModel) -> None:
+        """Publish the model's serving copy (fenced) if it changed since the last one and
+        ``serving_publish_seconds`` passed: what API replicas load between full snapshots.
+
+        The copy (trees reduced to their tests and leaf counts, :mod:`learners.frozen`) is
+        pickled here, between events; it is a few percent of a full snapshot's cost.
+        """
+        every = self.settings.serving_publish_seconds
+        if every <= 0 or model.version <= model.published_version:
+            return
+        if time.monotonic() - model.publish_clock < every:
+            return
+        with model.event_lock:  # between events (this thread is the one applying them)
+            version, joined_id = model.version, model.joined_id
+            blob = dumps_serving(model.booster)
+        model.publish_clock = time.monotonic()
+        self.log.publish_serving(model.config, blob, version, joined_id, self.held(model.name))
+        model.published_version = version
+
     def _write_snapshot(self, model: ServedModel, collect, lease: str) -> None:
         try:
             snapshot = collect()
             save_snapshot(self.log, model, snapshot, lease=lease)
-            metrics.SNAPSHOT_AGE.labels(model.name).set(0.0)
             self.log.trim(model.name, snapshot.joined_id)
         except (redis.RedisError, LeaseLost) as exc:  # the next interval tries again
             log.warning("snapshot of %s not written: %s", model.name, exc)
