@@ -194,7 +194,10 @@ class Learner(StreamConsumer):
             outcome, joined_id = self.log.join(model.name, event_id, event,
                                                self.held(model.name))
             if outcome == "joined":
-                metrics.JOINED.labels(model.name, event["bb"]["source"]).inc()
+                source = event["bb"]["source"]
+                metrics.JOINED.labels(model.name, source).inc()
+                reward = max(0.0, event["bb"]["reward"])  # in [0, 1]; a counter never falls
+                metrics.JOINED_REWARD.labels(model.name, source).inc(reward)
                 return joined_id
             if outcome != "retry":
                 return None

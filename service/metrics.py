@@ -37,6 +37,7 @@ log = logging.getLogger("boostbandit.metrics")
 __all__ = [
     "DECISIONS",
     "JOINED",
+    "JOINED_REWARD",
     "LEARNER_LAG",
     "MODEL_STALENESS",
     "MODEL_VERSION",
@@ -60,6 +61,12 @@ DECISIONS = Counter("boostbandit_decisions_total", "Decisions logged", ["model"]
 REWARDS = Counter("boostbandit_rewards_total", "Feedback logged (first per event)", ["model"])
 JOINED = Counter(
     "boostbandit_joined_total", "Joined events applied by this learner", ["model", "source"]
+)
+JOINED_REWARD = Counter(
+    "boostbandit_joined_reward",
+    "Sum of the rewards of the joined events (divided by boostbandit_joined_total: the "
+    "average reward)",
+    ["model", "source"],
 )
 LEARNER_LAG = Gauge(
     "boostbandit_learner_lag_seconds",
