@@ -70,7 +70,7 @@ JOINED_REWARD = Counter(
 )
 LEARNER_LAG = Gauge(
     "boostbandit_learner_lag_seconds",
-    "Age of the oldest feedback or expired decision the learner has not applied yet",
+    "Seconds from the latest joined feedback's arrival to its join",
     ["model"],
     multiprocess_mode="mostrecent",
 )
