@@ -159,6 +159,39 @@ async def drive(api: str, redis_url: str, args: argparse.Namespace) -> dict[str,
     }
 
 
+def publish_cost(events: int = 3000, repeats: int = 5) -> dict[str, float]:
+    """Bytes and pickling time (median of ``repeats``) of one serving copy against one full
+    snapshot, for the benchmark's model grown on ``events`` Car rows in this process."""
+    import pickle
+
+    import numpy as np
+
+    from boosters.registry import make_booster
+    from learners.frozen import dumps_serving
+
+    dataset = load_dataset("car")
+    booster = make_booster("adabandit", n_actions=len(dataset.classes), n_learners=20,
+                           rho=0.001, seed=4, tree_profile="bandit",
+                           nominal_attributes=list(dataset.nominal))
+    rng = np.random.default_rng(4)
+    for i in range(events):
+        j = i % len(dataset.y)
+        context = dict(dataset.X[j])
+        decision = booster.decide_one(context, rng=rng)
+        booster.learn_one(context, decision, reward=float(decision.action == int(dataset.y[j])))
+    out: dict[str, float] = {"events": events}
+    for name, dump in (("serving", dumps_serving),
+                       ("whole", lambda b: pickle.dumps(b, protocol=5))):
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            blob = dump(booster)
+            times.append(time.perf_counter() - start)
+        out[f"{name}_bytes"] = len(blob)
+        out[f"{name}_ms"] = statistics.median(times) * 1000
+    return out
+
+
 def run_once(args: argparse.Namespace, publish: float) -> dict[str, Any]:
     """One run with ``serving_publish_seconds = publish`` (fresh Redis and processes)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -195,7 +228,7 @@ def report(result: dict[str, Any]) -> str:
         "warm-up. Events: joined events not in the replica's served copy; seconds: age of the "
         "oldest of them (0 when it holds them all).", "",
         "| serving_publish_seconds | events behind: median / p95 / max "
-        "| seconds behind: median / p95 / max | pairs/s reached | samples | errors |",
+        "| seconds behind: median / p95 / max | pairs/s answered | samples | errors |",
         "|---|---|---|---|---|---|",
     ]
     for run in result["runs"]:
@@ -206,7 +239,14 @@ def report(result: dict[str, Any]) -> str:
             f"| {s['median']:.2f} / {s['p95']:.2f} / {s['max']:.2f} "
             f"| {run['pairs_per_second']:.0f} | {s['samples']} | {run['pair_errors']} |")
     lines += ["", "With publishing off, the staleness grows until the next full snapshot "
-              "(60 s or 5,000 events), so its figures are bounded by the run's length.", ""]
+              "(60 s or 5,000 events), so its figures are bounded by the run's length."]
+    cost = result["publish_cost"]
+    lines += ["", f"One publish against one full snapshot, the same model grown on "
+              f"{cost['events']} events (median of 5, in the benchmark's process): serving "
+              f"copy {cost['serving_bytes'] / 1e3:.0f} kB pickled in {cost['serving_ms']:.0f} ms, "
+              f"whole booster {cost['whole_bytes'] / 1e3:.0f} kB in {cost['whole_ms']:.0f} ms. "
+              "The learner pickles it in a forked child (as for snapshots), so its loop does not "
+              "wait for it.", ""]
     return "\n".join(lines)
 
 
@@ -255,12 +295,14 @@ def main(argv: list[str] | None = None) -> None:
         "sample_ms": args.sample_ms, "seed": args.seed, "max_inflight": args.max_inflight,
         "replica_refresh_seconds": Settings().replica_refresh_seconds,
     }
+    cost = publish_cost()
+    print(json.dumps(cost), flush=True)
     runs = []
     for publish in args.publish:
         run = run_once(args, publish)
         runs.append(run)
         print(json.dumps(run), flush=True)
-    result = {"config": config, "runs": runs}
+    result = {"config": config, "publish_cost": cost, "runs": runs}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     text = report(result)

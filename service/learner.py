@@ -36,7 +36,7 @@ from service.eventlog.log import LeaseLost
 from service.events import joined_event, loads
 from service.heap import HeapFreezer
 from service.settings import Settings
-from service.store import ModelStore, ServedModel, save_snapshot
+from service.store import ModelStore, ServedModel, pickle_isolated, save_snapshot
 
 __all__ = ["Learner", "limits"]
 
@@ -64,6 +64,7 @@ class Learner(StreamConsumer):
         self.store = store
         self.settings = settings
         self._snapshots: dict[str, threading.Thread] = {}  # snapshots being pickled and written
+        self._publishing: dict[str, threading.Thread] = {}  # serving copies being published
         self.heap = HeapFreezer(settings.gc_freeze_seconds)
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -85,7 +86,7 @@ class Learner(StreamConsumer):
         self.stop_event.set()
         self.join(timeout)
         self.close_endpoint()
-        for thread in list(self._snapshots.values()):
+        for thread in [*self._snapshots.values(), *self._publishing.values()]:
             thread.join(timeout)  # an older snapshot must not land after the final one
         try:
             for model in self.store.loaded():
@@ -264,20 +265,40 @@ class Learner(StreamConsumer):
         """Publish the model's serving copy (fenced) if it changed since the last one and
         ``serving_publish_seconds`` passed: what API replicas load between full snapshots.
 
-        The copy (trees reduced to their tests and leaf counts, :mod:`learners.frozen`) is
-        pickled here, between events; it is a few percent of a full snapshot's cost.
+        The copy (trees reduced to their tests and leaf counts, :mod:`learners.frozen`; about a
+        tenth of a full snapshot's bytes) is frozen between events by a fork, like a snapshot,
+        and pickled and written by a background thread, one per model at a time, so the loop
+        goes on applying events meanwhile. ``serve`` publishes nothing: its API decides with
+        the learner's own model, and a fork a second would cost its requests.
         """
         every = self.settings.serving_publish_seconds
-        if every <= 0 or model.version <= model.published_version:
+        if every <= 0 or self.settings.run_learner or model.version <= model.published_version:
+            return
+        running = self._publishing.get(model.name)
+        if running is not None and running.is_alive():
             return
         if time.monotonic() - model.publish_clock < every:
             return
-        with model.event_lock:  # between events (this thread is the one applying them)
+        with model.event_lock, model.lock:  # between events
             version, joined_id = model.version, model.joined_id
-            blob = dumps_serving(model.booster)
+            pending = pickle_isolated(model.booster, dumps_serving)
         model.publish_clock = time.monotonic()
-        self.log.publish_serving(model.config, blob, version, joined_id, self.held(model.name))
-        model.published_version = version
+        thread = threading.Thread(
+            target=self._publish, args=(model, pending, version, joined_id,
+                                        self.held(model.name)),
+            name=f"publish-{model.name}", daemon=True,
+        )
+        self._publishing[model.name] = thread
+        thread.start()
+
+    def _publish(self, model: ServedModel, pending, version: int, joined_id: str,
+                 lease: str) -> None:
+        try:
+            (blob,) = pending()
+            self.log.publish_serving(model.config, blob, version, joined_id, lease)
+            model.published_version = max(model.published_version, version)
+        except (RuntimeError, redis.RedisError, LeaseLost) as exc:  # the next interval retries
+            log.warning("serving copy %s of %s not published: %s", version, model.name, exc)
 
     def _write_snapshot(self, model: ServedModel, collect, lease: str) -> None:
         try:

@@ -116,9 +116,10 @@ class Settings(BaseSettings):
     # --- observability and replica freshness (service/metrics.py, learner.py, store.py) -------
     serving_publish_seconds: float = Field(
         default=1.0, ge=0,
-        description="The learner publishes the serving copy of a model that changed at most "
-        "every S seconds (replicas load it: their freshness), apart from the full snapshots, "
-        "which bound recovery. 0: never (replicas follow the snapshots only).",
+        description="`boostbandit learner` publishes the serving copy of a model that changed "
+        "at most every S seconds (replicas load it: their freshness), apart from the full "
+        "snapshots, which bound recovery. 0: never (replicas follow the snapshots only). "
+        "`serve` publishes nothing: its API decides with the learner's own model.",
     )
     learner_metrics_port: int = Field(
         default=9100, ge=0, le=65535,

@@ -101,8 +101,8 @@ class ServedModel:
         # this process's monotonic clock at the latest snapshot it wrote or loaded: the snapshot
         # interval is timed with it, so another process's clock does not matter
         self.snapshot_clock = time.monotonic()
-        # replicas: the serving copy the learner published last (version, this process's
-        # monotonic clock then); see Learner.maybe_publish
+        # the learner: the version of the serving copy it published last, and this process's
+        # monotonic clock then (Learner.maybe_publish)
         self.published_version = version
         self.publish_clock = time.monotonic()
         # measured by ModelStore.measure_staleness (seconds, Redis clock; None: not yet): the

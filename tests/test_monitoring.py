@@ -83,11 +83,12 @@ def exported(redis_server) -> set[str]:
     try:
         replica = Settings(redis_url=url, run_learner=False, replica_refresh_seconds=0.05)
         with TestClient(create_app(replica)) as api:
-            traffic(api, 4)
+            traffic(api, 4, name="monitored")  # a name no other test in this process uses
             metrics_url = f"http://127.0.0.1:{settings.learner_metrics_port}/metrics"
-            wait_for(lambda: 'boostbandit_joined_total{model="m",source="feedback"} 4.0'
+            wait_for(lambda: 'boostbandit_joined_total{model="monitored",source="feedback"} 4.0'
                      in get(metrics_url)[1])
-            wait_for(lambda: 'boostbandit_model_version{model="m"} 4.0' in api.get("/metrics").text)
+            wait_for(lambda: 'boostbandit_model_version{model="monitored"} 4.0'
+                     in api.get("/metrics").text)
             for text in (api.get("/metrics").text, get(metrics_url)[1]):
                 for family in text_string_to_metric_families(text):
                     names.update(s.name for s in family.samples)

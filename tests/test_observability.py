@@ -67,12 +67,13 @@ def samples(text: str) -> dict[tuple[str, tuple], float]:
     }
 
 
-def traffic(client: TestClient, n: int) -> None:
-    """Create the model and log ``n`` decisions with their rewards."""
-    assert client.post("/v1/models", json=MODEL).status_code == 201
+def traffic(client: TestClient, n: int, name: str = "m") -> None:
+    """Create the model ``name`` and log ``n`` decisions with their rewards."""
+    assert client.post("/v1/models", json={**MODEL, "name": name}).status_code == 201
     for i in range(n):
-        d = client.post("/v1/models/m/predict", json={"context": {"x": float(i)}}).json()
-        r = client.post("/v1/models/m/feedback", json={"event_id": d["event_id"], "reward": 1})
+        d = client.post(f"/v1/models/{name}/predict", json={"context": {"x": float(i)}}).json()
+        r = client.post(f"/v1/models/{name}/feedback",
+                        json={"event_id": d["event_id"], "reward": 1})
         assert r.status_code in (200, 202), r.text
 
 
@@ -93,11 +94,14 @@ def test_learner_process_serves_health_and_metrics(redis_url: str, tmp_path: Pat
         with TestClient(create_app(settings)) as client:
             traffic(client, 5)
         key = ("boostbandit_joined_total", (("model", "m"), ("source", "feedback")))
-        scrape = wait_for(lambda: (s := samples(get(f"{base}/metrics")[1])).get(key) == 5 and s)
-        assert scrape[("boostbandit_model_version", (("model", "m"),))] == 5
+        version = ("boostbandit_model_version", (("model", "m"),))
+        # joined (counted), then applied (the version): wait for both
+        staleness = ("boostbandit_model_staleness_seconds", (("model", "m"),))
+        # joined (counted), then applied (the version), then measured caught up (staleness 0:
+        # nothing joined is unapplied, however long ago it was applied)
+        scrape = wait_for(lambda: (s := samples(get(f"{base}/metrics")[1])).get(key) == 5
+                          and s.get(version) == 5 and s.get(staleness) == 0 and s)
         assert scrape[("boostbandit_learner_lag_seconds", (("model", "m"),))] >= 0
-        # caught up: nothing joined is unapplied here, however long ago it was applied
-        assert scrape[("boostbandit_model_staleness_seconds", (("model", "m"),))] == 0
         assert not [name for name, _ in scrape if name.endswith("_created")]
         assert get(f"{base}/nothing")[0] == 404
         # a frozen process (what a deadlock looks like from outside) fails the health check
@@ -203,3 +207,24 @@ def test_snapshot_age_measures_unapplied_events_not_wall_time(redis_url: str) ->
         time.sleep(0.5)  # the unsnapshotted events age: so does the snapshot
         later = wait_for(lambda: (v := samples(client.get("/metrics").text)[key]) > first and v)
         assert later >= first + 0.4
+
+
+def test_worker_serves_health_and_metrics(redis_url: str) -> None:
+    """The offline worker's endpoint: 200 once its loop ran, /metrics parses, gone at stop."""
+    from service.worker import Worker
+
+    settings = Settings(redis_url=redis_url, worker_metrics_port=free_port(),
+                        worker_block_ms=20, worker_stuck_seconds=1.0)
+    worker = Worker(redis.Redis.from_url(redis_url), settings)
+    worker.open_endpoint()
+    base = f"http://127.0.0.1:{settings.worker_metrics_port}"
+    worker.start()
+    try:
+        wait_for(lambda: get(f"{base}/healthz")[0] == 200, timeout=10)
+        status, text = get(f"{base}/metrics")
+        assert status == 200 and list(text_string_to_metric_families(text))
+    finally:
+        worker.stop()
+        worker.join(5)
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"{base}/healthz", timeout=1)
