@@ -239,7 +239,12 @@ def report(result: dict[str, Any]) -> str:
             f"| {s['median']:.2f} / {s['p95']:.2f} / {s['max']:.2f} "
             f"| {run['pairs_per_second']:.0f} | {s['samples']} | {run['pair_errors']} |")
     lines += ["", "With publishing off, the staleness grows until the next full snapshot "
-              "(60 s or 5,000 events), so its figures are bounded by the run's length."]
+              "(60 s or 5,000 events), so its figures are bounded by the run's length. Pairs/s "
+              "answered is what the shared machine sustained (the generator asked for "
+              f"{cfg['rate']}); it moved by up to 2x between repeated runs of this command, in "
+              "both directions, so the two rows' throughputs do not measure a cost of "
+              "publishing. Publishing does cost the replica one copy load per interval (not "
+              "measured separately here)."]
     cost = result["publish_cost"]
     lines += ["", f"One publish against one full snapshot, the same model grown on "
               f"{cost['events']} events (median of 5, in the benchmark's process): serving "

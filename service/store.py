@@ -439,6 +439,7 @@ class ModelStore:
                 model = self._models[name] = restore(self.log,
                     config, replay=not self.serving_only, serving=self.serving_only
                 )
+                self._measure(model)
             return model
 
     def peek(self, name: str) -> ServedModel | None:
@@ -449,6 +450,7 @@ class ModelStore:
         """Register a model built here."""
         with self._lock:
             self._models[model.name] = model
+        self._measure(model)
 
     def drop(self, name: str) -> None:
         """Forget a model (deleted)."""
@@ -489,10 +491,15 @@ class ModelStore:
 
     def measure_staleness(self) -> None:
         """Measure how stale each model in memory and its latest snapshot are (one round trip
-        per model; the ``/metrics`` gauges read the result): :meth:`EventLog.staleness`."""
+        per model; the ``/metrics`` gauges read the result): :meth:`EventLog.staleness`.
+        Replicas (and ``serve``) measure at each refresh, a learner alone before each scrape,
+        and every process when a model is loaded or created."""
         for model in self.loaded():
-            model.staleness, model.snapshot_staleness = self.log.staleness(
-                model.name, model.joined_id)
+            self._measure(model)
+
+    def _measure(self, model: ServedModel) -> None:
+        model.staleness, model.snapshot_staleness = self.log.staleness(
+            model.name, model.joined_id)
 
     def refresh_from_snapshots(
         self, loading: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
