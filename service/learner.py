@@ -11,6 +11,8 @@ step:
    so whatever failed between a join and its apply, the event is applied on the next step,
    exactly once.
 3. **Snapshot** between events, fenced, and trim the streams below what is consumed.
+4. **Publish** the serving copy (fenced) every ``serving_publish_seconds`` when the model
+   changed: API replicas load it, so they trail by about that much, not by a snapshot interval.
 
 Decisions served by an offline policy (``bb.policy``) are joined like the others but marked
 ``_skipLearn``. The guarantees and the faults they are tested against: docs/consistency.md.
@@ -26,6 +28,7 @@ from typing import Any
 
 import redis
 
+from learners.frozen import dumps_serving
 from service import metrics
 from service.eventlog import EventLog, Limits, keys
 from service.eventlog.consumer import StreamConsumer
@@ -33,7 +36,7 @@ from service.eventlog.log import LeaseLost
 from service.events import joined_event, loads
 from service.heap import HeapFreezer
 from service.settings import Settings
-from service.store import ModelStore, ServedModel, save_snapshot
+from service.store import ModelStore, ServedModel, pickle_isolated, save_snapshot
 
 __all__ = ["Learner", "limits"]
 
@@ -61,14 +64,29 @@ class Learner(StreamConsumer):
         self.store = store
         self.settings = settings
         self._snapshots: dict[str, threading.Thread] = {}  # snapshots being pickled and written
+        self._publishing: dict[str, threading.Thread] = {}  # serving copies being published
         self.heap = HeapFreezer(settings.gc_freeze_seconds)
 
     # --- lifecycle -----------------------------------------------------------------------------
+    def endpoint(self):
+        """``/healthz`` and ``/metrics`` on ``host:learner_metrics_port`` (0: none); each
+        scrape measures the models' staleness first."""
+        port = self.settings.learner_metrics_port
+        if not port:
+            return None
+        return (self.settings.host, port, self.settings.learner_stuck_seconds, self.measure)
+
+    def measure(self) -> None:
+        """Refresh the per-model gauges of the models this process holds (before a scrape)."""
+        self.store.measure_staleness()
+        metrics.update_model_gauges(self.store.loaded())
+
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the loop, snapshot the models it owns (between events) and release them."""
         self.stop_event.set()
         self.join(timeout)
-        for thread in list(self._snapshots.values()):
+        self.close_endpoint()
+        for thread in [*self._snapshots.values(), *self._publishing.values()]:
             thread.join(timeout)  # an older snapshot must not land after the final one
         try:
             for model in self.store.loaded():
@@ -130,6 +148,7 @@ class Learner(StreamConsumer):
             self.expire(model)
             self.catch_up(model)
             self.maybe_snapshot(model)
+            self.maybe_publish(model)
         self.heap.maybe_freeze()
 
     def _read(self, owned: dict[str, ServedModel], streams: dict[str, str],
@@ -176,7 +195,10 @@ class Learner(StreamConsumer):
             outcome, joined_id = self.log.join(model.name, event_id, event,
                                                self.held(model.name))
             if outcome == "joined":
-                metrics.JOINED.labels(model.name, event["bb"]["source"]).inc()
+                source = event["bb"]["source"]
+                metrics.JOINED.labels(model.name, source).inc()
+                reward = max(0.0, event["bb"]["reward"])  # in [0, 1]; a counter never falls
+                metrics.JOINED_REWARD.labels(model.name, source).inc(reward)
                 return joined_id
             if outcome != "retry":
                 return None
@@ -245,11 +267,49 @@ class Learner(StreamConsumer):
             self._snapshots[model.name] = thread
             thread.start()
 
+    def maybe_publish(self, model: ServedModel) -> None:
+        """Publish the model's serving copy (fenced) if it changed since the last one and
+        ``serving_publish_seconds`` passed: what API replicas load between full snapshots.
+
+        The copy (trees reduced to their tests and leaf counts, :mod:`learners.frozen`; about a
+        tenth of a full snapshot's bytes) is frozen between events by a fork, like a snapshot,
+        and pickled and written by a background thread, one per model at a time, so the loop
+        goes on applying events meanwhile. ``serve`` publishes nothing: its API decides with
+        the learner's own model, and a fork a second would cost its requests.
+        """
+        every = self.settings.serving_publish_seconds
+        if every <= 0 or self.settings.run_learner or model.version <= model.published_version:
+            return
+        running = self._publishing.get(model.name)
+        if running is not None and running.is_alive():
+            return
+        if time.monotonic() - model.publish_clock < every:
+            return
+        with model.event_lock, model.lock:  # between events
+            version, joined_id = model.version, model.joined_id
+            pending = pickle_isolated(model.booster, dumps_serving)
+        model.publish_clock = time.monotonic()
+        thread = threading.Thread(
+            target=self._publish, args=(model, pending, version, joined_id,
+                                        self.held(model.name)),
+            name=f"publish-{model.name}", daemon=True,
+        )
+        self._publishing[model.name] = thread
+        thread.start()
+
+    def _publish(self, model: ServedModel, pending, version: int, joined_id: str,
+                 lease: str) -> None:
+        try:
+            (blob,) = pending()
+            self.log.publish_serving(model.config, blob, version, joined_id, lease)
+            model.published_version = max(model.published_version, version)
+        except (RuntimeError, redis.RedisError, LeaseLost) as exc:  # the next interval retries
+            log.warning("serving copy %s of %s not published: %s", version, model.name, exc)
+
     def _write_snapshot(self, model: ServedModel, collect, lease: str) -> None:
         try:
             snapshot = collect()
             save_snapshot(self.log, model, snapshot, lease=lease)
-            metrics.SNAPSHOT_AGE.labels(model.name).set(0.0)
             self.log.trim(model.name, snapshot.joined_id)
         except (redis.RedisError, LeaseLost) as exc:  # the next interval tries again
             log.warning("snapshot of %s not written: %s", model.name, exc)

@@ -1,35 +1,52 @@
-"""Prometheus metrics of the API and the learner (prometheus-client).
+"""Prometheus metrics of the API, the learner and the worker (prometheus-client), and the small
+HTTP endpoint (``/healthz``, ``/metrics``) of a learner or worker process running alone.
 
 ``serve`` is one process and uses the default registry. With several worker processes (uvicorn
 ``--workers 2`` in docker-compose.yml) set ``PROMETHEUS_MULTIPROC_DIR`` to an empty directory:
 every worker then writes its samples there and ``/metrics`` adds them up (counters and histograms
 summed, gauges the most recent value), prometheus-client's multiprocess mode.
+
+No ``*_created`` samples are exported (they double every counter and histogram series for a
+timestamp Prometheus does not use).
 """
 
 from __future__ import annotations
 
+import logging
 import os
-import time
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import (
+    CONTENT_TYPE_LATEST,
     REGISTRY,
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
     multiprocess,
 )
 
+disable_created_metrics()
+
+log = logging.getLogger("boostbandit.metrics")
+
 __all__ = [
     "DECISIONS",
     "JOINED",
+    "JOINED_REWARD",
     "LEARNER_LAG",
+    "MODEL_STALENESS",
+    "MODEL_VERSION",
     "REQUESTS",
     "REQUEST_LATENCY",
     "REWARDS",
     "SNAPSHOT_AGE",
     "exposition",
+    "serve_consumer",
     "update_model_gauges",
 ]
 
@@ -45,15 +62,28 @@ REWARDS = Counter("boostbandit_rewards_total", "Feedback logged (first per event
 JOINED = Counter(
     "boostbandit_joined_total", "Joined events applied by this learner", ["model", "source"]
 )
+JOINED_REWARD = Counter(
+    "boostbandit_joined_reward",
+    "Sum of the rewards of the joined events (divided by boostbandit_joined_total: the "
+    "average reward)",
+    ["model", "source"],
+)
 LEARNER_LAG = Gauge(
     "boostbandit_learner_lag_seconds",
-    "Age of the oldest feedback or expired decision the learner has not applied yet",
+    "Seconds from the latest joined feedback's arrival to its join",
     ["model"],
     multiprocess_mode="mostrecent",
 )
 SNAPSHOT_AGE = Gauge(
     "boostbandit_snapshot_age_seconds",
-    "Age of the latest snapshot",
+    "Age of the oldest joined event not in the model's latest snapshot (0: it holds them all)",
+    ["model"],
+    multiprocess_mode="mostrecent",
+)
+MODEL_STALENESS = Gauge(
+    "boostbandit_model_staleness_seconds",
+    "Age of the oldest joined event this process's copy of the model has not applied (0: "
+    "caught up); on an API replica, how far its serving copy trails the joined stream",
     ["model"],
     multiprocess_mode="mostrecent",
 )
@@ -75,8 +105,64 @@ def exposition() -> bytes:
 
 
 def update_model_gauges(models) -> None:
-    """Refresh the per-model gauges (called when /metrics is scraped)."""
-    now = time.time()
+    """Refresh the per-model gauges (called when /metrics is scraped) from the models in
+    memory; the staleness figures are those of the latest
+    :meth:`~service.store.ModelStore.measure_staleness`."""
     for model in models:
-        SNAPSHOT_AGE.labels(model.name).set(max(0.0, now - model.snapshot_time))
         MODEL_VERSION.labels(model.name).set(model.version)
+        if model.staleness is not None:
+            MODEL_STALENESS.labels(model.name).set(model.staleness)
+        if model.snapshot_staleness is not None:
+            SNAPSHOT_AGE.labels(model.name).set(model.snapshot_staleness)
+
+
+def serve_consumer(
+    alive: Callable[[], tuple[bool, str]],
+    host: str,
+    port: int,
+    before_scrape: Callable[[], None] | None = None,
+) -> ThreadingHTTPServer:
+    """Serve ``/healthz`` (200, or 503 when ``alive()`` says the loop is not working) and
+    ``/metrics`` (``before_scrape()`` first, e.g. to measure staleness) on ``host:port`` from
+    a daemon thread; returns the server (``server.server_address``; ``shutdown()`` stops it).
+
+    >>> server = serve_consumer(lambda: (True, "ok"), "127.0.0.1", 0)
+    >>> import urllib.request
+    >>> url = "http://127.0.0.1:%d/healthz" % server.server_address[1]
+    >>> urllib.request.urlopen(url, timeout=5).read()
+    b'ok\\n'
+    >>> server.shutdown(); server.server_close()
+    """
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            path = self.path.split("?", 1)[0]
+            if path == "/healthz":
+                ok, reason = alive()
+                self._send(200 if ok else 503, "text/plain; charset=utf-8",
+                           f"{reason}\n".encode())
+            elif path == "/metrics":
+                try:
+                    if before_scrape is not None:
+                        before_scrape()
+                except Exception as exc:  # Redis down: still export what this process knows
+                    log.warning("measuring before a scrape failed: %s", exc)
+                self._send(200, CONTENT_TYPE_LATEST, exposition())
+            else:
+                self._send(404, "text/plain; charset=utf-8", b"not found: /healthz, /metrics\n")
+
+        def _send(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args) -> None:  # noqa: A002 - scrapes are not news
+            log.debug(format, *args)
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="boostbandit-health",
+                     daemon=True).start()
+    return server

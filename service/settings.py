@@ -84,7 +84,9 @@ class Settings(BaseSettings):
         default=10.0, gt=0, description="Lease that makes one learner the only writer of a model."
     )
     replica_refresh_seconds: float = Field(
-        default=2.0, gt=0, description="How often API replicas reload the latest snapshots."
+        default=1.0, gt=0,
+        description="How often API replicas look for a newer serving copy (published or "
+        "snapshot) and load it.",
     )
     run_learner: bool = Field(
         default=False, description="Run the learner inside the API process (set by serve)."
@@ -109,6 +111,33 @@ class Settings(BaseSettings):
         description="Python's thread switch interval (ms) in the API process, so a request "
         "waits at most about this long for the GIL while the learner thread computes or a "
         "replica loads a snapshot in the background (Python's default is 5 ms).",
+    )
+
+    # --- observability and replica freshness (service/metrics.py, learner.py, store.py) -------
+    serving_publish_seconds: float = Field(
+        default=1.0, ge=0,
+        description="`boostbandit learner` publishes the serving copy of a model that changed "
+        "at most every S seconds (replicas load it: their freshness), apart from the full "
+        "snapshots, which bound recovery. 0: never (replicas follow the snapshots only). "
+        "`serve` publishes nothing: its API decides with the learner's own model.",
+    )
+    learner_metrics_port: int = Field(
+        default=9100, ge=0, le=65535,
+        description="Port of /healthz and /metrics of `boostbandit learner` (on `host`); "
+        "0: none. Not used by `serve`, whose API /metrics shows the learner's gauges.",
+    )
+    worker_metrics_port: int = Field(
+        default=9101, ge=0, le=65535,
+        description="Port of /healthz and /metrics of `boostbandit worker` (on `host`); 0: none.",
+    )
+    learner_stuck_seconds: float = Field(
+        default=30.0, gt=0,
+        description="The learner's /healthz fails (503) when its loop made no progress (a step, "
+        "a lease renewal) for this long.",
+    )
+    worker_stuck_seconds: float = Field(
+        default=900.0, gt=0,
+        description="The same for the worker (a training is one step: keep it above a fit).",
     )
 
     # --- the offline worker (boostbandit worker, service/worker.py) ----------------------------

@@ -101,6 +101,15 @@ class ServedModel:
         # this process's monotonic clock at the latest snapshot it wrote or loaded: the snapshot
         # interval is timed with it, so another process's clock does not matter
         self.snapshot_clock = time.monotonic()
+        # the learner: the version of the serving copy it published last, and this process's
+        # monotonic clock then (Learner.maybe_publish)
+        self.published_version = version
+        self.publish_clock = time.monotonic()
+        # measured by ModelStore.measure_staleness (seconds, Redis clock; None: not yet): the
+        # age of the oldest joined event this copy has not applied, and of the oldest one not
+        # in the latest snapshot; 0.0 when caught up, however long the model was idle
+        self.staleness: float | None = None
+        self.snapshot_staleness: float | None = None
         self.owned = False  # True while this process's learner holds the model's lease
         self.serving_copy = False  # True for a booster restored from a serving copy: no learning
         self.last_applied_ts: float | None = None
@@ -430,6 +439,7 @@ class ModelStore:
                 model = self._models[name] = restore(self.log,
                     config, replay=not self.serving_only, serving=self.serving_only
                 )
+                self._measure(model)
             return model
 
     def peek(self, name: str) -> ServedModel | None:
@@ -440,6 +450,7 @@ class ModelStore:
         """Register a model built here."""
         with self._lock:
             self._models[model.name] = model
+        self._measure(model)
 
     def drop(self, name: str) -> None:
         """Forget a model (deleted)."""
@@ -478,10 +489,24 @@ class ModelStore:
         current.adopt(fresh)
         return current
 
+    def measure_staleness(self) -> None:
+        """Measure how stale each model in memory and its latest snapshot are (one round trip
+        per model; the ``/metrics`` gauges read the result): :meth:`EventLog.staleness`.
+        Replicas (and ``serve``) measure at each refresh, a learner alone before each scrape,
+        and every process when a model is loaded or created."""
+        for model in self.loaded():
+            self._measure(model)
+
+    def _measure(self, model: ServedModel) -> None:
+        model.staleness, model.snapshot_staleness = self.log.staleness(
+            model.name, model.joined_id)
+
     def refresh_from_snapshots(
         self, loading: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
     ) -> None:
-        """API replicas: swap in newer snapshots of the models this process does not learn.
+        """API replicas: swap in newer serving copies of the models this process does not
+        learn (the learner's published copy or the latest snapshot's, whichever is newer:
+        :meth:`EventLog.serving_meta`), then measure how stale every model is.
 
         Each load runs inside ``loading()`` (the replica passes
         :meth:`service.heap.HeapFreezer.loading`), and the replaced serving copy is emptied
@@ -496,10 +521,11 @@ class ModelStore:
                 continue
             if model.owned:
                 continue
-            meta = self.log.snapshot_meta(model.name)
+            meta = self.log.serving_meta(model.name)
             if meta and meta[1] == config.uid and meta[0] > model.version:
                 with loading():
                     fresh = restore(self.log, config, replay=False, serving=True)
                 replaced = model.adopt(fresh, newer_only=True)
                 if replaced is not None:
                     release(replaced)
+        self.measure_staleness()

@@ -168,9 +168,16 @@ class Worker(StreamConsumer):
     def on_lease_lost(self, name: str) -> None:
         self.states.pop(name, None)
 
+    def endpoint(self):
+        """``/healthz`` and ``/metrics`` on ``host:worker_metrics_port`` (0: none)."""
+        port = self.settings.worker_metrics_port
+        return (self.settings.host, port, self.settings.worker_stuck_seconds, None) if port \
+            else None
+
     def stop(self) -> None:
         """Release the leases this worker holds."""
         self.stop_event.set()
+        self.close_endpoint()
         try:
             self.release_all()
         except redis.RedisError as exc:

@@ -17,6 +17,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import redis
 
@@ -42,9 +43,12 @@ class StreamConsumer:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.stop_event = threading.Event()
         self.healthy = False
+        #: monotonic time of the loop's latest sign of progress (a step done, a lease renewed)
+        self.heartbeat = time.monotonic()
         self.leases: dict[str, str] = {}  # model name -> the lease value held
         self._renewed: dict[str, float] = {}  # model name -> monotonic time of last renewal
         self._thread: threading.Thread | None = None
+        self._server = None  # the /healthz and /metrics server of open_endpoint, if any
 
     # --- what subclasses implement ---------------------------------------------------------
     def step(self) -> None:
@@ -56,6 +60,11 @@ class StreamConsumer:
 
     def on_error(self) -> None:
         """After a failed step (state may need re-reading)."""
+
+    def endpoint(self) -> tuple[str, int, float, Callable[[], None] | None] | None:
+        """Where a process running only this consumer serves ``/healthz`` and ``/metrics``:
+        ``(host, port, stuck seconds, before each scrape)``, or None for no endpoint."""
+        return None
 
     # --- leases ----------------------------------------------------------------------------
     def hold(self, name: str) -> int:
@@ -79,6 +88,7 @@ class StreamConsumer:
     def keep_alive(self, name: str) -> None:
         """Renew the lease of ``name`` if a third of it has passed (call inside long loops);
         raises :class:`LeaseLost` if it was lost meanwhile."""
+        self.heartbeat = time.monotonic()  # a long loop inside a step is progress too
         if time.monotonic() - self._renewed.get(name, 0.0) < self.lease_seconds / 3:
             return
         state, _ = self.log.lease(
@@ -103,11 +113,19 @@ class StreamConsumer:
 
     # --- the loop --------------------------------------------------------------------------
     def run(self) -> None:
-        """Loop until :attr:`stop_event` is set."""
+        """Loop until :attr:`stop_event` is set.
+
+        Run on the main thread (a process running only this consumer: ``boostbandit learner``
+        or ``worker``), it first opens the health and metrics endpoint (:meth:`endpoint`); in
+        a thread of another process (``serve``) that process's own endpoints report instead.
+        """
+        if threading.current_thread() is threading.main_thread():
+            self.open_endpoint()
         while not self.stop_event.is_set():
             try:
                 self.step()
                 self.healthy = True
+                self.heartbeat = time.monotonic()
             except LeaseLost as exc:
                 self._lost(exc.name)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -119,6 +137,41 @@ class StreamConsumer:
                 self.on_error()
                 log.exception("%s step failed", self.label)
                 self.stop_event.wait(self.RETRY_SECONDS)
+
+    def alive(self, stuck_seconds: float) -> tuple[bool, str]:
+        """Whether the loop is working: its last step reached Redis and its heartbeat is
+        younger than ``stuck_seconds``; with the reason when it is not."""
+        age = time.monotonic() - self.heartbeat
+        if age > stuck_seconds:
+            return False, f"{self.label} loop stuck: no progress for {age:.1f} s"
+        if not self.healthy:
+            return False, f"{self.label} loop not running or Redis unavailable"
+        return True, f"{self.label} loop alive (last progress {age:.1f} s ago)"
+
+    def open_endpoint(self) -> None:
+        """Serve ``/healthz`` and ``/metrics`` as :meth:`endpoint` says (a port in use is
+        logged, and the loop runs without it: its health check then fails, visibly)."""
+        where = self.endpoint()
+        if where is None or self._server is not None:
+            return
+        from service.metrics import serve_consumer
+
+        host, port, stuck, before_scrape = where
+        try:
+            self._server = serve_consumer(lambda: self.alive(stuck), host, port, before_scrape)
+        except OSError as exc:
+            log.error("%s: cannot serve /healthz and /metrics on %s:%s: %s", self.label, host,
+                      port, exc)
+            return
+        log.info("%s: /healthz and /metrics on http://%s:%s", self.label, host,
+                 self._server.server_address[1])
+
+    def close_endpoint(self) -> None:
+        """Stop serving ``/healthz`` and ``/metrics``."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
 
     def start(self) -> None:
         """Run :meth:`run` in a daemon thread."""

@@ -115,7 +115,8 @@ class EventLog:
         #: how long (seconds) a model's serving state is reused before predict reads it again
         self.serving_ttl = serving_ttl
         self._serving: dict[str, tuple[float, tuple[ServingConfig, int | None]]] = {}
-        names = ("DECISION", "FEEDBACK", "JOIN", "LEASE", "RELEASE", "SNAPSHOT", "DEFERRED_REWARD")
+        names = ("DECISION", "FEEDBACK", "JOIN", "LEASE", "RELEASE", "SNAPSHOT", "DEFERRED_REWARD",
+                 "PUBLISH_SERVING", "STALENESS")
         self._s = {n: client.register_script(getattr(scripts, n)) for n in names}
         self._as = {}
         if async_client is not None:
@@ -591,9 +592,66 @@ class EventLog:
         version, uid = self.r.hmget(keys(name)["snapshot"], ["version", "uid"])
         return None if version is None else (int(version), text(uid))
 
+    def publish_serving(self, config: ModelConfig, serving: bytes, version: int, joined_id: str,
+                        lease: str) -> bool:
+        """Publish the serving copy of ``config``'s model at ``version`` as the lease holder
+        ``lease`` (replicas load it when it is newer than the snapshot's). False if a copy at
+        least as new is stored; raises :class:`LeaseLost` if the lease moved on."""
+        k = keys(config.name)
+        res = self._s["PUBLISH_SERVING"](
+            keys=[k["serving_copy"], k["lease"]],
+            args=[lease, serving, version, joined_id, repr(time.time()), config.uid],
+        )
+        if int(res[0]) == -1:
+            raise LeaseLost(config.name, f"{config.name}: lease lost; serving copy refused")
+        return int(res[0]) == 1
+
+    def serving_meta(self, name: str) -> tuple[int, str] | None:
+        """``(version, uid)`` of the newest serving copy: the published one or the latest
+        snapshot's, whichever is newer for the snapshot's model (without the pickles)."""
+        k = keys(name)
+        pipe = self.r.pipeline(transaction=False)
+        pipe.hmget(k["snapshot"], ["version", "uid"])
+        pipe.hmget(k["serving_copy"], ["version", "uid"])
+        (sv, su), (pv, pu) = pipe.execute()
+        if sv is None:
+            return None
+        if pv is not None and pu == su and int(pv) > int(sv):
+            return int(pv), text(pu)
+        return int(sv), text(su)
+
+    def staleness(self, name: str, applied_id: str) -> tuple[float, float]:
+        """``(copy, snapshot)``: the age in seconds (Redis clock) of the oldest joined event
+        not applied by a copy that applied up to ``applied_id``, and of the oldest one not in
+        the latest snapshot; 0.0 when there is none (caught up, however long ago)."""
+        k = keys(name)
+        now, first, first_unsnapshotted = self._s["STALENESS"](
+            keys=[k["joined"], k["snapshot"]], args=[applied_id])
+
+        def age(sid: bytes | str) -> float:
+            sid = text(sid)
+            return max(0.0, (int(now) - _sid(sid)[0]) / 1000) if sid else 0.0
+
+        return age(first), age(first_unsnapshotted)
+
     def load_snapshot(self, name: str, serving: bool = False) -> dict[str, Any] | None:
         """The latest snapshot: ``uid``, ``version``, ``joined_id``, ``ts``, ``blob`` and
-        ``serving`` (whether ``blob`` is the serving copy); None if there is none."""
+        ``serving`` (whether ``blob`` is the serving copy); None if there is none.
+
+        With ``serving``, the published serving copy instead when it is newer
+        (:meth:`publish_serving`)."""
+        snap = self._load_snapshot(name, serving)
+        if not serving or snap is None:
+            return snap
+        k = keys(name)
+        uid, version, joined_id, ts, blob = self.r.hmget(
+            k["serving_copy"], ["uid", "version", "joined_id", "ts", "serving"])
+        if uid is None or text(uid) != snap["uid"] or int(version) <= snap["version"]:
+            return snap
+        return {"uid": text(uid), "version": int(version), "joined_id": text(joined_id),
+                "ts": float(ts), "blob": blob, "serving": True}
+
+    def _load_snapshot(self, name: str, serving: bool) -> dict[str, Any] | None:
         key = keys(name)["snapshot"]
         fields = ["uid", "version", "joined_id", "ts", "serving" if serving else "blob"]
         uid, version, joined_id, ts, blob = self.r.hmget(key, fields)

@@ -12,7 +12,10 @@ Fencing: a model has one writer, the holder of its lease. The lease key holds
 
 from __future__ import annotations
 
-__all__ = ["DECISION", "DEFERRED_REWARD", "FEEDBACK", "JOIN", "LEASE", "RELEASE", "SNAPSHOT"]
+__all__ = [
+    "DECISION", "DEFERRED_REWARD", "FEEDBACK", "JOIN", "LEASE", "PUBLISH_SERVING", "RELEASE",
+    "SNAPSHOT", "STALENESS",
+]
 
 _NOW = """
 local t = redis.call('TIME')
@@ -180,6 +183,37 @@ if uid == ARGV[7] and tonumber(version) > tonumber(ARGV[4]) then return {0, vers
 redis.call('HSET', KEYS[1], 'blob', ARGV[2], 'serving', ARGV[3], 'version', ARGV[4],
            'joined_id', ARGV[5], 'ts', ARGV[6], 'uid', ARGV[7])
 return {1}
+"""
+
+#: Publish a model's serving copy (the frozen booster replicas decide with), fenced like a
+#: snapshot.
+#: KEYS: the serving-copy hash, the lease.  ARGV: lease value, serving pickle, version, joined
+#: id, time, model uid.
+#: Returns {1} published; {0, version} a copy at least as new of this model is stored; {-1} the
+#: lease moved on.
+PUBLISH_SERVING = """
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return {-1} end
+local version, uid = unpack(redis.call('HMGET', KEYS[1], 'version', 'uid'))
+if uid == ARGV[6] and tonumber(version) >= tonumber(ARGV[3]) then return {0, version} end
+redis.call('HSET', KEYS[1], 'serving', ARGV[2], 'version', ARGV[3], 'joined_id', ARGV[4],
+           'ts', ARGV[5], 'uid', ARGV[6])
+return {1}
+"""
+
+#: How stale a copy of a model and its latest snapshot are (read only).
+#: KEYS: the joined stream, the snapshot hash.  ARGV: the joined id the copy applied last.
+#: Returns {Redis time in ms, id of the first joined event after ARGV[1] or '', id of the first
+#: joined event after the snapshot's or ''}.
+STALENESS = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function first_after(id)
+  local e = redis.call('XRANGE', KEYS[1], '(' .. id, '+', 'COUNT', 1)
+  if #e == 0 then return '' end
+  return e[1][1]
+end
+local snap = redis.call('HGET', KEYS[2], 'joined_id') or '0-0'
+return {tostring(now), first_after(ARGV[1]), first_after(snap)}
 """
 
 #: A Personalizer reward for an event that may be deferred (ranked, not yet activated).

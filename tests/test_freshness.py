@@ -1,0 +1,107 @@
+"""Replica freshness: the learner publishes a fenced serving copy between full snapshots, and an
+API replica loads it (real Redis, a real learner thread, the real app in replica mode).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+
+from service.app import create_app
+from service.eventlog import EventLog, keys
+from service.eventlog.log import LeaseLost
+from service.learner import Learner, limits
+from service.settings import Settings
+from service.store import ModelStore, restore
+from tests.test_observability import MODEL, wait_for
+
+
+def _learner(settings: Settings) -> Learner:
+    client = redis.Redis.from_url(settings.redis_url)
+    return Learner(ModelStore(EventLog(client, limits=limits(settings))), settings, client)
+
+
+def _run(redis_url: str, publish_seconds: float, n: int) -> tuple[TestClient, Learner]:
+    """A learner (full snapshots: never, in practice) and a replica serving ``n`` feedbacks."""
+    settings = Settings(redis_url=redis_url, learner_block_ms=20, snapshot_every_events=10**6,
+                        snapshot_every_seconds=3600, serving_publish_seconds=publish_seconds)
+    learner = _learner(settings)
+    learner.start()
+    replica = Settings(redis_url=redis_url, run_learner=False, replica_refresh_seconds=0.05)
+    client = TestClient(create_app(replica))
+    client.__enter__()
+    assert client.post("/v1/models", json=MODEL).status_code == 201
+    for i in range(n):
+        d = client.post("/v1/models/m/predict", json={"context": {"x": float(i)}}).json()
+        client.post("/v1/models/m/feedback", json={"event_id": d["event_id"], "reward": i % 2})
+    return client, learner
+
+
+def test_replica_loads_the_published_serving_copy(redis_url: str) -> None:
+    """Without a new full snapshot, the replica reaches the learner's version through the
+    published copy, which decides exactly like the whole model."""
+    client, learner = _run(redis_url, publish_seconds=0.1, n=6)
+    try:
+        wait_for(lambda: client.get("/v1/models/m").json()["version"] == 6, timeout=30)
+        log = client.app.state.store.log
+        assert log.snapshot_meta("m")[0] == 0  # only the initial snapshot: the copy did it
+        served = client.app.state.store.get("m")
+        assert served.serving_copy
+        whole = restore(log, served.config)  # snapshot 0 + every joined event
+        assert whole.version == served.version == 6
+        for i in range(8):
+            a, _ = served.decide({"x": i / 2}, f"probe{i}")
+            b, _ = whole.decide({"x": i / 2}, f"probe{i}")
+            assert a.action == b.action and a.probabilities.tolist() == b.probabilities.tolist()
+        scrape = client.get("/metrics").text
+        assert 'boostbandit_model_staleness_seconds{model="m"} 0.0' in scrape
+    finally:
+        client.__exit__(None, None, None)
+        learner.stop()
+
+
+def test_without_publishing_the_replica_waits_for_a_snapshot(redis_url: str) -> None:
+    """serving_publish_seconds=0: the replica stays at the latest full snapshot (version 0)
+    and its staleness gauge says how old the oldest event it misses is."""
+    client, learner = _run(redis_url, publish_seconds=0, n=3)
+    try:
+        wait_for(lambda: learner.store.peek("m") is not None
+                 and learner.store.peek("m").version == 3, timeout=30)
+        time.sleep(0.6)
+        assert client.get("/v1/models/m").json()["version"] == 0
+        line = wait_for(lambda: [
+            ln for ln in client.get("/metrics").text.splitlines()
+            if ln.startswith('boostbandit_model_staleness_seconds{model="m"}')
+            and float(ln.split()[-1]) >= 0.5
+        ])
+        assert line
+    finally:
+        client.__exit__(None, None, None)
+        learner.stop()
+
+
+def test_publishing_is_fenced_and_monotonic(redis_url: str) -> None:
+    """Only the lease holder publishes, and an older copy never replaces a newer one."""
+    settings = Settings(redis_url=redis_url)
+    log = EventLog(redis.Redis.from_url(redis_url))
+    replica = TestClient(create_app(Settings(redis_url=redis_url, run_learner=False)))
+    with replica:
+        assert replica.post("/v1/models", json=MODEL).status_code == 201
+    config = log.config("m")
+    learner = _learner(settings)
+    assert learner.hold("m") == 2
+    lease = learner.held("m")
+    with pytest.raises(LeaseLost):
+        log.publish_serving(config, b"x", 5, "1-0", lease + "stale")
+    assert log.publish_serving(config, b"copy5", 5, "5-0", lease)
+    assert not log.publish_serving(config, b"copy4", 4, "4-0", lease)
+    assert log.serving_meta("m") == (5, config.uid)
+    snap = log.load_snapshot("m", serving=True)
+    assert (snap["version"], snap["blob"], snap["serving"]) == (5, b"copy5", True)
+    assert log.load_snapshot("m")["version"] == 0  # the full snapshot is untouched
+    learner.release_all()
+    assert log.delete_model("m")
+    assert log.serving_meta("m") is None and not log.r.exists(keys("m")["serving_copy"])
