@@ -86,9 +86,9 @@ import numpy as np
 import redis
 
 from boosters.base import Decision, check_context
+from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.events import decision_event, dumps, joined_event, loads
-from service.store import ModelConfig
 
 __all__ = [
     "ExportReport",
@@ -96,6 +96,7 @@ __all__ = [
     "ImportReport",
     "LineError",
     "export_events",
+    "file_actions",
     "flatten_context",
     "import_events",
     "to_dsjson",
@@ -173,7 +174,7 @@ def export_events(
     if progress is None:
         progress = sys.stderr.isatty()
     total = None if since else log.stream_length(name, "joined")
-    report = ExportReport()
+    report = ExportReport(last_id=since)  # nothing new: the given id, for the next --since
     after = since
     with tqdm(total=total, unit="ev", disable=not progress, file=sys.stderr) as bar:
         while True:
@@ -572,6 +573,52 @@ def parse_obp_row(
     )
 
 
+def file_actions(path: str | os.PathLike[str], fmt: ImportFormat,
+                 action_index: bool = False) -> list[str]:
+    """The action ids a log file names, in order of first appearance (for ``import --create``).
+
+    jsonl: each line's ``bb.actions``; dsjson: the ``_tag`` (else ``id``) of each ``_multi``
+    entry; obp: the values of the action column (``--action-index``: ``"0"`` to the largest
+    index). Lines that do not say are passed over (the import reports them). Raises
+    :class:`ImportError_` when fewer than two actions are found.
+    """
+    found: dict[str, None] = {}
+    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+        if fmt == "obp":
+            reader = csv.DictReader(handle)
+            try:
+                column = _pick(reader.fieldnames or [], _OBP_ACTION, "action")
+            except ValueError as exc:
+                raise ImportError_(str(exc)) from None
+            values = [(row.get(column) or "").strip() for row in reader]
+            if action_index:
+                top = max((int(v) for v in values if v.isdigit()), default=-1)
+                values = [str(i) for i in range(top + 1)]
+            found.update((v, None) for v in values if v)
+        else:
+            for line in handle:
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if not isinstance(obj, dict):
+                    continue
+                if fmt == "jsonl":
+                    bb = obj.get("bb")
+                    ids = bb.get("actions") if isinstance(bb, dict) else None
+                else:
+                    c = obj.get("c")
+                    multi = c.get("_multi") if isinstance(c, dict) else None
+                    ids = [m.get("_tag", m.get("id")) for m in multi if isinstance(m, dict)] \
+                        if isinstance(multi, list) else None
+                for action in ids if isinstance(ids, list) else []:
+                    if isinstance(action, str | int) and not isinstance(action, bool):
+                        found.setdefault(str(action), None)
+    if len(found) < 2:
+        raise ImportError_(f"{path}: found {len(found)} action id(s), a model needs at least 2")
+    return list(found)
+
+
 # --- import: the two passes ---------------------------------------------------------------------
 
 
@@ -589,7 +636,7 @@ class ImportReport:
     first_id: str | None = None
     last_id: str | None = None
 
-    def to_dict(self, max_errors: int = 100) -> dict[str, Any]:
+    def to_dict(self, max_errors: int = 20) -> dict[str, Any]:
         """JSON-able summary (the first ``max_errors`` errors)."""
         return {
             "import_id": self.import_id,

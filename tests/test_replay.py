@@ -536,13 +536,14 @@ def test_cli_replay_learner_json_and_plot(uniform_log: Path, tmp_path: Path) -> 
         (["--booster", "uniform", "--param", "rho"], "--param must be KEY=VALUE"),
         (["--booster", "uniform", "--param", "nope=1"], "unknown parameter(s) for uniform: nope"),
         (["--booster", "uniform", "--actions", "a"], "at least 2 distinct action ids"),
-        (["--policy", "sim:1"], "needs REDIS_URL"),
+        (["--policy", "sim:1"], "start `boostbandit serve"),
     ],
 )
 def test_cli_usage_errors(
     uniform_log: Path, args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("BOOSTBANDIT_DATA_DIR", str(uniform_log.parent / "no-serve-here"))
     result = CliRunner().invoke(cli, ["replay", str(uniform_log), *args])
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("error: ") and message in result.stderr
