@@ -38,7 +38,7 @@ try:  # typer >= 0.2x vendors click
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperGroup
 
 # light imports only (numpy at most): each command imports what it needs, so that `--help`
 # and `export` start fast (tests/test_cli_startup.py checks which packages this module loads)
@@ -53,22 +53,6 @@ TREE_PROFILES: tuple[str, ...] = ("bandit", "numeric", "full")
 
 def _one_line(message: object) -> str:
     return " ".join(str(message).split())
-
-
-def _plain_flags(params: list[Any]) -> list[Any]:
-    """``params`` with the boolean flags' type column emptied: typer shows ``<bool>`` after
-    ``--json`` or ``--help``, though a flag takes no value."""
-    for param in params:
-        if getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = ""
-    return params
-
-
-class _Command(TyperCommand):
-    """A command whose ``--help`` shows flags as flags (no ``<bool>``)."""
-
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _plain_flags(super().get_params(ctx))
 
 
 class _OneLineErrorGroup(TyperGroup):
@@ -100,9 +84,6 @@ class _OneLineErrorGroup(TyperGroup):
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
 
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _plain_flags(super().get_params(ctx))
-
 
 app = typer.Typer(
     cls=_OneLineErrorGroup,
@@ -111,6 +92,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,  # plain help: importing rich's renderer doubled `--help`'s start-up
 )
 
 
@@ -173,7 +155,7 @@ ProgressOption = Annotated[
 ]
 
 
-@app.command("simulate", cls=_Command)
+@app.command("simulate")
 def simulate_command(
     data: Annotated[
         str,
@@ -408,7 +390,7 @@ def _shown_url(url: str) -> str:
     return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url)
 
 
-@app.command("serve", cls=_Command)
+@app.command("serve")
 def serve_command(
     host: Annotated[
         str | None, typer.Option("--host", help="Bind address (default: setting host).")
@@ -476,7 +458,7 @@ def serve_command(
             embedded.close()
 
 
-@app.command("learner", cls=_Command)
+@app.command("learner")
 def learner_command(data_dir: DataDirOption = None) -> None:
     """Run the learner alone (next to API replicas) against REDIS_URL, or a running serve's
     embedded Redis."""
@@ -494,7 +476,7 @@ def learner_command(data_dir: DataDirOption = None) -> None:
     learner.stop()
 
 
-@app.command("worker", cls=_Command)
+@app.command("worker")
 def worker_command(
     model: Annotated[
         list[str] | None,
@@ -561,7 +543,7 @@ def _event_log(data_dir: Path | None, purpose: str = "the events") -> Any:
     return EventLog(connect(settings.redis_url, max(settings.redis_timeout_seconds, 10.0)))
 
 
-@app.command("export", cls=_Command)
+@app.command("export")
 def export_command(
     out: Annotated[str, typer.Argument(metavar="OUT", help="Output file, or - for stdout.")],
     model: Annotated[str, typer.Option("--model", metavar="NAME", help="The model.")],
@@ -630,7 +612,7 @@ def export_command(
     typer.echo(json.dumps(summary), err=True)
 
 
-@app.command("import", cls=_Command)
+@app.command("import")
 def import_command(
     path: Annotated[Path, typer.Argument(metavar="FILE", help="The file to import.")],
     model: Annotated[str, typer.Option("--model", metavar="NAME", help="The target model.")],
@@ -767,7 +749,7 @@ def _create_model(
                err=True)
 
 
-@app.command("replay", cls=_Command)
+@app.command("replay")
 def replay_command(
     log: Annotated[
         Path, typer.Argument(metavar="LOG", help="Logged events: jsonl, DSJSON or an OBP CSV.")

@@ -1,0 +1,65 @@
+"""What the command line costs before it does anything: the packages ``import service.cli``
+loads (not a timing: benchmarks/cli_startup.py measures the seconds), ``--version`` and a
+``--help`` that shows flags as flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from service.cli import _version, app
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("river", "fastapi", "matplotlib", "sklearn", "xgboost", "scipy", "uvicorn", "rich")
+
+
+def loaded(code: str) -> list[str]:
+    """The HEAVY packages a fresh interpreter has imported after running ``code``."""
+    probe = (f"{code}\nimport json, sys\n"
+             f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_importing_the_cli_loads_no_heavy_package():
+    assert loaded("import service.cli") == []
+
+
+def test_the_export_and_import_path_loads_no_heavy_package():
+    # what `boostbandit export` / `import` run: the interchange module and the event log
+    assert loaded("import service.cli, service.interchange, service.eventlog, "
+                  "service.settings") == []
+
+
+def test_help_runs_without_the_heavy_packages():
+    code = ("import sys\nfrom service.cli import app\nsys.argv = ['boostbandit', 'export', "
+            "'--help']\ntry:\n    app()\nexcept SystemExit:\n    pass")
+    assert loaded(code) == []
+
+
+def test_version():
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"boostbandit {_version()}"
+    from importlib.metadata import version
+
+    assert _version() == version("boostbandit")
+
+
+@pytest.mark.parametrize(
+    "command", [[], ["simulate"], ["serve"], ["export"], ["import"], ["replay"], ["worker"]]
+)
+def test_help_shows_flags_without_a_type(command):
+    result = CliRunner().invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.stdout
+    assert "--help" in result.stdout and "--version" in CliRunner().invoke(
+        app, ["--help"]).stdout
