@@ -63,3 +63,19 @@ def test_help_shows_flags_without_a_type(command):
     assert "<bool>" not in result.stdout
     assert "--help" in result.stdout and "--version" in CliRunner().invoke(
         app, ["--help"]).stdout
+
+
+def test_the_licence_is_an_spdx_string_with_a_setuptools_that_reads_it():
+    # a TOML table made setuptools print its deprecation banner at every build of the first
+    # install; the string form needs setuptools >= 77 (checked by hand with a fresh
+    # `pip wheel --no-deps .`: no banner; a test cannot reach PyPI)
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["license"] == "BSD-3-Clause"
+    requires = project["build-system"]["requires"]
+    pinned = [r for r in requires if r.startswith("setuptools")]
+    assert len(pinned) == 1
+    assert (match := re.fullmatch(r"setuptools>=(\d+)(\.\d+)*", pinned[0].replace(" ", "")))
+    assert int(match.group(1)) >= 77
