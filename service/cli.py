@@ -855,6 +855,13 @@ def replay_command(
         typer.Option("--on-error", metavar="MODE",
                      help="fail: any bad line stops the replay; skip: bad lines are left out."),
     ] = "fail",
+    repeated_ids: Annotated[
+        str,
+        typer.Option("--repeated-ids", metavar="MODE",
+                     help="Events repeating an earlier event id (counted and listed in the "
+                     "summary either way): skip (replay the first occurrence only), keep, or "
+                     "fail."),
+    ] = "skip",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object on stdout.")
     ] = False,
@@ -901,6 +908,8 @@ def replay_command(
         _fail(f"--mode must be auto, rejection or weighted, got {mode!r}")
     if on_error not in ("skip", "fail"):
         _fail(f"--on-error must be skip or fail, got {on_error!r}")
+    if repeated_ids not in ("skip", "keep", "fail"):
+        _fail(f"--repeated-ids must be skip, keep or fail, got {repeated_ids!r}")
     if reward_map not in ("identity", "personalizer"):
         _fail(f"--reward-map must be identity or personalizer, got {reward_map!r}")
     if seed < 0:
@@ -935,7 +944,7 @@ def replay_command(
             _fail(f"--actions must list at least 2 distinct action ids, got {actions!r}")
     common: dict[str, Any] = dict(
         fmt=fmt, level=level, reward_map=reward_map, action_index=action_index,
-        on_error=on_error, limit=limit, progress=progress,
+        on_error=on_error, limit=limit, progress=progress, repeated_ids=repeated_ids,
     )
 
     try:
