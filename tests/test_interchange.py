@@ -147,6 +147,13 @@ def test_cli_export_writes_file_and_summary(produced, tmp_path: Path, monkeypatc
         .exists()
     bad = CliRunner().invoke(cli, ["export", "--model", "nope", str(out)])
     assert bad.exit_code == 2 and "unknown model 'nope'" in bad.stderr
+    # nothing new since the last id: that id again (not null), so a loop can go on with it
+    again = CliRunner().invoke(cli, ["export", "--model", name, "--since", summary["last_id"],
+                                     "--no-progress", "-"])
+    assert again.exit_code == 0, again.output
+    assert again.stdout == ""
+    repeat = json.loads(again.stderr.strip().splitlines()[-1])
+    assert (repeat["exported"], repeat["last_id"]) == (0, summary["last_id"])
 
 
 # --- round trips -----
@@ -285,6 +292,8 @@ def test_bad_lines_skip_mode_and_cli(redis_url: str, tmp_path: Path, monkeypatch
     summary = json.loads(ok.stdout)
     assert (summary["imported"], summary["ignored"], summary["errors"]) == (2, 1, len(BAD))
     assert "skipped line 3: malformed JSON" in ok.stderr
+    assert len(summary["first_errors"]) == len(BAD)  # the errors it counts, listed
+    assert summary["first_errors"][0].startswith("line 3: malformed JSON")
     events = _joined(redis_url, "v")
     assert [e["EventId"] for e in events] == ["e1", "e10"]
     e1 = events[0]
@@ -357,3 +366,46 @@ def test_to_dsjson_refuses_reserved_feature_names() -> None:
     event = {"bb": {"actions": ["a", "b"]}, "c": {"_multi": 1}}
     with pytest.raises(ValueError, match="reserved"):
         to_dsjson(event, "m")
+
+
+def test_import_into_an_unknown_model_says_so_or_creates_it(redis_url: str, tmp_path: Path,
+                                                           monkeypatch) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    path = tmp_path / "new.dsjson"
+    path.write_text("".join(json.dumps(_dsjson_line(f"n{i}")) + "\n" for i in range(4)))
+    runner = CliRunner()
+    unknown = runner.invoke(cli, ["import", "--model", "fresh", "--format", "dsjson",
+                                  "--no-progress", str(path)])
+    assert unknown.exit_code == 2
+    assert "unknown model 'fresh'" in unknown.stderr and "--create" in unknown.stderr
+    misplaced = runner.invoke(cli, ["import", "--model", "fresh", "--format", "dsjson",
+                                    "--booster", "uniform", str(path)])
+    assert misplaced.exit_code == 2 and "--booster only applies with --create" in misplaced.stderr
+    created = runner.invoke(cli, ["import", "--model", "fresh", "--format", "dsjson", "--create",
+                                  "--booster", "uniform", "--no-progress", str(path)])
+    assert created.exit_code == 0, created.output
+    assert "created model 'fresh' (uniform, 3 actions: red, green, blue)" in created.stderr
+    assert json.loads(created.stdout)["imported"] == 4
+    log = EventLog(redis.Redis.from_url(redis_url))
+    config = log.config("fresh")
+    assert (config.booster, config.actions) == ("uniform", ACTIONS)
+    assert config.params["seed"] is not None  # filled in, as POST /v1/models does
+    assert log.snapshot_meta("fresh")[0] == 0  # the version-0 snapshot of the creation route
+    # the default booster is the settings' (PERSONALIZER_BOOSTER); checks are the API's
+    obp = tmp_path / "obp.csv"
+    obp.write_text("action,reward,pscore,x\n0,1,0.5,1\n3,0,0.25,2\n")
+    monkeypatch.setenv("BOOSTBANDIT_PERSONALIZER_BOOSTER", "river_egreedy")
+    indexed = runner.invoke(cli, ["import", "--model", "idx", "--format", "obp",
+                                  "--action-index", "--create", "--no-progress", str(obp)])
+    assert indexed.exit_code == 0, indexed.output
+    assert (log.config("idx").booster, log.config("idx").actions) == (
+        "river_egreedy", ["0", "1", "2", "3"])
+    bad_name = runner.invoke(cli, ["import", "--model", "no spaces", "--format", "obp",
+                                   "--create", str(obp)])
+    assert bad_name.exit_code == 2 and bad_name.stderr.startswith("error: --create: name")
+    one = tmp_path / "one.csv"
+    one.write_text("action,reward,pscore\nonly,1,0.5\n")
+    single = runner.invoke(cli, ["import", "--model", "single", "--format", "obp", "--create",
+                                 str(one)])
+    assert single.exit_code == 2 and "found 1 action id(s)" in single.stderr
+    assert log.config("single") is None
