@@ -409,3 +409,22 @@ def test_import_into_an_unknown_model_says_so_or_creates_it(redis_url: str, tmp_
                                  str(one)])
     assert single.exit_code == 2 and "found 1 action id(s)" in single.stderr
     assert log.config("single") is None
+
+
+def test_the_readme_vw_snippet_trains_on_an_export(produced, tmp_path: Path) -> None:
+    # pip's vowpalwabbit has no `vw` binary: the README shows its Python Workspace instead
+    pytest.importorskip("vowpalwabbit", reason="pip install vowpalwabbit (test extra)")
+    import re
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "\nvw --dsjson" not in readme  # no command that cannot run
+    snippet = re.search(r"python - <<'EOF'\n(import vowpalwabbit\n.*?)\nEOF\n", readme, re.S)
+    assert snippet, "the README's vowpalwabbit snippet"
+    url, name = produced
+    _export(url, name, "dsjson", tmp_path / "news.dsjson")
+    done = subprocess.run([sys.executable, "-"], input=snippet.group(1), text=True,
+                          cwd=tmp_path, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "news.vw").stat().st_size > 0
