@@ -149,7 +149,7 @@ class ExportReport:
 
     exported: int = 0
     skipped: int = 0  # events DSJSON cannot carry (see :func:`to_dsjson`)
-    last_id: str | None = None
+    last_id: str | None = None  # the stream id to pass as the next ``since``
     problems: list[str] = field(default_factory=list)  # first few reasons of skipped events
 
 
@@ -174,7 +174,8 @@ def export_events(
     if progress is None:
         progress = sys.stderr.isatty()
     total = None if since else log.stream_length(name, "joined")
-    report = ExportReport(last_id=since)  # nothing new: the given id, for the next --since
+    # the next --since even when nothing is new: the given id, or the start of the stream
+    report = ExportReport(last_id=since if since is not None else "0-0")
     after = since
     with tqdm(total=total, unit="ev", disable=not progress, file=sys.stderr) as bar:
         while True:

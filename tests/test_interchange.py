@@ -154,6 +154,12 @@ def test_cli_export_writes_file_and_summary(produced, tmp_path: Path, monkeypatc
     assert again.stdout == ""
     repeat = json.loads(again.stderr.strip().splitlines()[-1])
     assert (repeat["exported"], repeat["last_id"]) == (0, summary["last_id"])
+    _make_target(url, "empty")  # an empty stream: "0-0", from which the next export starts
+    empty = CliRunner().invoke(cli, ["export", "--model", "empty", "--no-progress", "-"])
+    assert json.loads(empty.stderr.strip().splitlines()[-1])["last_id"] == "0-0"
+    start = CliRunner().invoke(cli, ["export", "--model", name, "--since", "0-0",
+                                     "--no-progress", "-"])
+    assert len(start.stdout.splitlines()) == N_EVENTS
 
 
 # --- round trips -----
