@@ -6,6 +6,11 @@ joined events out of and into a model's log (jsonl, DSJSON, OBP CSV; :mod:`servi
 and ``boostbandit replay`` runs a booster or a trained policy over a logged stream
 (:mod:`service.replay`).
 
+Which Redis a command uses (:func:`_redis_settings`, the one place): ``REDIS_URL`` when set,
+else the embedded server that a running ``serve`` owns on the data directory (``--data-dir``,
+default as for ``serve``), reached through its socket; commands never start a server of their
+own. Heavy packages are imported inside the commands that need them, so ``--help`` is fast.
+
 Example (the bundled Car dataset, the uniform baseline, one JSON object on stdout)::
 
     boostbandit simulate --data car --booster uniform --json

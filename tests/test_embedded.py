@@ -252,6 +252,25 @@ def test_cli_commands_find_the_embedded_server_of_a_running_serve(tmp_path, serv
     assert service.http.get("/readyz").status_code == 200
 
 
+def test_serve_on_redis_url_says_so_without_the_password(tmp_path, redis_url):
+    port = _port()
+    env = {**serve_env(), "REDIS_URL": redis_url.replace("redis://", "redis://:hunter2@", 1)}
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(serve_args(port, tmp_path / "unused"), env=env, cwd=ROOT,
+                                   stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: "(REDIS_URL)" in log.read_text() or process.poll() is not None, 60,
+                 "the start-up line")
+        text = log.read_text()
+        shown = redis_url.replace("redis://", "redis://:***@", 1)
+        assert f"Redis at {shown} (REDIS_URL); no embedded server" in text, text
+        assert "hunter2" not in text and not (tmp_path / "unused").exists()
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
 def test_cli_commands_without_a_running_serve_say_so(tmp_path):
     data = tmp_path / "none"
     for args in (["export", "--model", "m", "-"], ["import", str(ROOT / "README.md"),
