@@ -357,8 +357,8 @@ def _settings(data_dir: Path | None = None, **overrides: Any) -> Any:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        _fail("; ".join(
-            f"invalid setting {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+        _fail("invalid settings: " + "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
         ))
 
 
