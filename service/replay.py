@@ -183,14 +183,16 @@ class LoggedEvent:
     action: int
     propensity: float
     reward: float
-    probabilities: np.ndarray  # the logged vector (k,); zeros on excluded actions
+    probabilities: np.ndarray  # the logged vector (k,); zeros on excluded actions, NaN unknown
     allowed: np.ndarray  # (k,) False for the excluded actions
 
     @property
     def uniform(self) -> bool:
-        """Whether the event was logged uniformly over its allowed actions (within 1e-3)."""
+        """Whether the event was logged uniformly over its allowed actions (within 1e-3), as
+        far as its logged probabilities say (unknown ones share the rest of the mass)."""
         n = int(self.allowed.sum())
-        return bool(np.all(np.abs(self.probabilities[self.allowed] * n - 1.0) <= PROB_TOL))
+        p = _completed(self.probabilities)[self.allowed]
+        return bool(np.all(np.abs(p * n - 1.0) <= PROB_TOL))
 
 
 # --- reading the log ---------------------------------------------------------------------------
@@ -271,6 +273,17 @@ def infer_actions(path: str | Path, fmt: str, action_index: bool = False) -> lis
             f"cannot tell the actions from line {n} of {path}; give them (--actions a,b,c)"
         )
     return _check_actions(found)
+
+
+def _completed(p: np.ndarray) -> np.ndarray:
+    """``p`` with its unknown entries (NaN: a log that recorded only the chosen action's
+    probability) given equal shares of the rest of the mass."""
+    unknown = np.isnan(p)
+    if not unknown.any():
+        return p
+    out = p.copy()
+    out[unknown] = max(0.0, 1.0 - float(np.nansum(p))) / int(unknown.sum())
+    return out
 
 
 def _to_event(n: int, ev: dict[str, Any], k: int) -> LoggedEvent:
@@ -807,8 +820,8 @@ def replay_learner(
             matched[t] = hit
             if chosen == "rejection":
                 teach = decision if hit else None
-            else:
-                teach = Decision(a, ev.probabilities, decision.internals)
+            else:  # unknown logged probabilities (NaN) completed: the booster reads p[a]
+                teach = Decision(a, _completed(ev.probabilities), decision.internals)
             if teach is not None:
                 try:
                     learn(ev.context, teach, reward=ev.reward)

@@ -347,9 +347,36 @@ def test_obp_table(redis_url: str, tmp_path: Path) -> None:
     first, second = _joined(redis_url, "obp")
     assert first["c"] == {"user_feature_0": "a81c", "u1": 0.25}
     assert first["bb"]["action_id"] == "red" and first["_label_probability"] == 0.5
-    assert first["bb"]["decision"]["probabilities"] == [0.5, 0.25, 0.25]
+    # only the chosen action's propensity is known: the others are logged as null
+    assert first["bb"]["decision"]["probabilities"] == [0.5, None, None]
+    assert first["p"] == [0.5, None, None] and first["bb"]["propensity"] == 0.5
+    assert second["bb"]["decision"]["probabilities"] == [None, None, 0.25]
     assert second["bb"]["action_id"] == "blue" and second["bb"]["reward"] == 1.0
     assert first["Timestamp"].startswith("2019-11-24T00:00:01.123")
+    # the nulls survive an export and an import of either format, and VW reads the DSJSON
+    for fmt in ("jsonl", "dsjson"):
+        out = _export(redis_url, "obp", fmt, tmp_path / f"obp.{fmt}")
+        _make_target(redis_url, f"obp-{fmt}")
+        assert import_events(EventLog(r), f"obp-{fmt}", out, fmt, progress=False).imported == 2
+        again = _joined(redis_url, f"obp-{fmt}")
+        assert [e["p"] for e in again] == [[0.5, None, None], [0.25, None, None]]
+        assert again[1]["bb"]["decision"]["probabilities"] == [None, None, 0.25]
+    vw_module = pytest.importorskip("vowpalwabbit", reason="pip install vowpalwabbit (test extra)")
+    vw = vw_module.Workspace("--cb_explore_adf --dsjson --quiet")
+    try:
+        for line in (tmp_path / "obp.dsjson").read_text().splitlines():
+            examples = vw.parse(line)
+            vw.learn(examples)
+            vw.finish_example(examples)
+        assert vw.get_weighted_examples() == 2
+    finally:
+        vw.finish()
+    # the worker reads them (the logging policy's vector completed in memory, not in the log)
+    from service.offline import logged_data
+
+    data = logged_data(_joined(redis_url, "obp"), ACTIONS)
+    assert data.propensities.tolist() == [0.5, 0.25]
+    assert data.logged.tolist() == [[0.5, 0.25, 0.25], [0.375, 0.375, 0.25]]
 
 
 def test_failed_write_is_rolled_back(redis_url: str, tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from service.replay import (
     ReplayError,
     detect_format,
     infer_actions,
+    iter_log,
     load_policy,
     replay_learner,
     replay_policy,
@@ -671,3 +672,13 @@ def test_policy_replay_reports_the_policy_features_absent_from_the_log(
                and "namespace.feature" in note for note in namespaced.notes)
     # without its features the policy is one fixed distribution: its estimate moves
     assert namespaced.estimates["snips"].value != plain.estimates["snips"].value
+
+
+def test_an_obp_table_replays_with_only_the_chosen_propensity_known(tmp_path: Path) -> None:
+    path = write_log(tmp_path / "skewed.csv", simulate_log(400, 12, skewed), "obp")
+    _, first = next(iter_log(path, "obp", ACTIONS))
+    assert int(np.isnan(first.probabilities).sum()) == 2  # unknown, not made up
+    assert first.probabilities[first.action] == first.propensity
+    result = replay_learner(path, make_booster("adabandit", n_actions=3, n_learners=3, seed=1))
+    assert (result.mode, result.events, result.learned) == ("weighted", 400, 400)
+    assert 0.0 <= result.estimates["snips"].value <= 1.0
