@@ -271,14 +271,20 @@ def test_serve_on_redis_url_says_so_without_the_password(tmp_path, redis_url):
         process.wait(20)
 
 
-def test_cli_commands_without_a_running_serve_say_so(tmp_path):
+def test_cli_commands_without_a_running_serve_say_so(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.delenv("BOOSTBANDIT_REDIS_URL", raising=False)
     data = tmp_path / "none"
     for args in (["export", "--model", "m", "-"], ["import", str(ROOT / "README.md"),
                                                    "--model", "m"],
                  ["worker", "--once"], ["learner"],
                  ["replay", str(ROOT / "README.md"), "--policy", "m:1"]):
-        result = cli(*args, "--data-dir", str(data), cwd=tmp_path)
-        assert result.returncode == 2, (args, result.stderr)
+        result = CliRunner().invoke(app, [*args, "--data-dir", str(data)])
+        assert result.exit_code == 2, (args, result.output)
         line = result.stderr.strip()
         assert line.count("\n") == 0 and line.startswith("error: "), (args, line)
         assert str(data.resolve()) in line and "start `boostbandit serve" in line, (args, line)
