@@ -1,5 +1,7 @@
 # boostbandit decision service. Default command: API + learner in one process with an embedded
 # Redis (data in /data). docker-compose.yml runs the scaled-out shape instead.
+# The other commands, run in the container, find that Redis by themselves (BOOSTBANDIT_DATA_DIR is
+# /data, the socket /data/redis.sock): docker exec <container> boostbandit export --model m - > m.jsonl
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

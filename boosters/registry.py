@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from boosters._params import CLASS_SIZE_ATTRIBUTES, check_sizes
-from boosters.base import OnlineBooster
+
+if TYPE_CHECKING:  # annotations only: listing the names stays free of numpy (the CLI's --help)
+    from boosters.base import OnlineBooster
 
 # name -> ("module:Class", preset keyword arguments); imported lazily to keep the import cheap.
 _BOOSTERS: dict[str, tuple[str, dict[str, Any]]] = {

@@ -6,6 +6,11 @@ joined events out of and into a model's log (jsonl, DSJSON, OBP CSV; :mod:`servi
 and ``boostbandit replay`` runs a booster or a trained policy over a logged stream
 (:mod:`service.replay`).
 
+Which Redis a command uses (:func:`_redis_settings`, the one place): ``REDIS_URL`` when set,
+else the embedded server that a running ``serve`` owns on the data directory (``--data-dir``,
+default as for ``serve``), reached through its socket; commands never start a server of their
+own. Heavy packages are imported inside the commands that need them, so ``--help`` is fast.
+
 Example (the bundled Car dataset, the uniform baseline, one JSON object on stdout)::
 
     boostbandit simulate --data car --booster uniform --json
@@ -40,9 +45,10 @@ except ImportError:  # pragma: no cover - older typer on top of click
     from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 from typer.core import TyperGroup
 
+# light imports only (numpy at most): each command imports what it needs, so that `--help`
+# and `export` start fast (tests/test_cli_startup.py checks which packages this module loads)
 from boosters.registry import booster_class, booster_params, make_booster, names
-from service.datasets import BUNDLED, DatasetError, load_dataset
-from service.simulate import simulate
+from service.datasets import BUNDLED
 
 __all__ = ["TREE_PROFILES", "app", "select_params"]
 
@@ -91,11 +97,34 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,  # plain help: importing rich's renderer doubled `--help`'s start-up
 )
 
 
+def _version() -> str:
+    """The installed package's version (``unknown`` when run from a source tree)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("boostbandit")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"boostbandit {_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _main() -> None:
+def _main(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version,
+                     help="Print the version and exit."),
+    ] = False,
+) -> None:
     """Online boosters for multiclass bandit feedback on Hoeffding trees."""
 
 
@@ -229,6 +258,8 @@ def simulate_command(
             _fail(f"--plot {plot} is a directory; give a file name such as curve.png")
         if not plot.parent.is_dir():
             _fail(f"--plot: directory {plot.parent} does not exist")
+    from service.datasets import DatasetError, load_dataset
+
     try:
         dataset = load_dataset(data)
     except DatasetError as exc:
@@ -254,6 +285,8 @@ def simulate_command(
         _fail(f"cannot build booster {booster!r}: {exc}")
 
     # --- the run ---------------------------------------------------------------------------
+    from service.simulate import simulate
+
     result = simulate(model, dataset, dup=dup, seed=seed, progress=progress)
 
     if plot is not None:
@@ -299,13 +332,67 @@ def simulate_command(
     typer.echo("\n".join(lines))
 
 
-def _embedded_server(data_dir: Path) -> str | None:
-    """The ``unix://`` URL of the embedded Redis serving ``data_dir`` (its fixed socket,
-    ``<data_dir>/redis.sock``), or None when nothing answers there."""
-    from service.embedded import SOCKET_NAME, server_info
+#: ``--data-dir``, shared by serve and by every command that uses Redis
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        metavar="DIR",
+        help="Data directory of the embedded Redis (when REDIS_URL is unset; default: "
+        "BOOSTBANDIT_DATA_DIR, else ./boostbandit-data). Commands other than serve connect to "
+        "the server a running `boostbandit serve` owns there.",
+        show_default=False,
+    ),
+]
 
-    socket_path = Path(data_dir).resolve() / SOCKET_NAME
-    return f"unix://{socket_path}" if server_info(socket_path) is not None else None
+
+def _settings(data_dir: Path | None = None, **overrides: Any) -> Any:
+    """The settings from the environment, with ``--data-dir`` when given (one-line errors)."""
+    from pydantic import ValidationError
+
+    from service.settings import Settings
+
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        _fail("invalid settings: " + "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+        ))
+
+
+def _redis_settings(data_dir: Path | None, purpose: str = "the events") -> Any:
+    """Which Redis a command uses: the settings with ``redis_url`` set to REDIS_URL when that is
+    set, else to the socket of the embedded server a running ``serve`` owns on the data
+    directory. When none runs there: one ``error:`` line naming the directory (this never
+    starts a server: the directory belongs to ``serve``)."""
+    from service.embedded import SOCKET_NAME, running_url
+
+    settings = _settings(data_dir)
+    if settings.redis_url:
+        return settings
+    folder = Path(settings.data_dir).resolve()
+    url = running_url(folder)
+    if url is None:
+        _fail(
+            f"{purpose} live in Redis, and REDIS_URL is unset but no boostbandit serve runs on "
+            f"data directory {folder} (nothing answers on {folder / SOCKET_NAME}): start "
+            f"`boostbandit serve --data-dir {folder}` first, pass the --data-dir it uses "
+            "(BOOSTBANDIT_DATA_DIR), or set REDIS_URL"
+        )
+    return settings.model_copy(update={"redis_url": url})
+
+
+def _shown_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``.
+
+    >>> _shown_url("redis://:secret@redis:6379/0"), _shown_url("unix:///d/redis.sock")
+    ('redis://:***@redis:6379/0', 'unix:///d/redis.sock')
+    """
+    import re
+
+    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url)
 
 
 @app.command("serve")
@@ -316,10 +403,7 @@ def serve_command(
     port: Annotated[
         int | None, typer.Option("--port", help="Port (default: setting port, 8000).")
     ] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option("--data-dir", help="Embedded Redis data directory (when no REDIS_URL)."),
-    ] = None,
+    data_dir: DataDirOption = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
     """Run the decision service: API + learner in one process (embedded Redis if no REDIS_URL).
@@ -331,36 +415,27 @@ def serve_command(
     import signal
 
     import uvicorn
-    from pydantic import ValidationError
 
     from service.app import create_app
-    from service.settings import Settings
 
-    overrides: dict[str, Any] = {"run_learner": True}
-    if data_dir is not None:
-        overrides["data_dir"] = data_dir
-    try:
-        settings = Settings(**overrides)
-    except ValidationError as exc:
-        _fail("; ".join(
-            f"invalid setting {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
-        ))
+    settings = _settings(data_dir, run_learner=True)
     embedded = None
     if not settings.redis_url:
         # started here, in the main thread, before any other thread: its PR_SET_PDEATHSIG is
         # tied to this thread, so the server stops when this process dies
-        from service.embedded import DataDirInUse, EmbeddedRedis, EmbeddedRedisError
+        from service.embedded import DataDirInUse, EmbeddedRedis, EmbeddedRedisError, running_url
 
         try:
             embedded = EmbeddedRedis(settings.data_dir, settings.embedded_fsync)
         except DataDirInUse as exc:
-            running = _embedded_server(exc.data_dir)
+            running = running_url(exc.data_dir)
             _fail(f"{exc}" + (f"; its Redis answers at {running}" if running else ""))
         except EmbeddedRedisError as exc:
             _fail(exc)
         typer.echo(
             f"embedded Redis at {embedded.url} (pid {embedded.pid}, data in "
-            f"{embedded.data_dir}, appendfsync {embedded.fsync})",
+            f"{embedded.data_dir}, appendfsync {embedded.fsync}); other commands find it "
+            f"with --data-dir {embedded.data_dir} (or BOOSTBANDIT_DATA_DIR) and no REDIS_URL",
             err=True,
         )
         settings = settings.model_copy(update={"redis_url": embedded.url})
@@ -373,6 +448,9 @@ def serve_command(
             signal.raise_signal(signum)
 
         signal.signal(signal.SIGTERM, stop_then_die)
+    else:
+        typer.echo(f"Redis at {_shown_url(settings.redis_url)} (REDIS_URL); no embedded "
+                   "server, no data directory", err=True)
     try:
         uvicorn.run(
             create_app(settings),
@@ -386,21 +464,19 @@ def serve_command(
 
 
 @app.command("learner")
-def learner_command() -> None:
-    """Run the learner alone against REDIS_URL (next to API replicas)."""
+def learner_command(data_dir: DataDirOption = None) -> None:
+    """Run the learner alone (next to API replicas) against REDIS_URL, or a running serve's
+    embedded Redis."""
+    settings = _redis_settings(data_dir, "the models")
     from service.eventlog import EventLog, connect
     from service.learner import Learner, limits
-    from service.settings import Settings
     from service.store import ModelStore
 
-    settings = Settings()
-    if not settings.redis_url:
-        _fail("REDIS_URL is required for a separate learner (serve embeds Redis instead)")
     timeout = settings.redis_timeout_seconds + settings.learner_block_ms / 1000
     client = connect(settings.redis_url, timeout)
     learner = Learner(ModelStore(EventLog(client, limits=limits(settings))), settings, client)
     learner.install_signal_handlers()
-    typer.echo(f"learner {learner.owner} on {settings.redis_url}", err=True)
+    typer.echo(f"learner {learner.owner} on {_shown_url(settings.redis_url)}", err=True)
     learner.run()
     learner.stop()
 
@@ -425,33 +501,31 @@ def worker_command(
         ),
     ] = False,
     log_level: Annotated[str, typer.Option("--log-level", help="Logging level.")] = "info",
+    data_dir: DataDirOption = None,
 ) -> None:
-    """Run the offline worker against REDIS_URL: train BOPL policies from the joined events,
-    evaluate them off-policy and publish those that beat the logging policy."""
+    """Run the offline worker: train BOPL policies from the joined events, publish the better.
+
+    Policies are evaluated off-policy; only those that beat the logging policy are published.
+    Redis: REDIS_URL, else the embedded server of a running serve (--data-dir).
+    """
     import logging
     import signal
-
-    from service.eventlog import connect
-    from service.settings import Settings
-    from service.worker import Worker
 
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
         _fail(f"--log-level must be a logging level (debug, info, warning, ...), got {log_level!r}")
+    settings = _redis_settings(data_dir, "the joined events")
+    from service.eventlog import connect
+    from service.worker import Worker
+
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        settings = Settings()
-    except ValueError as exc:  # pydantic's ValidationError of a BOOSTBANDIT_WORKER_* variable
-        _fail(f"invalid settings: {exc}")
-    if not settings.redis_url:
-        _fail("REDIS_URL is required for the worker (the joined events live in Redis)")
     timeout = settings.redis_timeout_seconds + settings.worker_block_ms / 1000
     worker = Worker(connect(settings.redis_url, timeout), settings, model or [])
     if model:
         try:
             known = worker.log.configs()
         except Exception as exc:  # redis errors: one line, no traceback
-            _fail(f"cannot read the models from {settings.redis_url}: {exc}")
+            _fail(f"cannot read the models from {_shown_url(settings.redis_url)}: {exc}")
         unknown = [name for name in model if name not in known]
         if unknown:
             _fail(f"unknown model(s): {', '.join(unknown)}")
@@ -461,22 +535,16 @@ def worker_command(
         return
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: worker.stop_event.set())
-    typer.echo(f"worker {worker.owner} on {settings.redis_url}", err=True)
+    typer.echo(f"worker {worker.owner} on {_shown_url(settings.redis_url)}", err=True)
     worker.run()
     worker.stop()
 
 
-def _event_log() -> Any:
-    """The event log at REDIS_URL for the export/import commands (usage error when unset)."""
+def _event_log(data_dir: Path | None, purpose: str = "the events") -> Any:
+    """The event log of the Redis this command uses (:func:`_redis_settings`)."""
+    settings = _redis_settings(data_dir, purpose)
     from service.eventlog import EventLog, connect
-    from service.settings import Settings
 
-    try:
-        settings = Settings()
-    except ValueError as exc:
-        _fail(f"invalid settings: {exc}")
-    if not settings.redis_url:
-        _fail("REDIS_URL is required (the events live in Redis)")
     return EventLog(connect(settings.redis_url, max(settings.redis_timeout_seconds, 10.0)))
 
 
@@ -503,11 +571,13 @@ def export_command(
         ),
     ] = None,
     progress: ProgressOption = None,
+    data_dir: DataDirOption = None,
 ) -> None:
-    """Stream a model's joined events out of Redis (REDIS_URL), in pages (constant memory).
+    """Stream a model's joined events out of Redis, in pages (constant memory).
 
-    The summary (events written, last stream id for the next --since) goes to stderr as one
-    JSON line; OUT is written to OUT.part and renamed when complete.
+    Redis: REDIS_URL, else the embedded server of a running serve (--data-dir). The summary
+    (events written, last stream id for the next --since: the given one when nothing is new)
+    goes to stderr as one JSON line; OUT is written to OUT.part and renamed when complete.
     """
     import os
 
@@ -519,7 +589,7 @@ def export_command(
         _fail(f"--format must be jsonl or dsjson, got {fmt!r}")
     if since is not None and not all(part.isdigit() for part in since.split("-", 1)):
         _fail(f"--since must be a stream id such as 1700000000000-0, got {since!r}")
-    log = _event_log()
+    log = _event_log(data_dir)
     try:
         if log.config(model) is None:
             _fail(f"unknown model {model!r}")
@@ -584,14 +654,27 @@ def import_command(
     force: Annotated[
         bool, typer.Option("--force", help="Import a file already imported into this model.")
     ] = False,
+    create: Annotated[
+        bool,
+        typer.Option("--create", help="Create the model if it does not exist, with the actions "
+                     "found in the file (as POST /v1/models would)."),
+    ] = False,
+    booster: Annotated[
+        str | None,
+        typer.Option("--booster", metavar="NAME",
+                     help="With --create: the new model's booster (default: the "
+                     "PERSONALIZER_BOOSTER setting, adabandit).", show_default=False),
+    ] = None,
     progress: ProgressOption = None,
+    data_dir: DataDirOption = None,
 ) -> None:
-    """Validate a log file, then append its events to a model's joined stream (REDIS_URL).
+    """Validate a log file, then append its events to a model's joined stream.
 
-    Imported events are joined events flagged bb.imported and _skipLearn: the offline worker
-    trains on them, the online booster never learns them. Bad lines are reported as
-    'line N: reason' on stderr; the summary is one JSON line on stdout. Exit status 1 when the
-    import failed (nothing written), 0 otherwise (with --on-error skip, even with bad lines).
+    Redis: REDIS_URL, else the embedded server of a running serve (--data-dir). Imported events
+    are joined events flagged bb.imported and _skipLearn: the offline worker trains on them, the
+    online booster never learns them. Bad lines are reported as 'line N: reason' on stderr; the
+    summary is one JSON line on stdout. Exit status 1 when the import failed (nothing written),
+    0 otherwise (with --on-error skip, even with bad lines).
     """
     import redis
 
@@ -605,8 +688,15 @@ def import_command(
         _fail(f"--reward-map must be identity or personalizer, got {reward_map!r}")
     if not path.is_file():
         _fail(f"no such file: {path}")
-    log = _event_log()
+    if booster is not None and not create:
+        _fail("--booster only applies with --create")
+    log = _event_log(data_dir)
     try:
+        if log.config(model) is None:
+            if not create:
+                _fail(f"unknown model {model!r}: create it first (POST /v1/models), or pass "
+                      "--create to create it with the actions found in the file")
+            _create_model(log, model, booster, path, fmt, action_index)
         report = import_events(
             log,
             model,
@@ -629,7 +719,39 @@ def import_command(
         _fail(f"Redis error: {exc}")
     for error in report.errors[:100]:
         typer.echo(f"skipped {error}", err=True)
-    typer.echo(json.dumps(report.to_dict(0)))
+    typer.echo(json.dumps(report.to_dict()))
+
+
+def _create_model(
+    log: Any, name: str, booster: str | None, path: Path, fmt: str, action_index: bool
+) -> None:
+    """Create model ``name`` with the actions of the log file at ``path``, through the API's own
+    creation route (its checks, its version-0 snapshot): one place for the rule."""
+    from fastapi import HTTPException
+    from pydantic import ValidationError
+
+    from service.interchange import ImportError_, file_actions
+    from service.routers.models import create_model
+    from service.schemas import CreateModel
+    from service.store import ModelStore
+
+    settings = _settings()
+    try:
+        actions = file_actions(path, fmt, action_index)  # type: ignore[arg-type]
+    except ImportError_ as exc:
+        _fail(f"--create: {exc}")
+    try:
+        body = CreateModel(name=name, booster=booster or settings.personalizer_booster,
+                           actions=actions)
+        info = create_model(body, log, ModelStore(log), settings)
+    except ValidationError as exc:
+        _fail("--create: " + "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()))
+    except HTTPException as exc:
+        _fail(f"--create: {exc.detail}")
+    typer.echo(f"created model {info.name!r} ({info.booster}, {len(info.actions)} actions: "
+               f"{', '.join(info.actions[:10])}{', ...' if len(info.actions) > 10 else ''})",
+               err=True)
 
 
 @app.command("replay")
@@ -645,8 +767,9 @@ def replay_command(
     policy: Annotated[
         str | None,
         typer.Option("--policy", metavar="ID",
-                     help="Replay a trained BOPL policy: MODEL[:VERSION] published in REDIS_URL "
-                     "(latest published without a version), or a policy pickle file."),
+                     help="Replay a trained BOPL policy: MODEL[:VERSION] published in Redis "
+                     "(REDIS_URL, else a running serve's: --data-dir; latest published without "
+                     "a version), or a policy pickle file."),
     ] = None,
     target: Annotated[
         str | None,
@@ -737,6 +860,13 @@ def replay_command(
         typer.Option("--on-error", metavar="MODE",
                      help="fail: any bad line stops the replay; skip: bad lines are left out."),
     ] = "fail",
+    repeated_ids: Annotated[
+        str,
+        typer.Option("--repeated-ids", metavar="MODE",
+                     help="Events repeating an earlier event id (counted and listed in the "
+                     "summary either way): skip (replay the first occurrence only), keep, or "
+                     "fail."),
+    ] = "skip",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object on stdout.")
     ] = False,
@@ -746,6 +876,7 @@ def replay_command(
                      help="Write the estimated reward over the stream to this PNG."),
     ] = None,
     progress: ProgressOption = None,
+    data_dir: DataDirOption = None,
 ) -> None:
     """Replay a logged stream it did not generate through a booster, a trained policy or a
     running service, and estimate what it would have earned (service/replay.py).
@@ -782,6 +913,8 @@ def replay_command(
         _fail(f"--mode must be auto, rejection or weighted, got {mode!r}")
     if on_error not in ("skip", "fail"):
         _fail(f"--on-error must be skip or fail, got {on_error!r}")
+    if repeated_ids not in ("skip", "keep", "fail"):
+        _fail(f"--repeated-ids must be skip, keep or fail, got {repeated_ids!r}")
     if reward_map not in ("identity", "personalizer"):
         _fail(f"--reward-map must be identity or personalizer, got {reward_map!r}")
     if seed < 0:
@@ -816,7 +949,7 @@ def replay_command(
             _fail(f"--actions must list at least 2 distinct action ids, got {actions!r}")
     common: dict[str, Any] = dict(
         fmt=fmt, level=level, reward_map=reward_map, action_index=action_index,
-        on_error=on_error, limit=limit, progress=progress,
+        on_error=on_error, limit=limit, progress=progress, repeated_ids=repeated_ids,
     )
 
     try:
@@ -861,9 +994,9 @@ def replay_command(
                 else:
                     import redis
 
-                    from service.settings import Settings
-
-                    event_log = _event_log() if Settings().redis_url else None
+                    event_log = _event_log(
+                        data_dir, f"{policy!r} is not a file; published policies"
+                    )
                     try:
                         bundle, label = rp.load_policy(policy, event_log)
                     except redis.RedisError as exc:

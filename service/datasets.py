@@ -39,8 +39,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where it is used: the CLI's --help loads this module
+    import numpy as np
 
 __all__ = [
     "BUNDLED",
@@ -81,6 +83,7 @@ class Dataset:
     ``X[i]`` is the context (feature name -> float or str) of row ``i`` and ``y[i]`` its class
     index into ``classes``. ``nominal`` lists the nominal feature names in column order.
 
+    >>> import numpy as np
     >>> ds = Dataset("toy", [{"a": 1.0}, {"a": 2.0}], np.array([0, 1]), ["no", "yes"], [])
     >>> len(ds), ds.n_classes, ds.features
     (2, 2, ['a'])
@@ -237,6 +240,8 @@ def load_dataset(source: str | Path, nominal: str | Sequence[str] | None = None)
         raise DatasetError(
             f"{path}: need at least 2 classes, found {len(classes)} ({', '.join(classes)})"
         )
+    import numpy as np
+
     index = {label: i for i, label in enumerate(classes)}
     y = np.fromiter((index[cells[0]] for _, cells in rows), dtype=np.int64, count=len(rows))
 

@@ -1,7 +1,8 @@
 """The embedded default: a real ``redis-server`` owned by one ``boostbandit serve``.
 
 ``boostbandit serve`` with no ``REDIS_URL`` starts one, keeping its data (the append-only file)
-in the ``data_dir`` setting. The rules:
+in the ``data_dir`` setting; the other commands with no ``REDIS_URL`` connect to it through its
+socket (:func:`running_url`), never starting one of their own. The rules:
 
 - **One owner per data directory.** The owner holds an exclusive ``flock`` on
   ``<data_dir>/boostbandit.lock`` (its pid written inside) for as long as the server runs. A
@@ -55,6 +56,7 @@ __all__ = [
     "LOCK_NAME",
     "SOCKET_NAME",
     "redis_server_binary",
+    "running_url",
     "server_info",
 ]
 
@@ -172,6 +174,20 @@ def server_info(socket_path: Path, timeout: float = 1.0) -> dict | None:
         return None
     finally:
         client.close()
+
+
+def running_url(data_dir: Path | str) -> str | None:
+    """The ``unix://`` URL of the embedded server running on ``data_dir`` (its fixed socket
+    ``<data_dir>/redis.sock``), or None when nothing answers there.
+
+    This is how the other commands (``export``, ``import``, ``worker``...) reach the data of a
+    running ``serve`` without REDIS_URL; they only connect, never start or own a server.
+
+    >>> running_url("/nonexistent-boostbandit-dir") is None
+    True
+    """
+    socket_path = Path(data_dir).resolve() / SOCKET_NAME
+    return f"unix://{socket_path}" if server_info(socket_path) is not None else None
 
 
 def _send_shutdown(socket_path: Path, timeout: float = 30.0) -> str | None:

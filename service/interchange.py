@@ -90,9 +90,9 @@ import numpy as np
 import redis
 
 from boosters.base import Decision, check_context
+from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.events import decision_event, dumps, joined_event, loads
-from service.store import ModelConfig
 
 __all__ = [
     "ExportReport",
@@ -100,6 +100,7 @@ __all__ = [
     "ImportReport",
     "LineError",
     "export_events",
+    "file_actions",
     "flatten_context",
     "import_events",
     "to_dsjson",
@@ -156,7 +157,7 @@ class ExportReport:
 
     exported: int = 0
     skipped: int = 0  # events DSJSON cannot carry (see :func:`to_dsjson`)
-    last_id: str | None = None
+    last_id: str | None = None  # the stream id to pass as the next ``since``
     problems: list[str] = field(default_factory=list)  # first few reasons of skipped events
 
 
@@ -181,7 +182,8 @@ def export_events(
     if progress is None:
         progress = sys.stderr.isatty()
     total = None if since else log.stream_length(name, "joined")
-    report = ExportReport()
+    # the next --since even when nothing is new: the given id, or the start of the stream
+    report = ExportReport(last_id=since if since is not None else "0-0")
     after = since
     with tqdm(total=total, unit="ev", disable=not progress, file=sys.stderr) as bar:
         while True:
@@ -312,11 +314,34 @@ def _parse_ts(value: Any) -> tuple[float, str | None]:
     return seconds, text if text.endswith("Z") else None
 
 
-def _check_vector(p: list[float], what: str) -> None:
-    if any(not 0.0 <= v <= 1.0 for v in p):
+def _check_vector(p: list[float | None], what: str) -> None:
+    """Probabilities in [0, 1] summing to 1; with unknown entries (None), at most 1."""
+    known = [v for v in p if v is not None]
+    if any(not 0.0 <= v <= 1.0 for v in known):
         raise ValueError(f"{what} has a probability outside [0, 1]")
-    if abs(sum(p) - 1.0) > PROB_TOL:
-        raise ValueError(f"{what} sums to {sum(p):.6g}, not 1")
+    if len(known) == len(p) and abs(sum(known) - 1.0) > PROB_TOL:
+        raise ValueError(f"{what} sums to {sum(known):.6g}, not 1")
+    if sum(known) > 1.0 + PROB_TOL:
+        raise ValueError(f"{what}: its known probabilities sum to {sum(known):.6g}, over 1")
+
+
+def _probabilities(values: list[Any]) -> list[float | None]:
+    """``p`` of a logged line: numbers, and null for a probability the log did not record
+    (only the chosen action's, the first, is required)."""
+    return [None if v is None and i > 0 else _number(v, "p[i]") for i, v in enumerate(values)]
+
+
+def _completed(probabilities: list[float | None]) -> list[float]:
+    """``probabilities`` with each unknown entry given an equal share of the rest of the mass:
+    the vector the booster's :class:`~boosters.base.Decision` needs in memory (it reads only
+    the chosen action's), never written to the log.
+
+    >>> _completed([0.5, None, None, 0.0])
+    [0.5, 0.25, 0.25, 0.0]
+    """
+    unknown = sum(v is None for v in probabilities)
+    rest = max(0.0, 1.0 - sum(v for v in probabilities if v is not None))
+    return [rest / unknown if v is None else v for v in probabilities]
 
 
 def _build(
@@ -326,19 +351,26 @@ def _build(
     ts: float,
     timestamp: str | None,
     context: dict[str, Any],
-    probabilities: list[float],
+    probabilities: list[float | None],
     chosen: int,
     reward: float,
     excluded: list[int],
     extra_bb: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A joined event of ``config`` (never learned online; ``bb.source = "import"``)."""
+    """A joined event of ``config`` (never learned online; ``bb.source = "import"``).
+
+    A probability the source did not record (None) is logged as null, in ``p`` and in
+    ``bb.decision.probabilities``: only what is known is logged.
+    """
     try:
         check_context(context)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"bad context: {exc}") from None
-    decision = Decision(action=chosen, probabilities=np.array(probabilities, dtype=float))
+    decision = Decision(action=chosen, probabilities=np.array(_completed(probabilities)))
     ev = decision_event(event_id, ts, 0, config.actions, context, decision, excluded=excluded)
+    if any(v is None for v in probabilities):
+        ev["p"] = [probabilities[a - 1] for a in ev["a"]]
+        ev["bb"]["decision"]["probabilities"] = list(probabilities)
     ev["bb"]["model_version"] = None
     if timestamp is not None:
         ev["Timestamp"] = timestamp
@@ -374,7 +406,7 @@ def parse_dsjson(obj: Any, config: ModelConfig, reward_map: RewardMap) -> dict[s
         raise ValueError("'a' must hold 1-based action numbers")
     if len(set(a)) != len(a):
         raise ValueError("'a' repeats an action")
-    p = [_number(v, "p[i]") for v in p]
+    p = _probabilities(p)
     propensity = _propensity(obj.get("_label_probability"))
     if abs(propensity - p[0]) > 1e-6:
         raise ValueError(f"_label_probability {propensity!r} differs from p[0] {p[0]!r}")
@@ -455,7 +487,7 @@ def parse_ours(obj: Any, config: ModelConfig, reward_map: RewardMap) -> dict[str
             or len(p) != len(a) or sorted(a) != list(range(1, len(actions) + 1))):
         raise ValueError("'a' and 'p' must cover every action of bb.actions once")
     propensity = _propensity(obj.get("_label_probability"))
-    p = [_number(v, "p[i]") for v in p]
+    p = _probabilities(p)
     if abs(propensity - p[0]) > 1e-9:
         raise ValueError(f"_label_probability {propensity!r} differs from p[0] {p[0]!r}")
     if obj.get("_labelIndex") != a[0] - 1:
@@ -530,8 +562,8 @@ def parse_obp_row(
 ) -> dict[str, Any]:
     """One CSV row of an OBP-style table -> our joined event.
 
-    Only the chosen action's propensity is known: the other actions share ``1 - pscore``
-    equally in the logged vector (``bb.imported.partial_probabilities``).
+    Only the chosen action's propensity is known: the other actions' probabilities are logged
+    as null (in ``p`` and ``bb.decision.probabilities``), not made up.
     """
     action_col, reward_col, pscore_col = columns
     raw_action = (row.get(action_col) or "").strip()
@@ -561,9 +593,7 @@ def parse_obp_row(
     except ValueError:
         raise ValueError(f"reward is not a number: {raw_r!r}") from None
     reward = _reward(value, reward_map)
-    k = len(config.actions)
-    rest = (1.0 - pscore) / (k - 1) if k > 1 else 0.0
-    probs = [rest] * k
+    probs: list[float | None] = [None] * len(config.actions)
     probs[chosen] = pscore
     context = {
         key: _cell(value.strip())
@@ -578,6 +608,52 @@ def parse_obp_row(
         config, event_id=_event_id(event_id), ts=ts, timestamp=timestamp, context=context,
         probabilities=probs, chosen=chosen, reward=reward, excluded=[],
     )
+
+
+def file_actions(path: str | os.PathLike[str], fmt: ImportFormat,
+                 action_index: bool = False) -> list[str]:
+    """The action ids a log file names, in order of first appearance (for ``import --create``).
+
+    jsonl: each line's ``bb.actions``; dsjson: the ``_tag`` (else ``id``) of each ``_multi``
+    entry; obp: the values of the action column (``--action-index``: ``"0"`` to the largest
+    index). Lines that do not say are passed over (the import reports them). Raises
+    :class:`ImportError_` when fewer than two actions are found.
+    """
+    found: dict[str, None] = {}
+    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+        if fmt == "obp":
+            reader = csv.DictReader(handle)
+            try:
+                column = _pick(reader.fieldnames or [], _OBP_ACTION, "action")
+            except ValueError as exc:
+                raise ImportError_(str(exc)) from None
+            values = [(row.get(column) or "").strip() for row in reader]
+            if action_index:
+                top = max((int(v) for v in values if v.isdigit()), default=-1)
+                values = [str(i) for i in range(top + 1)]
+            found.update((v, None) for v in values if v)
+        else:
+            for line in handle:
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if not isinstance(obj, dict):
+                    continue
+                if fmt == "jsonl":
+                    bb = obj.get("bb")
+                    ids = bb.get("actions") if isinstance(bb, dict) else None
+                else:
+                    c = obj.get("c")
+                    multi = c.get("_multi") if isinstance(c, dict) else None
+                    ids = [m.get("_tag", m.get("id")) for m in multi if isinstance(m, dict)] \
+                        if isinstance(multi, list) else None
+                for action in ids if isinstance(ids, list) else []:
+                    if isinstance(action, str | int) and not isinstance(action, bool):
+                        found.setdefault(str(action), None)
+    if len(found) < 2:
+        raise ImportError_(f"{path}: found {len(found)} action id(s), a model needs at least 2")
+    return list(found)
 
 
 # --- import: the two passes ---------------------------------------------------------------------
@@ -597,7 +673,7 @@ class ImportReport:
     first_id: str | None = None
     last_id: str | None = None
 
-    def to_dict(self, max_errors: int = 100) -> dict[str, Any]:
+    def to_dict(self, max_errors: int = 20) -> dict[str, Any]:
         """JSON-able summary (the first ``max_errors`` errors)."""
         return {
             "import_id": self.import_id,

@@ -116,6 +116,7 @@ Determinism: learner and policy replays depend only on the log, the booster's se
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import pickle
@@ -140,6 +141,7 @@ from service.store import ModelConfig
 __all__ = [
     "LogScan",
     "LoggedEvent",
+    "Repeats",
     "ReplayError",
     "ReplayResult",
     "detect_format",
@@ -157,6 +159,7 @@ __all__ = [
 LogFormat = Literal["auto", "jsonl", "dsjson", "obp"]
 Mode = Literal["auto", "rejection", "weighted"]
 OnError = Literal["fail", "skip"]
+RepeatedIds = Literal["skip", "keep", "fail"]
 
 #: Points kept in a result's curves (the per-event arrays are downsampled to this many).
 CURVE_POINTS = 500
@@ -180,14 +183,16 @@ class LoggedEvent:
     action: int
     propensity: float
     reward: float
-    probabilities: np.ndarray  # the logged vector (k,); zeros on excluded actions
+    probabilities: np.ndarray  # the logged vector (k,); zeros on excluded actions, NaN unknown
     allowed: np.ndarray  # (k,) False for the excluded actions
 
     @property
     def uniform(self) -> bool:
-        """Whether the event was logged uniformly over its allowed actions (within 1e-3)."""
+        """Whether the event was logged uniformly over its allowed actions (within 1e-3), as
+        far as its logged probabilities say (unknown ones share the rest of the mass)."""
         n = int(self.allowed.sum())
-        return bool(np.all(np.abs(self.probabilities[self.allowed] * n - 1.0) <= PROB_TOL))
+        p = _completed(self.probabilities)[self.allowed]
+        return bool(np.all(np.abs(p * n - 1.0) <= PROB_TOL))
 
 
 # --- reading the log ---------------------------------------------------------------------------
@@ -270,6 +275,17 @@ def infer_actions(path: str | Path, fmt: str, action_index: bool = False) -> lis
     return _check_actions(found)
 
 
+def _completed(p: np.ndarray) -> np.ndarray:
+    """``p`` with its unknown entries (NaN: a log that recorded only the chosen action's
+    probability) given equal shares of the rest of the mass."""
+    unknown = np.isnan(p)
+    if not unknown.any():
+        return p
+    out = p.copy()
+    out[unknown] = max(0.0, 1.0 - float(np.nansum(p))) / int(unknown.sum())
+    return out
+
+
 def _to_event(n: int, ev: dict[str, Any], k: int) -> LoggedEvent:
     bb = ev["bb"]
     allowed = np.ones(k, dtype=bool)
@@ -294,9 +310,11 @@ def iter_log(
     *,
     reward_map: str = "identity",
     action_index: bool = False,
+    repeats: Repeats | None = None,
 ) -> Iterator[tuple[int, LoggedEvent | LineError | None]]:
     """``(line, event | LineError | None)`` for every data line (None: a DSJSON ``_skipLearn``
-    line, not an event). Parsing and validation are :mod:`service.interchange`'s."""
+    line, not an event). Parsing and validation are :mod:`service.interchange`'s. ``repeats``
+    counts the events whose id was seen before and leaves them out unless its mode is keep."""
     if fmt not in ("jsonl", "dsjson", "obp"):
         raise ValueError(f"format must be jsonl, dsjson or obp, got {fmt!r}")
     if reward_map not in ("identity", "personalizer"):
@@ -314,7 +332,66 @@ def iter_log(
         if item is None or isinstance(item, LineError):
             yield n, item
         else:
-            yield n, _to_event(n, item, k)
+            event = _to_event(n, item, k)
+            if repeats is None or repeats.admit(event):
+                yield n, event
+
+
+@dataclass
+class Repeats:
+    """Events whose id was already seen earlier in the log (duplicated lines, overlapping
+    exports, reused ids): ``count`` later occurrences, the first few ``ids``.
+
+    ``mode``: ``skip`` (the default) replays the first occurrence of each id only; ``keep``
+    replays every occurrence (counted all the same); ``fail`` stops the replay
+    (:meth:`check`). Ids are remembered as 12-byte digests.
+
+    >>> r = Repeats("skip")
+    >>> [r.admit(LoggedEvent(1, i, {}, 0, 0.5, 1.0, np.ones(2) / 2, np.ones(2, bool)))
+    ...  for i in ("a", "b", "a")]
+    [True, True, False]
+    >>> r.to_dict()
+    {'mode': 'skip', 'count': 1, 'first': ['a']}
+    """
+
+    mode: RepeatedIds = "skip"
+    count: int = 0
+    ids: list[str] = field(default_factory=list)
+    seen: set[bytes] = field(default_factory=set, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("skip", "keep", "fail"):
+            raise ValueError(f"repeated_ids must be skip, keep or fail, got {self.mode!r}")
+
+    def admit(self, event: LoggedEvent) -> bool:
+        """Whether ``event`` is replayed (its id is new, or repeats are kept)."""
+        key = hashlib.blake2b(event.event_id.encode(), digest_size=12).digest()
+        if key not in self.seen:
+            self.seen.add(key)
+            return True
+        self.count += 1
+        if len(self.ids) < 5 and event.event_id not in self.ids:
+            self.ids.append(event.event_id)
+        return self.mode == "keep"
+
+    def describe(self) -> str:
+        return (f"{self.count} event(s) repeat an earlier event id (first: "
+                f"{', '.join(map(repr, self.ids))})")
+
+    def check(self) -> None:
+        """Raise :class:`ReplayError` for repeats in ``fail`` mode."""
+        if self.count and self.mode == "fail":
+            raise ReplayError(f"{self.describe()}; nothing replayed (--repeated-ids skip replays "
+                              "the first occurrence of each id, keep replays them all)")
+
+    def notes(self) -> list[str]:
+        if not self.count:
+            return []
+        what = "replayed too" if self.mode == "keep" else "left out: the first occurrence counts"
+        return [f"{self.describe()}: {what}"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "count": self.count, "first": list(self.ids)}
 
 
 @dataclass
@@ -327,6 +404,7 @@ class LogScan:
     uniform: bool = True
     errors: list[LineError] = field(default_factory=list)
     seconds: float = 0.0
+    repeats: Repeats = field(default_factory=Repeats)
 
 
 def _bar(total: int | None, desc: str, progress: bool | None, unit: str = "ev") -> Any:
@@ -346,13 +424,16 @@ def scan_log(
     action_index: bool = False,
     limit: int | None = None,
     progress: bool | None = False,
+    repeated_ids: RepeatedIds = "skip",
 ) -> LogScan:
-    """Validate every line (up to ``limit`` events), count the events, detect uniform logging."""
-    scan = LogScan()
+    """Validate every line (up to ``limit`` events), count the events and the repeated event
+    ids, detect uniform logging."""
+    scan = LogScan(repeats=Repeats(repeated_ids))
     started = time.perf_counter()
     with _bar(None, "validate", progress, unit="line") as bar:
         for _, item in iter_log(
-            path, fmt, actions, reward_map=reward_map, action_index=action_index
+            path, fmt, actions, reward_map=reward_map, action_index=action_index,
+            repeats=scan.repeats,
         ):
             scan.lines += 1
             bar.update(1)
@@ -674,6 +755,7 @@ def replay_learner(
     limit: int | None = None,
     progress: bool | None = False,
     params: dict[str, Any] | None = None,
+    repeated_ids: RepeatedIds = "skip",
 ) -> ReplayResult:
     """Replay ``path`` through a fresh online ``booster`` (see the module docstring).
 
@@ -705,8 +787,10 @@ def replay_learner(
         action_index=action_index,
         limit=limit,
         progress=progress,
+        repeated_ids=repeated_ids,
     )
     _fail_on_errors(scan.errors, on_error)
+    scan.repeats.check()
     if scan.events == 0:
         raise ReplayError(f"{path} holds no usable event")
     chosen = ("rejection" if scan.uniform else "weighted") if mode == "auto" else mode
@@ -721,7 +805,8 @@ def replay_learner(
     started = time.perf_counter()
     t = 0
     with _bar(n, "replay", progress) as bar:
-        for _, ev in iter_log(path, fmt, actions, reward_map=reward_map, action_index=action_index):
+        for _, ev in iter_log(path, fmt, actions, reward_map=reward_map, action_index=action_index,
+                              repeats=Repeats(repeated_ids)):
             if ev is None or isinstance(ev, LineError):
                 continue
             if ev.allowed.all():
@@ -735,8 +820,8 @@ def replay_learner(
             matched[t] = hit
             if chosen == "rejection":
                 teach = decision if hit else None
-            else:
-                teach = Decision(a, ev.probabilities, decision.internals)
+            else:  # unknown logged probabilities (NaN) completed: the booster reads p[a]
+                teach = Decision(a, _completed(ev.probabilities), decision.internals)
             if teach is not None:
                 try:
                     learn(ev.context, teach, reward=ev.reward)
@@ -806,7 +891,8 @@ def replay_learner(
         curve=_downsample(curve),
         logged_curve=_downsample(_running_mean(rewards)),
         params=dict(params or {}),
-        notes=notes,
+        extra={"repeated_ids": scan.repeats.to_dict()},
+        notes=notes + scan.repeats.notes(),
     )
 
 
@@ -882,6 +968,38 @@ def _cross_fitted_predictions(
     return q
 
 
+def _policy_features(bundle: Any) -> set[str]:
+    """The context feature names a policy bundle's featurizer reads (empty if it cannot say)."""
+    columns = getattr(getattr(bundle, "featurizer", None), "columns_", None) or []
+    return {name for name, _ in columns}
+
+
+def _feature_coverage(wanted: set[str], present: set[str]) -> dict[str, Any]:
+    """How many of the policy's features (``wanted``) the log never holds.
+
+    >>> _feature_coverage({"age", "device", "hour"}, {"age"})
+    {'count': 3, 'absent': 2, 'absent_share': 0.6667, 'first_absent': ['device', 'hour']}
+    """
+    absent = sorted(wanted - present)
+    return {
+        "count": len(wanted),
+        "absent": len(absent),
+        "absent_share": round(len(absent) / len(wanted), 4) if wanted else 0.0,
+        "first_absent": absent[:10],
+    }
+
+
+def _coverage_note(features: dict[str, Any]) -> str:
+    share = features["absent_share"]
+    note = (f"{features['absent']} of the policy's {features['count']} features "
+            f"({share:.0%}) never appear in the log (first: "
+            f"{', '.join(features['first_absent'][:5])}): they are 0 for every event")
+    if share == 1.0:
+        note += ("; the estimates judge a policy that sees no feature at all. Namespaced VW "
+                 "contexts are read as 'namespace.feature': train and replay on the same names")
+    return note
+
+
 def replay_policy(
     path: str | Path,
     bundle: Any,
@@ -900,10 +1018,15 @@ def replay_policy(
     limit: int | None = None,
     chunk: int = 20000,
     progress: bool | None = False,
+    repeated_ids: RepeatedIds = "skip",
 ) -> ReplayResult:
     """IPS, SNIPS and DR estimates of a fixed policy ``bundle`` on ``path`` (one pass).
 
-    The log's actions must be among the policy's (else: unknown-action line errors).
+    The log's actions must be among the policy's (else: unknown-action line errors). The
+    result's ``policy_features`` says how many of the features the policy was trained on never
+    appear in the log's contexts (they are 0 for every event, so the policy is judged on less
+    than it uses): a log of namespaced VW contexts, flattened to ``namespace.feature``, against
+    a policy trained on plain names loses them all.
     """
     _check_common(limit, level)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
@@ -921,6 +1044,9 @@ def replay_policy(
     errors: list[LineError] = []
     lines = ignored = 0
     uniform = True
+    repeats = Repeats(repeated_ids)
+    wanted = _policy_features(bundle)  # the names the policy reads, to find in the log
+    present: set[str] = set()
     a_parts, p_parts, r_parts, t_parts, x_parts = [], [], [], [], []
     pending: list[LoggedEvent] = []
 
@@ -938,7 +1064,8 @@ def replay_policy(
     events = 0
     with _bar(None, "replay", progress, unit="line") as bar:
         for _, item in iter_log(
-            path, fmt, actions, reward_map=reward_map, action_index=action_index
+            path, fmt, actions, reward_map=reward_map, action_index=action_index,
+            repeats=repeats,
         ):
             lines += 1
             bar.update(1)
@@ -950,6 +1077,8 @@ def replay_policy(
                 continue
             if uniform and not item.uniform:
                 uniform = False
+            if len(present) < len(wanted):
+                present.update(name for name in item.context if name in wanted)
             pending.append(item)
             events += 1
             if len(pending) >= chunk:
@@ -959,6 +1088,7 @@ def replay_policy(
         if pending:
             flush()
     _fail_on_errors(errors, on_error)
+    repeats.check()
     if events == 0:
         raise ReplayError(f"{path} holds no usable event")
     a, p, r = np.concatenate(a_parts), np.concatenate(p_parts), np.concatenate(r_parts)
@@ -987,6 +1117,9 @@ def replay_policy(
     seconds = time.perf_counter() - started
     w = target[np.arange(events), a] / p
     total, squares = float(w.sum()), float(np.dot(w, w))
+    features = _feature_coverage(wanted, present)
+    if features["absent"]:
+        notes.append(_coverage_note(features))
     return ReplayResult(
         kind="policy",
         name=name,
@@ -1006,8 +1139,9 @@ def replay_policy(
         curve=_downsample(_running_ratio(w * r, w)),
         logged_curve=_downsample(_running_mean(r)),
         params={"temperature": temp, "min_propensity": floor},
-        extra={"dr_seconds": round(dr_seconds, 4)},
-        notes=notes,
+        extra={"dr_seconds": round(dr_seconds, 4), "repeated_ids": repeats.to_dict(),
+               "policy_features": features},
+        notes=notes + repeats.notes(),
     )
 
 
@@ -1038,6 +1172,7 @@ def replay_target(
     limit: int | None = None,
     progress: bool | None = False,
     client: Any = None,
+    repeated_ids: RepeatedIds = "skip",
 ) -> ReplayResult:
     """Replay the log's contexts against the service at ``url`` (model ``model``) over HTTP.
 
@@ -1078,8 +1213,10 @@ def replay_target(
             action_index=action_index,
             limit=limit,
             progress=progress,
+            repeated_ids=repeated_ids,
         )
         _fail_on_errors(scan.errors, on_error)
+        scan.repeats.check()
         if scan.events == 0:
             raise ReplayError(f"{path} holds no usable event")
         n = scan.events
@@ -1096,7 +1233,8 @@ def replay_target(
         stream = (
             ev
             for _, ev in iter_log(
-                path, fmt, actions, reward_map=reward_map, action_index=action_index
+                path, fmt, actions, reward_map=reward_map, action_index=action_index,
+                repeats=Repeats(repeated_ids),
             )
             if ev is not None and not isinstance(ev, LineError)
         )
@@ -1228,6 +1366,7 @@ def replay_target(
                 "feedback": _percentiles(feedback_ms[np.isfinite(feedback_ms)]),
             },
             "http_errors": len(failures),
+            "repeated_ids": scan.repeats.to_dict(),
         },
-        notes=notes,
+        notes=notes + scan.repeats.notes(),
     )

@@ -356,12 +356,12 @@ def test_plot_path_is_a_directory(tmp_path):
 
 
 def test_validation_happens_before_any_work(tmp_path, monkeypatch):
-    import service.cli
+    import service.simulate
 
     def no_work(*args, **kwargs):
         raise AssertionError("the simulation must not start")
 
-    monkeypatch.setattr(service.cli, "simulate", no_work)
+    monkeypatch.setattr(service.simulate, "simulate", no_work)
     out = tmp_path / "missing" / "x.png"
     assert_one_line_error(uniform("--plot", str(out)), "does not exist")
     assert_one_line_error(run("--data", "nope.csv", "--booster", "uniform"), "not found")

@@ -8,6 +8,7 @@ Everything runs on loopback and Unix sockets in ``tmp_path``, each wait bounded 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -187,6 +188,107 @@ def test_second_serve_on_same_data_dir_fails_and_first_keeps_serving(tmp_path, s
     assert first.http.get("/v1/models/m").status_code == 200
     assert first.process.poll() is None
     assert (data / LOCK_NAME).read_text().strip() == str(first.process.pid)
+
+
+def cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """``python -m service ARGS`` with no REDIS_URL in its environment."""
+    return subprocess.run([sys.executable, "-m", "service", *args], env=serve_env(**env),
+                          cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.slow
+def test_cli_commands_find_the_embedded_server_of_a_running_serve(tmp_path, services):
+    data = tmp_path / "data"
+    service = Serve(data, tmp_path)
+    services.append(service.start())
+    assert f"--data-dir {data.resolve()}" in service.output()  # serve says how to reach it
+    r = service.http.post("/v1/models", json={"name": "m", "booster": "uniform",
+                                              "actions": ["a", "b"], "params": {"seed": 1}})
+    assert r.status_code == 201, r.text
+    for i in range(3):
+        r = service.http.post("/v1/models/m/predict", json={"context": {"x": i},
+                                                            "event_id": f"e-{i}"})
+        assert r.status_code == 200, r.text
+        r = service.http.post("/v1/models/m/feedback", json={"event_id": f"e-{i}",
+                                                             "reward": 1})
+        assert r.status_code == 200, r.text
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def exported(result: subprocess.CompletedProcess) -> list[str]:
+        assert result.returncode == 0, result.stderr
+        return [json.loads(line)["EventId"] for line in result.stdout.splitlines()]
+
+    wait_for(lambda: len(exported(cli("export", "--model", "m", "--data-dir", str(data), "-",
+                                      cwd=elsewhere))) == 3, 30, "3 joined events")
+    by_option = cli("export", "--model", "m", "--data-dir", str(data), "-", cwd=elsewhere)
+    assert sorted(exported(by_option)) == ["e-0", "e-1", "e-2"]
+    summary = json.loads(by_option.stderr.splitlines()[-1])
+    assert summary["exported"] == 3
+    # the same default as serve: BOOSTBANDIT_DATA_DIR, else ./boostbandit-data
+    by_env = cli("export", "--model", "m", "-", cwd=elsewhere, BOOSTBANDIT_DATA_DIR=str(data))
+    assert sorted(exported(by_env)) == ["e-0", "e-1", "e-2"]
+    (elsewhere / "boostbandit-data").symlink_to(data)
+    assert sorted(exported(cli("export", "--model", "m", "-", cwd=elsewhere))) == [
+        "e-0", "e-1", "e-2"]
+    # nothing new after the last id: that id again, for the next --since
+    again = cli("export", "--model", "m", "--since", summary["last_id"], "--data-dir",
+                str(data), "-", cwd=elsewhere)
+    assert exported(again) == []
+    assert json.loads(again.stderr.splitlines()[-1])["last_id"] == summary["last_id"]
+    # import into a new model of the same server (--create), then the worker sees it
+    log = elsewhere / "m.jsonl"
+    log.write_text(by_option.stdout)
+    created = cli("import", str(log), "--model", "copy", "--create", "--booster", "uniform",
+                  "--data-dir", str(data), cwd=elsewhere)
+    assert created.returncode == 0, created.stderr
+    assert json.loads(created.stdout)["imported"] == 3
+    assert service.http.get("/v1/models/copy").json()["actions"] == ["a", "b"]
+    worker = cli("worker", "--once", "--model", "copy", "--data-dir", str(data), cwd=elsewhere)
+    assert worker.returncode == 0, worker.stderr
+    assert json.loads(worker.stdout)["model"] == "copy"
+    # the server and its owner were left alone
+    assert (data / LOCK_NAME).read_text().strip() == str(service.process.pid)
+    assert service.http.get("/readyz").status_code == 200
+
+
+def test_serve_on_redis_url_says_so_without_the_password(tmp_path, redis_url):
+    port = _port()
+    env = {**serve_env(), "REDIS_URL": redis_url.replace("redis://", "redis://:hunter2@", 1)}
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(serve_args(port, tmp_path / "unused"), env=env, cwd=ROOT,
+                                   stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: "(REDIS_URL)" in log.read_text() or process.poll() is not None, 60,
+                 "the start-up line")
+        text = log.read_text()
+        shown = redis_url.replace("redis://", "redis://:***@", 1)
+        assert f"Redis at {shown} (REDIS_URL); no embedded server" in text, text
+        assert "hunter2" not in text and not (tmp_path / "unused").exists()
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+def test_cli_commands_without_a_running_serve_say_so(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.delenv("BOOSTBANDIT_REDIS_URL", raising=False)
+    data = tmp_path / "none"
+    for args in (["export", "--model", "m", "-"], ["import", str(ROOT / "README.md"),
+                                                   "--model", "m"],
+                 ["worker", "--once"], ["learner"],
+                 ["replay", str(ROOT / "README.md"), "--policy", "m:1"]):
+        result = CliRunner().invoke(app, [*args, "--data-dir", str(data)])
+        assert result.exit_code == 2, (args, result.output)
+        line = result.stderr.strip()
+        assert line.count("\n") == 0 and line.startswith("error: "), (args, line)
+        assert str(data.resolve()) in line and "start `boostbandit serve" in line, (args, line)
+    assert not data.exists()  # nothing started, nothing created
 
 
 @pytest.mark.slow

@@ -147,6 +147,19 @@ def test_cli_export_writes_file_and_summary(produced, tmp_path: Path, monkeypatc
         .exists()
     bad = CliRunner().invoke(cli, ["export", "--model", "nope", str(out)])
     assert bad.exit_code == 2 and "unknown model 'nope'" in bad.stderr
+    # nothing new since the last id: that id again (not null), so a loop can go on with it
+    again = CliRunner().invoke(cli, ["export", "--model", name, "--since", summary["last_id"],
+                                     "--no-progress", "-"])
+    assert again.exit_code == 0, again.output
+    assert again.stdout == ""
+    repeat = json.loads(again.stderr.strip().splitlines()[-1])
+    assert (repeat["exported"], repeat["last_id"]) == (0, summary["last_id"])
+    _make_target(url, "empty")  # an empty stream: "0-0", from which the next export starts
+    empty = CliRunner().invoke(cli, ["export", "--model", "empty", "--no-progress", "-"])
+    assert json.loads(empty.stderr.strip().splitlines()[-1])["last_id"] == "0-0"
+    start = CliRunner().invoke(cli, ["export", "--model", name, "--since", "0-0",
+                                     "--no-progress", "-"])
+    assert len(start.stdout.splitlines()) == N_EVENTS
 
 
 # --- round trips -----
@@ -285,6 +298,8 @@ def test_bad_lines_skip_mode_and_cli(redis_url: str, tmp_path: Path, monkeypatch
     summary = json.loads(ok.stdout)
     assert (summary["imported"], summary["ignored"], summary["errors"]) == (2, 1, len(BAD))
     assert "skipped line 3: malformed JSON" in ok.stderr
+    assert len(summary["first_errors"]) == len(BAD)  # the errors it counts, listed
+    assert summary["first_errors"][0].startswith("line 3: malformed JSON")
     events = _joined(redis_url, "v")
     assert [e["EventId"] for e in events] == ["e1", "e10"]
     e1 = events[0]
@@ -332,9 +347,36 @@ def test_obp_table(redis_url: str, tmp_path: Path) -> None:
     first, second = _joined(redis_url, "obp")
     assert first["c"] == {"user_feature_0": "a81c", "u1": 0.25}
     assert first["bb"]["action_id"] == "red" and first["_label_probability"] == 0.5
-    assert first["bb"]["decision"]["probabilities"] == [0.5, 0.25, 0.25]
+    # only the chosen action's propensity is known: the others are logged as null
+    assert first["bb"]["decision"]["probabilities"] == [0.5, None, None]
+    assert first["p"] == [0.5, None, None] and first["bb"]["propensity"] == 0.5
+    assert second["bb"]["decision"]["probabilities"] == [None, None, 0.25]
     assert second["bb"]["action_id"] == "blue" and second["bb"]["reward"] == 1.0
     assert first["Timestamp"].startswith("2019-11-24T00:00:01.123")
+    # the nulls survive an export and an import of either format, and VW reads the DSJSON
+    for fmt in ("jsonl", "dsjson"):
+        out = _export(redis_url, "obp", fmt, tmp_path / f"obp.{fmt}")
+        _make_target(redis_url, f"obp-{fmt}")
+        assert import_events(EventLog(r), f"obp-{fmt}", out, fmt, progress=False).imported == 2
+        again = _joined(redis_url, f"obp-{fmt}")
+        assert [e["p"] for e in again] == [[0.5, None, None], [0.25, None, None]]
+        assert again[1]["bb"]["decision"]["probabilities"] == [None, None, 0.25]
+    vw_module = pytest.importorskip("vowpalwabbit", reason="pip install vowpalwabbit (test extra)")
+    vw = vw_module.Workspace("--cb_explore_adf --dsjson --quiet")
+    try:
+        for line in (tmp_path / "obp.dsjson").read_text().splitlines():
+            examples = vw.parse(line)
+            vw.learn(examples)
+            vw.finish_example(examples)
+        assert vw.get_weighted_examples() == 2
+    finally:
+        vw.finish()
+    # the worker reads them (the logging policy's vector completed in memory, not in the log)
+    from service.offline import logged_data
+
+    data = logged_data(_joined(redis_url, "obp"), ACTIONS)
+    assert data.propensities.tolist() == [0.5, 0.25]
+    assert data.logged.tolist() == [[0.5, 0.25, 0.25], [0.375, 0.375, 0.25]]
 
 
 def test_failed_write_is_rolled_back(redis_url: str, tmp_path: Path) -> None:
@@ -357,3 +399,65 @@ def test_to_dsjson_refuses_reserved_feature_names() -> None:
     event = {"bb": {"actions": ["a", "b"]}, "c": {"_multi": 1}}
     with pytest.raises(ValueError, match="reserved"):
         to_dsjson(event, "m")
+
+
+def test_import_into_an_unknown_model_says_so_or_creates_it(redis_url: str, tmp_path: Path,
+                                                           monkeypatch) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    path = tmp_path / "new.dsjson"
+    path.write_text("".join(json.dumps(_dsjson_line(f"n{i}")) + "\n" for i in range(4)))
+    runner = CliRunner()
+    unknown = runner.invoke(cli, ["import", "--model", "fresh", "--format", "dsjson",
+                                  "--no-progress", str(path)])
+    assert unknown.exit_code == 2
+    assert "unknown model 'fresh'" in unknown.stderr and "--create" in unknown.stderr
+    misplaced = runner.invoke(cli, ["import", "--model", "fresh", "--format", "dsjson",
+                                    "--booster", "uniform", str(path)])
+    assert misplaced.exit_code == 2 and "--booster only applies with --create" in misplaced.stderr
+    created = runner.invoke(cli, ["import", "--model", "fresh", "--format", "dsjson", "--create",
+                                  "--booster", "uniform", "--no-progress", str(path)])
+    assert created.exit_code == 0, created.output
+    assert "created model 'fresh' (uniform, 3 actions: red, green, blue)" in created.stderr
+    assert json.loads(created.stdout)["imported"] == 4
+    log = EventLog(redis.Redis.from_url(redis_url))
+    config = log.config("fresh")
+    assert (config.booster, config.actions) == ("uniform", ACTIONS)
+    assert config.params["seed"] is not None  # filled in, as POST /v1/models does
+    assert log.snapshot_meta("fresh")[0] == 0  # the version-0 snapshot of the creation route
+    # the default booster is the settings' (PERSONALIZER_BOOSTER); checks are the API's
+    obp = tmp_path / "obp.csv"
+    obp.write_text("action,reward,pscore,x\n0,1,0.5,1\n3,0,0.25,2\n")
+    monkeypatch.setenv("BOOSTBANDIT_PERSONALIZER_BOOSTER", "river_egreedy")
+    indexed = runner.invoke(cli, ["import", "--model", "idx", "--format", "obp",
+                                  "--action-index", "--create", "--no-progress", str(obp)])
+    assert indexed.exit_code == 0, indexed.output
+    assert (log.config("idx").booster, log.config("idx").actions) == (
+        "river_egreedy", ["0", "1", "2", "3"])
+    bad_name = runner.invoke(cli, ["import", "--model", "no spaces", "--format", "obp",
+                                   "--create", str(obp)])
+    assert bad_name.exit_code == 2 and bad_name.stderr.startswith("error: --create: name")
+    one = tmp_path / "one.csv"
+    one.write_text("action,reward,pscore\nonly,1,0.5\n")
+    single = runner.invoke(cli, ["import", "--model", "single", "--format", "obp", "--create",
+                                 str(one)])
+    assert single.exit_code == 2 and "found 1 action id(s)" in single.stderr
+    assert log.config("single") is None
+
+
+def test_the_readme_vw_snippet_trains_on_an_export(produced, tmp_path: Path) -> None:
+    # pip's vowpalwabbit has no `vw` binary: the README shows its Python Workspace instead
+    pytest.importorskip("vowpalwabbit", reason="pip install vowpalwabbit (test extra)")
+    import re
+    import subprocess
+    import sys
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "\nvw --dsjson" not in readme  # no command that cannot run
+    snippet = re.search(r"python - <<'EOF'\n(import vowpalwabbit\n.*?)\nEOF\n", readme, re.S)
+    assert snippet, "the README's vowpalwabbit snippet"
+    url, name = produced
+    _export(url, name, "dsjson", tmp_path / "news.dsjson")
+    done = subprocess.run([sys.executable, "-"], input=snippet.group(1), text=True,
+                          cwd=tmp_path, capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "news.vw").stat().st_size > 0

@@ -28,6 +28,7 @@ from service.replay import (
     ReplayError,
     detect_format,
     infer_actions,
+    iter_log,
     load_policy,
     replay_learner,
     replay_policy,
@@ -536,13 +537,14 @@ def test_cli_replay_learner_json_and_plot(uniform_log: Path, tmp_path: Path) -> 
         (["--booster", "uniform", "--param", "rho"], "--param must be KEY=VALUE"),
         (["--booster", "uniform", "--param", "nope=1"], "unknown parameter(s) for uniform: nope"),
         (["--booster", "uniform", "--actions", "a"], "at least 2 distinct action ids"),
-        (["--policy", "sim:1"], "needs REDIS_URL"),
+        (["--policy", "sim:1"], "start `boostbandit serve"),
     ],
 )
 def test_cli_usage_errors(
     uniform_log: Path, args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("BOOSTBANDIT_DATA_DIR", str(uniform_log.parent / "no-serve-here"))
     result = CliRunner().invoke(cli, ["replay", str(uniform_log), *args])
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("error: ") and message in result.stderr
@@ -596,3 +598,87 @@ def test_cli_policy_from_redis(
     assert set(record["estimates"]) == {"ips", "snips", "dr", "logged"}
     missing = CliRunner().invoke(cli, ["replay", str(skewed_log), "--policy", "sim:9"])
     assert missing.exit_code == 2 and "has no policy version 9" in missing.stderr
+
+
+# --- repeated event ids, and a policy's features missing from the log --------------------------
+
+
+def _repeated_log(tmp_path: Path) -> Path:
+    events = simulate_log(300, 5)
+    return write_log(tmp_path / "repeated.jsonl", events + events[:40] + events[:3])
+
+
+@pytest.mark.parametrize("kind", ["learner", "policy"])
+def test_repeated_event_ids_are_flagged_and_skipped_kept_or_refused(
+    tmp_path: Path, bundle: Any, kind: str
+) -> None:
+    log = _repeated_log(tmp_path)
+
+    def run(mode: str) -> Any:
+        if kind == "learner":
+            return replay_learner(log, make_booster("uniform", n_actions=3, seed=1),
+                                  repeated_ids=mode)
+        return replay_policy(log, bundle, dr=False, repeated_ids=mode)
+
+    skipped = run("skip")  # the default: each id once
+    assert skipped.events == 300
+    summary = skipped.to_dict(curve=False)["repeated_ids"]
+    assert summary == {"mode": "skip", "count": 43, "first": ["s5-0", "s5-1", "s5-2", "s5-3",
+                                                              "s5-4"]}
+    assert any("43 event(s) repeat an earlier event id" in note for note in skipped.notes)
+    assert "43 event(s) repeat" in skipped.table()
+    kept = run("keep")
+    assert kept.events == 343 and kept.extra["repeated_ids"]["count"] == 43
+    with pytest.raises(ReplayError, match="43 event.*repeat.*nothing replayed"):
+        run("fail")
+    clean = replay_learner(write_log(tmp_path / "clean.jsonl", simulate_log(50, 5)),
+                           make_booster("uniform", n_actions=3, seed=1))
+    assert clean.extra["repeated_ids"]["count"] == 0 and not clean.notes
+
+
+def test_cli_repeated_ids(tmp_path: Path) -> None:
+    log = str(_repeated_log(tmp_path))
+    result = CliRunner().invoke(cli, ["replay", log, "--booster", "uniform", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["repeated_ids"]["count"] == 43
+    failed = CliRunner().invoke(cli, ["replay", log, "--booster", "uniform",
+                                      "--repeated-ids", "fail"])
+    assert failed.exit_code == 1 and "43 event(s) repeat" in failed.stderr
+    bad = CliRunner().invoke(cli, ["replay", log, "--booster", "uniform",
+                                   "--repeated-ids", "drop"])
+    assert bad.exit_code == 2 and "--repeated-ids must be skip, keep or fail" in bad.stderr
+
+
+def test_policy_replay_reports_the_policy_features_absent_from_the_log(
+    tmp_path: Path, bundle: Any
+) -> None:
+    events = simulate_log(400, 6)
+    plain = replay_policy(write_log(tmp_path / "plain.dsjson", events, "dsjson"), bundle,
+                          dr=False)
+    assert plain.extra["policy_features"] == {"count": 2, "absent": 0, "absent_share": 0.0,
+                                              "first_absent": []}
+    # the same events with VW namespaces: the log's features are read as "user.x", "user.colour"
+    with open(tmp_path / "namespaced.dsjson", "w") as handle:
+        for ev in events:
+            line = to_dsjson(ev, "sim")
+            line["c"] = {"user": {k: v for k, v in line["c"].items() if k != "_multi"},
+                         "_multi": line["c"]["_multi"]}
+            handle.write(json.dumps(line) + "\n")
+    namespaced = replay_policy(tmp_path / "namespaced.dsjson", bundle, dr=False)
+    assert namespaced.events == 400
+    assert namespaced.extra["policy_features"] == {
+        "count": 2, "absent": 2, "absent_share": 1.0, "first_absent": ["colour", "x"]}
+    assert any("2 of the policy's 2 features (100%) never appear" in note
+               and "namespace.feature" in note for note in namespaced.notes)
+    # without its features the policy is one fixed distribution: its estimate moves
+    assert namespaced.estimates["snips"].value != plain.estimates["snips"].value
+
+
+def test_an_obp_table_replays_with_only_the_chosen_propensity_known(tmp_path: Path) -> None:
+    path = write_log(tmp_path / "skewed.csv", simulate_log(400, 12, skewed), "obp")
+    _, first = next(iter_log(path, "obp", ACTIONS))
+    assert int(np.isnan(first.probabilities).sum()) == 2  # unknown, not made up
+    assert first.probabilities[first.action] == first.propensity
+    result = replay_learner(path, make_booster("adabandit", n_actions=3, n_learners=3, seed=1))
+    assert (result.mode, result.events, result.learned) == ("weighted", 400, 400)
+    assert 0.0 <= result.estimates["snips"].value <= 1.0

@@ -293,6 +293,7 @@ def test_separate_learner_and_api_replica(redis_server, tmp_path: Path) -> None:
         assert learner.wait(15) == 0, (tmp_path / "learner.log").read_text()
         out.close()
     no_url = {k: v for k, v in env.items() if k != "REDIS_URL"}
+    no_url["BOOSTBANDIT_DATA_DIR"] = str(tmp_path / "no-serve")  # and no serve on its data dir
     result = subprocess.run(
         [sys.executable, "-m", "service", "learner"],
         env=no_url,
@@ -301,4 +302,5 @@ def test_separate_learner_and_api_replica(redis_server, tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert result.returncode == 2 and result.stderr.startswith("error: REDIS_URL is required")
+    assert result.returncode == 2 and result.stderr.startswith("error: the models live in Redis")
+    assert "start `boostbandit serve" in result.stderr
