@@ -643,8 +643,8 @@ def import_command(
         typer.Option(
             "--reward-map",
             metavar="MAP",
-            help="identity (rewards in [0, 1]) or personalizer (rewards x in [-1, 1] -> "
-            "(x + 1) / 2).",
+            help="identity (rewards in [0, 1]) or personalizer (rewards x in [-1, 1], "
+            "mapped by the model's negative_rewards: clip or rescale).",
         ),
     ] = "identity",
     action_index: Annotated[

@@ -52,8 +52,10 @@ Import semantics
   policy-served decisions would (see :mod:`service.store`). Restores replay them as skipped.
 * Import ids and per-import reports are kept in the hash ``bb:{model}:imports``; re-importing a
   file with the same content (sha256) into the same model is refused unless ``force``.
-* Rewards are on the model's scale [0, 1]. ``reward_map="personalizer"`` maps a reward ``x`` in
-  [-1, 1] (Personalizer's scale; DSJSON cost = -x) to ``(x + 1) / 2``.
+* Rewards are on the model's scale [0, 1]. ``reward_map="personalizer"`` reads a reward ``x`` in
+  [-1, 1] (Personalizer's scale; DSJSON cost = -x) as the Personalizer routes do, by the target
+  model's ``negative_rewards`` rule: ``clip`` (0/1 as sent, a negative reward is 0) or
+  ``rescale`` (``(x + 1) / 2``).
 * DSJSON lines marked ``_skipLearn: true`` (Personalizer events never activated) are counted as
   ``ignored``, not imported and not errors. CCB/slates lines (``_slots``, ``_outcomes``) are
   errors. Action ids come from ``_multi[i]._tag``, else ``_multi[i].id``, else the model's i-th
@@ -274,12 +276,12 @@ def _propensity(value: Any) -> float:
     return p
 
 
-def _reward(value: Any, reward_map: RewardMap) -> float:
+def _reward(value: Any, reward_map: RewardMap, config: ModelConfig) -> float:
     r = _number(value, "reward")
     if reward_map == "personalizer":
         if not -1.0 <= r <= 1.0:
             raise ValueError(f"reward must be in [-1, 1] (Personalizer scale), got {r!r}")
-        return (r + 1.0) / 2.0
+        return config.from_client(r)
     if not 0.0 <= r <= 1.0:
         raise ValueError(f"reward must be in [0, 1], got {r!r}")
     return r
@@ -416,7 +418,7 @@ def parse_dsjson(obj: Any, config: ModelConfig, reward_map: RewardMap) -> dict[s
         raise ValueError(f"_labelIndex {obj['_labelIndex']!r} is not a[0] - 1 = {a[0] - 1}")
     if "_label_cost" not in obj:
         raise ValueError("missing _label_cost (no reward joined to this decision)")
-    reward = _reward(-_number(obj["_label_cost"], "_label_cost"), reward_map)
+    reward = _reward(-_number(obj["_label_cost"], "_label_cost"), reward_map, config)
     c = obj.get("c")
     if not isinstance(c, dict):
         raise ValueError("'c' must be an object")
@@ -495,7 +497,7 @@ def parse_ours(obj: Any, config: ModelConfig, reward_map: RewardMap) -> dict[str
     _check_vector(p, "'p'")
     if "reward" not in bb:
         raise ValueError("missing bb.reward")
-    reward = _reward(bb["reward"], reward_map)
+    reward = _reward(bb["reward"], reward_map, config)
     context = obj.get("c")
     try:
         check_context(context)
@@ -592,7 +594,7 @@ def parse_obp_row(
         value = float(raw_r)
     except ValueError:
         raise ValueError(f"reward is not a number: {raw_r!r}") from None
-    reward = _reward(value, reward_map)
+    reward = _reward(value, reward_map, config)
     probs: list[float | None] = [None] * len(config.actions)
     probs[chosen] = pscore
     context = {

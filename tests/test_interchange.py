@@ -64,9 +64,10 @@ def produced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, st
     server.stop()
 
 
-def _make_target(url: str, name: str, actions: list[str] | None = None) -> None:
+def _make_target(url: str, name: str, actions: list[str] | None = None,
+                 negative_rewards: str = "clip") -> None:
     config = ModelConfig(name=name, booster="uniform", actions=actions or ACTIONS,
-                         params={"seed": 1})
+                         params={"seed": 1}, negative_rewards=negative_rewards)
     EventLog(redis.Redis.from_url(url)).add_config(config)
 
 
@@ -308,16 +309,24 @@ def test_bad_lines_skip_mode_and_cli(redis_url: str, tmp_path: Path, monkeypatch
     assert e1["Timestamp"] == "2021-02-04T16:31:29.2460000Z"
 
 
-def test_personalizer_reward_map(redis_url: str, tmp_path: Path) -> None:
-    _make_target(redis_url, "pm")
+@pytest.mark.parametrize(("negative_rewards", "expected"), [
+    ("clip", [0.0, 0.0, 1.0]),  # 0/1 as sent, -0.5 counts as 0
+    ("rescale", [0.25, 0.5, 1.0]),  # (x + 1) / 2
+])
+def test_personalizer_reward_map(redis_url: str, tmp_path: Path, negative_rewards: str,
+                                 expected: list[float]) -> None:
+    """Personalizer-scale rewards are read by the target model's own ``negative_rewards`` rule,
+    as the Personalizer routes read them."""
+    name = f"pm-{negative_rewards}"
+    _make_target(redis_url, name, negative_rewards=negative_rewards)
     path = tmp_path / "p.dsjson"
-    path.write_text(json.dumps(_dsjson_line("a", _label_cost=0.5)) + "\n"
-                    + json.dumps(_dsjson_line("b", _label_cost=-1.5)) + "\n")
+    path.write_text("".join(json.dumps(_dsjson_line(i, _label_cost=cost)) + "\n"
+                            for i, cost in [("a", 0.5), ("z", 0.0), ("b", -1.5), ("c", -1.0)]))
     r = redis.Redis.from_url(redis_url)
-    report = import_events(EventLog(r), "pm", path, "dsjson", on_error="skip",
+    report = import_events(EventLog(r), name, path, "dsjson", on_error="skip",
                            reward_map="personalizer", progress=False)
-    assert report.imported == 1 and "in [-1, 1]" in report.errors[0].reason
-    assert _joined(redis_url, "pm")[0]["bb"]["reward"] == 0.25  # (-0.5 + 1) / 2
+    assert report.imported == 3 and "in [-1, 1]" in report.errors[0].reason
+    assert [e["bb"]["reward"] for e in _joined(redis_url, name)] == expected
 
 
 def test_obp_table(redis_url: str, tmp_path: Path) -> None:
