@@ -643,8 +643,9 @@ def import_command(
         typer.Option(
             "--reward-map",
             metavar="MAP",
-            help="identity (rewards in [0, 1]) or personalizer (rewards x in [-1, 1], "
-            "mapped by the model's negative_rewards: clip or rescale).",
+            help="identity (rewards in [0, 1]); personalizer (rewards x in [-1, 1] read by the "
+            "model's negative_rewards rule); clip or rescale (that rule for [-1, 1]: a negative "
+            "reward is 0, or (x + 1) / 2).",
         ),
     ] = "identity",
     action_index: Annotated[
@@ -684,8 +685,7 @@ def import_command(
         _fail(f"--format must be jsonl, dsjson or obp, got {fmt!r}")
     if on_error not in ("skip", "fail"):
         _fail(f"--on-error must be skip or fail, got {on_error!r}")
-    if reward_map not in ("identity", "personalizer"):
-        _fail(f"--reward-map must be identity or personalizer, got {reward_map!r}")
+    _check_reward_map(reward_map)
     if not path.is_file():
         _fail(f"no such file: {path}")
     if booster is not None and not create:
@@ -696,7 +696,7 @@ def import_command(
             if not create:
                 _fail(f"unknown model {model!r}: create it first (POST /v1/models), or pass "
                       "--create to create it with the actions found in the file")
-            _create_model(log, model, booster, path, fmt, action_index)
+            _create_model(log, model, booster, path, fmt, action_index, reward_map)
         report = import_events(
             log,
             model,
@@ -722,11 +722,24 @@ def import_command(
     typer.echo(json.dumps(report.to_dict()))
 
 
+def _check_reward_map(reward_map: str) -> None:
+    """Usage error for an unknown ``--reward-map``."""
+    from service.interchange import check_reward_map
+
+    try:
+        check_reward_map(reward_map)
+    except ValueError as exc:
+        _fail(f"--reward-map: {exc}")
+
+
 def _create_model(
-    log: Any, name: str, booster: str | None, path: Path, fmt: str, action_index: bool
+    log: Any, name: str, booster: str | None, path: Path, fmt: str, action_index: bool,
+    reward_map: str,
 ) -> None:
     """Create model ``name`` with the actions of the log file at ``path``, through the API's own
-    creation route (its checks, its version-0 snapshot): one place for the rule."""
+    creation route (its checks, its version-0 snapshot): one place for the rule. Its
+    ``negative_rewards`` is the map's rule, or for ``personalizer`` the setting of the models the
+    Personalizer routes create."""
     from fastapi import HTTPException
     from pydantic import ValidationError
 
@@ -741,8 +754,10 @@ def _create_model(
     except ImportError_ as exc:
         _fail(f"--create: {exc}")
     try:
+        rule = {"clip": "clip", "rescale": "rescale",
+                "personalizer": settings.personalizer_negative_rewards}.get(reward_map, "clip")
         body = CreateModel(name=name, booster=booster or settings.personalizer_booster,
-                           actions=actions)
+                           actions=actions, negative_rewards=rule)
         info = create_model(body, log, ModelStore(log), settings)
     except ValidationError as exc:
         _fail("--create: " + "; ".join(
@@ -850,7 +865,8 @@ def replay_command(
     reward_map: Annotated[
         str,
         typer.Option("--reward-map", metavar="MAP",
-                     help="identity (rewards in [0, 1]) or personalizer ([-1, 1] -> [0, 1])."),
+                     help="identity (rewards in [0, 1]); clip or rescale (Personalizer's "
+                     "[-1, 1]: a negative reward is 0, or (x + 1) / 2); personalizer = clip."),
     ] = "identity",
     action_index: Annotated[
         bool, typer.Option("--action-index", help="obp: the action column holds 0-based indices.")
@@ -915,8 +931,7 @@ def replay_command(
         _fail(f"--on-error must be skip or fail, got {on_error!r}")
     if repeated_ids not in ("skip", "keep", "fail"):
         _fail(f"--repeated-ids must be skip, keep or fail, got {repeated_ids!r}")
-    if reward_map not in ("identity", "personalizer"):
-        _fail(f"--reward-map must be identity or personalizer, got {reward_map!r}")
+    _check_reward_map(reward_map)
     if seed < 0:
         _fail(f"--seed must be >= 0, got {seed}")
     if limit is not None and limit < 1:

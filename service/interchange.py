@@ -55,7 +55,9 @@ Import semantics
 * Rewards are on the model's scale [0, 1]. ``reward_map="personalizer"`` reads a reward ``x`` in
   [-1, 1] (Personalizer's scale; DSJSON cost = -x) as the Personalizer routes do, by the target
   model's ``negative_rewards`` rule: ``clip`` (0/1 as sent, a negative reward is 0) or
-  ``rescale`` (``(x + 1) / 2``).
+  ``rescale`` (``(x + 1) / 2``); ``reward_map="clip"`` or ``"rescale"`` names the rule. A
+  Personalizer model's DSJSON export carries the rewards its clients sent, so it re-imports
+  exactly with ``reward_map="personalizer"`` into a model with the same rule.
 * DSJSON lines marked ``_skipLearn: true`` (Personalizer events never activated) are counted as
   ``ignored``, not imported and not errors. CCB/slates lines (``_slots``, ``_outcomes``) are
   errors. Action ids come from ``_multi[i]._tag``, else ``_multi[i].id``, else the model's i-th
@@ -86,13 +88,13 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, get_args
 
 import numpy as np
 import redis
 
 from boosters.base import Decision, check_context
-from service.domain import ModelConfig
+from service.domain import ModelConfig, reward_from_client
 from service.eventlog import EventLog
 from service.events import decision_event, dumps, joined_event, loads
 
@@ -110,7 +112,23 @@ __all__ = [
 
 ExportFormat = Literal["jsonl", "dsjson"]
 ImportFormat = Literal["jsonl", "dsjson", "obp"]
-RewardMap = Literal["identity", "personalizer"]
+#: How a log's rewards reach the model's [0, 1]: ``identity`` (already in [0, 1]); ``clip`` and
+#: ``rescale`` (Personalizer's [-1, 1], by that ``negative_rewards`` rule); ``personalizer`` (by
+#: the target model's own ``negative_rewards`` rule, as the Personalizer routes read them).
+RewardMap = Literal["identity", "personalizer", "clip", "rescale"]
+REWARD_MAPS: tuple[str, ...] = get_args(RewardMap)
+
+
+def check_reward_map(reward_map: str) -> None:
+    """ValueError naming the accepted maps when ``reward_map`` is not one of them.
+
+    >>> check_reward_map("scaled")
+    Traceback (most recent call last):
+    ...
+    ValueError: reward map must be one of identity, personalizer, clip, rescale; got 'scaled'
+    """
+    if reward_map not in REWARD_MAPS:
+        raise ValueError(f"reward map must be one of {', '.join(REWARD_MAPS)}; got {reward_map!r}")
 
 #: Relative tolerance for a probability vector's sum and for ``p[0]`` vs ``_label_probability``.
 PROB_TOL = 1e-3
@@ -278,12 +296,14 @@ def _propensity(value: Any) -> float:
 
 def _reward(value: Any, reward_map: RewardMap, config: ModelConfig) -> float:
     r = _number(value, "reward")
-    if reward_map == "personalizer":
+    if reward_map != "identity":
         if not -1.0 <= r <= 1.0:
             raise ValueError(f"reward must be in [-1, 1] (Personalizer scale), got {r!r}")
-        return config.from_client(r)
+        rule = config.negative_rewards if reward_map == "personalizer" else reward_map
+        return reward_from_client(r, rule)  # type: ignore[arg-type]
     if not 0.0 <= r <= 1.0:
-        raise ValueError(f"reward must be in [0, 1], got {r!r}")
+        hint = " (Personalizer's [-1, 1] scale? use the personalizer reward map)" if -1 <= r < 0 else ""
+        raise ValueError(f"reward must be in [0, 1], got {r!r}{hint}")
     return r
 
 

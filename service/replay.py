@@ -134,7 +134,14 @@ import numpy as np
 
 from boosters.base import Decision, OnlineBooster
 from boosters.ope import Estimate, doubly_robust, ips, snips
-from service.interchange import _OBP_ACTION, PROB_TOL, LineError, _events, _pick
+from service.interchange import (
+    _OBP_ACTION,
+    PROB_TOL,
+    LineError,
+    _events,
+    _pick,
+    check_reward_map,
+)
 from service.offline import restrict
 from service.store import ModelConfig
 
@@ -317,8 +324,7 @@ def iter_log(
     counts the events whose id was seen before and leaves them out unless its mode is keep."""
     if fmt not in ("jsonl", "dsjson", "obp"):
         raise ValueError(f"format must be jsonl, dsjson or obp, got {fmt!r}")
-    if reward_map not in ("identity", "personalizer"):
-        raise ValueError(f"reward_map must be identity or personalizer, got {reward_map!r}")
+    check_reward_map(reward_map)
     config = ModelConfig(
         name="replay",
         booster="uniform",

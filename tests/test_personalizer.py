@@ -16,7 +16,8 @@ from fastapi.testclient import TestClient
 
 from service.app import create_app
 from service.eventlog.keys import MODELS_KEY, keys
-from service.interchange import export_events
+from service.domain import ModelConfig
+from service.interchange import ImportError_, export_events, import_events
 from service.routers.personalizer import action_set_model_name
 from service.settings import Settings
 from tests.test_service_api import FAST, wait_for
@@ -123,19 +124,29 @@ def test_rewards_clip_by_default(client: TestClient) -> None:
     assert [e["bb"]["reward"] for e in joined if e["EventId"] == "a-2"] == [0.5]
 
 
-def test_export_writes_the_reward_the_client_sent(redis_url: str) -> None:
+def test_export_writes_the_reward_the_client_sent(redis_url: str, tmp_path) -> None:
     """DSJSON export: the outcome is the client's reward (before the model's mapping), for
     rewarded and defaulted Personalizer events alike."""
     settings = Settings(redis_url=redis_url, personalizer_negative_rewards="rescale", **SETTINGS)
     with TestClient(create_app(settings)) as c:
-        _rewards_of(c, {"x-1": -1, "x-2": 0, "x-3": 0.5, "x-4": None})
+        learned = _rewards_of(c, {"x-1": -1, "x-2": 0, "x-3": 0.5, "x-4": None})
         out = io.StringIO()
-        report = export_events(c.app.state.log, action_set_model_name(IDS), "dsjson", out,
-                               progress=False)
+        log = c.app.state.log
+        report = export_events(log, action_set_model_name(IDS), "dsjson", out, progress=False)
     assert report.exported == 4
     lines = {d["EventId"]: d for d in map(json.loads, out.getvalue().splitlines())}
     assert {e: (d["_label_cost"], d["o"][0]["v"]) for e, d in lines.items()} == {
         "x-1": (1.0, -1.0), "x-2": (-0.0, 0.0), "x-3": (-0.5, 0.5), "x-4": (-0.0, 0.0)}
+    # the export re-imports into a model with the same rule as the rewards the model learned
+    path = tmp_path / "export.dsjson"
+    path.write_text(out.getvalue())
+    log.add_config(ModelConfig("copy", "uniform", sorted(IDS), {"seed": 0},
+                               negative_rewards="rescale"))
+    with pytest.raises(ImportError_, match=r"in \[0, 1\], got -1.0 \(Personalizer"):
+        import_events(log, "copy", path, "dsjson", progress=False)  # identity: a clear hint
+    import_events(log, "copy", path, "dsjson", reward_map="personalizer", progress=False)
+    copied = {e["EventId"]: e["bb"]["reward"] for e in _joined(c, "copy")}
+    assert copied == {e: reward for e, (reward, _, _) in learned.items()}
 
 
 def test_rewards_rescale_setting(redis_url: str) -> None:
