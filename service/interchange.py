@@ -302,7 +302,9 @@ def _reward(value: Any, reward_map: RewardMap, config: ModelConfig) -> float:
         rule = config.negative_rewards if reward_map == "personalizer" else reward_map
         return reward_from_client(r, rule)  # type: ignore[arg-type]
     if not 0.0 <= r <= 1.0:
-        hint = " (Personalizer's [-1, 1] scale? use the personalizer reward map)" if -1 <= r < 0 else ""
+        hint = ""
+        if -1.0 <= r < 0.0:
+            hint = " (Personalizer's [-1, 1] scale? use the personalizer reward map)"
         raise ValueError(f"reward must be in [0, 1], got {r!r}{hint}")
     return r
 
