@@ -15,8 +15,8 @@ import redis
 from fastapi.testclient import TestClient
 
 from service.app import create_app
-from service.eventlog.keys import MODELS_KEY, keys
 from service.domain import ModelConfig
+from service.eventlog.keys import MODELS_KEY, keys
 from service.interchange import ImportError_, export_events, import_events
 from service.routers.personalizer import action_set_model_name
 from service.settings import Settings
