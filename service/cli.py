@@ -477,6 +477,7 @@ def learner_command(data_dir: DataDirOption = None) -> None:
     learner = Learner(ModelStore(EventLog(client, limits=limits(settings))), settings, client)
     learner.install_signal_handlers()
     typer.echo(f"learner {learner.owner} on {_shown_url(settings.redis_url)}", err=True)
+    learner.open_endpoint()
     learner.run()
     learner.stop()
 
@@ -536,6 +537,7 @@ def worker_command(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: worker.stop_event.set())
     typer.echo(f"worker {worker.owner} on {_shown_url(settings.redis_url)}", err=True)
+    worker.open_endpoint()
     worker.run()
     worker.stop()
 

@@ -77,9 +77,11 @@ class Learner(StreamConsumer):
         return (self.settings.host, port, self.settings.learner_stuck_seconds, self.measure)
 
     def measure(self) -> None:
-        """Refresh the per-model gauges of the models this process holds (before a scrape)."""
-        self.store.measure_staleness()
-        metrics.update_model_gauges(self.store.loaded())
+        """Refresh the per-model gauges of the models this learner owns (before a scrape): a
+        model whose lease another learner took is that learner's to report."""
+        owned = [model for model in self.store.loaded() if model.owned]
+        self.store.measure_staleness(owned)
+        metrics.update_model_gauges(owned)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the loop, snapshot the models it owns (between events) and release them."""
@@ -220,9 +222,12 @@ class Learner(StreamConsumer):
             learn=not decision["bb"].get("policy"), ts=time.time(),
             feedback_id=state["feedback_id"],
         )
-        # the reward a Personalizer client sent (or its default), which export writes
-        if feedback is not None and "client_reward" in feedback:
-            event["bb"]["client_reward"] = feedback["client_reward"]
+        # the reward a Personalizer client sent (or its default), which export writes; feedback
+        # recorded before the field's rename carries it as personalizer_value
+        sent = None if feedback is None else feedback.get(
+            "client_reward", feedback.get("personalizer_value"))
+        if sent is not None:
+            event["bb"]["client_reward"] = sent
         elif feedback is None and "personalizer" in decision["bb"]:
             event["bb"]["client_reward"] = model.config.to_client(reward)
         return event

@@ -489,12 +489,12 @@ class ModelStore:
         current.adopt(fresh)
         return current
 
-    def measure_staleness(self) -> None:
+    def measure_staleness(self, models: list[ServedModel] | None = None) -> None:
         """Measure how stale each model in memory and its latest snapshot are (one round trip
         per model; the ``/metrics`` gauges read the result): :meth:`EventLog.staleness`.
         Replicas (and ``serve``) measure at each refresh, a learner alone before each scrape,
-        and every process when a model is loaded or created."""
-        for model in self.loaded():
+        and every process when a model is loaded or created (``models``: those only)."""
+        for model in self.loaded() if models is None else models:
             self._measure(model)
 
     def _measure(self, model: ServedModel) -> None:

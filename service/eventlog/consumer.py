@@ -115,12 +115,10 @@ class StreamConsumer:
     def run(self) -> None:
         """Loop until :attr:`stop_event` is set.
 
-        Run on the main thread (a process running only this consumer: ``boostbandit learner``
-        or ``worker``), it first opens the health and metrics endpoint (:meth:`endpoint`); in
-        a thread of another process (``serve``) that process's own endpoints report instead.
+        A process running only this consumer (``boostbandit learner`` or ``worker``) opens the
+        health and metrics endpoint first (:meth:`open_endpoint`); in a thread of another
+        process (``serve``) that process's own endpoints report instead.
         """
-        if threading.current_thread() is threading.main_thread():
-            self.open_endpoint()
         while not self.stop_event.is_set():
             try:
                 self.step()

@@ -10,6 +10,7 @@ idempotent per event id, so the client's own retry is safe.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from service.eventlog.keys import (
 from service.events import dumps, loads
 
 __all__ = ["DecisionOutcome", "EventLog", "LeaseLost", "OutcomeUnknown", "text"]
+
+log = logging.getLogger(__name__)
 
 
 def text(value: Any) -> str:
@@ -620,13 +623,18 @@ class EventLog:
             return int(pv), text(pu)
         return int(sv), text(su)
 
-    def staleness(self, name: str, applied_id: str) -> tuple[float, float]:
+    def staleness(self, name: str, applied_id: str) -> tuple[float | None, float | None]:
         """``(copy, snapshot)``: the age in seconds (Redis clock) of the oldest joined event
         not applied by a copy that applied up to ``applied_id``, and of the oldest one not in
-        the latest snapshot; 0.0 when there is none (caught up, however long ago)."""
+        the latest snapshot; 0.0 when there is none (caught up, however long ago). A metric
+        only: ``(None, None)`` when Redis cannot answer (never fails the caller's request)."""
         k = keys(name)
-        now, first, first_unsnapshotted = self._s["STALENESS"](
-            keys=[k["joined"], k["snapshot"]], args=[applied_id])
+        try:
+            now, first, first_unsnapshotted = self._s["STALENESS"](
+                keys=[k["joined"], k["snapshot"]], args=[applied_id])
+        except redis.RedisError as exc:
+            log.debug("staleness of %s not measured: %s", name, exc)
+            return None, None
 
         def age(sid: bytes | str) -> float:
             sid = text(sid)
