@@ -145,6 +145,22 @@ def _allowed(app: FastAPI, scope: dict) -> str:
     )
 
 
+def _auth_in_force(spec: dict, settings: Settings) -> dict:
+    """``spec`` without the security requirements no key enforces (no keys configured: every
+    operation is open, and the docs say so; ``/metrics`` follows its own keys)."""
+    for path, item in spec.get("paths", {}).items():
+        enforced = settings.metrics_key_set is not None if path == "/metrics" else (
+            settings.auth_enabled
+        )
+        for operation in item.values():
+            if not enforced:
+                operation.pop("security", None)
+    if not any("security" in op for item in spec.get("paths", {}).values()
+               for op in item.values()):
+        spec.get("components", {}).pop("securitySchemes", None)
+    return spec
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app (nothing connects until startup)."""
     settings = settings or get_settings()
@@ -231,6 +247,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         openapi_url=None,
     )
     app.state.settings = settings
+    app.openapi = lambda: app.openapi_schema or _auth_in_force(FastAPI.openapi(app), settings)
     add_docs(app, settings)
     app.include_router(health.router)
     metrics_guard = [Depends(require_metrics_key)] if settings.metrics_access == "keys" else []

@@ -19,8 +19,9 @@ from pydantic import (
     model_validator,
 )
 
+from boosters._params import FLAG_PARAMS
 from boosters.base import check_context
-from boosters.registry import names
+from boosters.registry import booster_params, names
 
 __all__ = [
     "CreateModel",
@@ -86,6 +87,24 @@ def _params_problem(value: Any) -> str | None:
     return None
 
 
+def _create_model_schema(schema: dict[str, Any]) -> None:
+    """`CreateModel`'s example, and the parameter names each booster accepts (its flags are
+    booleans): one `oneOf` branch per booster."""
+    schema["examples"] = [{
+        "name": "news", "booster": "adabandit", "actions": ["sports", "politics", "music"],
+        "params": {"n_learners": 10, "rho": 0.05, "seed": 1},
+        "reward_wait_seconds": 600, "default_reward": 0,
+    }]
+    branches = []
+    for booster in names():
+        accepted = sorted(booster_params(booster))
+        typed = {name: {"type": "boolean"} for name in accepted if name in FLAG_PARAMS}
+        typed["seed"] = {"type": ["integer", "null"], "minimum": 0}
+        params = {"type": "object", "propertyNames": {"enum": accepted}, "properties": typed}
+        branches.append({"properties": {"booster": {"const": booster}, "params": params}})
+    schema["oneOf"] = branches
+
+
 class CreateModel(_Body):
     """Body of `POST /v1/models`: a new model.
 
@@ -94,11 +113,7 @@ class CreateModel(_Body):
     when left out, so decisions can be replayed.
     """
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{
-        "name": "news", "booster": "adabandit", "actions": ["sports", "politics", "music"],
-        "params": {"n_learners": 10, "rho": 0.05, "seed": 1},
-        "reward_wait_seconds": 600, "default_reward": 0,
-    }]})
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_create_model_schema)
 
     name: str = Field(pattern=NAME_PATTERN, description="URL-safe model name (1-64 characters).")
     booster: str = Field(

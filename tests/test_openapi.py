@@ -130,6 +130,14 @@ def test_security_schemes_and_requirements(spec: dict[str, Any]) -> None:
     open_metrics = create_app(Settings(redis_url=UNREACHABLE, api_keys="u",
                                        metrics_access="open")).openapi()
     assert "security" not in open_metrics["paths"]["/metrics"]["get"]
+    # no key configured: nothing is enforced, and the spec says so
+    keyless = create_app(Settings(redis_url=UNREACHABLE)).openapi()
+    assert "securitySchemes" not in keyless["components"]
+    assert not [op for item in keyless["paths"].values() for op in item.values()
+                if "security" in op]
+    only_metrics = create_app(Settings(redis_url=UNREACHABLE, metrics_keys="m")).openapi()
+    assert [p for p, item in only_metrics["paths"].items() for op in item.values()
+            if "security" in op] == ["/metrics"]
 
 
 def test_request_bodies_have_examples_the_api_accepts(spec: dict[str, Any]) -> None:
@@ -252,6 +260,15 @@ def test_method_not_allowed_lists_every_method_of_the_path() -> None:
                                     ("DELETE", "/v1/models", "GET, POST")]:
             r = c.request(method, path)
             assert r.status_code == 405 and r.headers["allow"] == allow, (path, r.headers)
+
+
+def test_create_model_says_which_params_each_booster_takes(spec: dict[str, Any]) -> None:
+    branches = spec["components"]["schemas"]["CreateModel"]["oneOf"]
+    by_booster = {b["properties"]["booster"]["const"]: b["properties"]["params"]
+                  for b in branches}
+    assert by_booster["uniform"]["propertyNames"]["enum"] == ["seed"]
+    assert "n_learners" in by_booster["adabandit"]["propertyNames"]["enum"]
+    assert by_booster["adabandit"]["properties"]["fast_trees"] == {"type": "boolean"}
 
 
 def test_booster_flags_must_be_booleans(redis_url: str) -> None:
