@@ -277,6 +277,8 @@ def test_booster_flags_must_be_booleans(redis_url: str) -> None:
         for value in ("no", 0, 1, None):
             r = c.post("/v1/models", json={**body, "params": {"fast_trees": value}})
             assert r.status_code == 422 and "fast_trees must be true or false" in r.text, r.text
-        r = c.post("/v1/models", json={**body, "params": {"fast_trees": False, "n_learners": 2}})
-        assert r.status_code == 201, r.text
+        params = {"fast_trees": False, "n_learners": 2, "seed": 7.0}  # an integer for JSON
+        r = c.post("/v1/models", json={**body, "params": params})
+        assert r.status_code == 201 and r.json()["params"]["seed"] == 7, r.text
+        assert isinstance(r.json()["params"]["seed"], int)
         assert c.delete("/v1/models/flags").status_code == 204

@@ -77,6 +77,8 @@ def create_model(
             f"accepted: {', '.join(sorted(accepted))}"
         )
     seed = body.params.get("seed")
+    if isinstance(seed, float) and seed.is_integer():  # JSON's 7.0 is an integer too
+        seed = body.params["seed"] = int(seed)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise _unprocessable(f"params.seed must be a non-negative integer, got {seed!r}")
     config = ModelConfig(
