@@ -255,7 +255,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(decisions.router)
     app.include_router(policies.router)
-    app.include_router(personalizer.router, dependencies=[Depends(personalizer_schemes)])
+    app.include_router(personalizer.router, dependencies=[Depends(personalizer_schemes)],
+                       responses={401: {"model": personalizer.PersonalizerError,
+                                        "description": "Keys are configured and the request "
+                                        "has no valid key."}})
 
     @app.exception_handler(redis.ConnectionError)
     @app.exception_handler(redis.TimeoutError)
