@@ -46,6 +46,10 @@ ACTIONS = ["a", "b", "c"]
 EVENTS = [f"ev-{i}" for i in range(8)]
 PZ_EVENTS = [f"pz-ev-{i}" for i in range(8)]
 USER_KEY, ADMIN_KEY = "fuzz-user", "fuzz-admin"
+#: what rejects invalid data: Schemathesis's default statuses, and 413 (a body over the
+#: service's max_body_bytes)
+NEGATIVE_DATA_STATUSES = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422",
+                          "428", "429", "5xx"]
 
 JSON_VALUES = st.recursive(
     # small integers (a model of hundreds of learners is slow to build, not wrong), and a few
@@ -160,7 +164,11 @@ def _load():  # noqa: ANN202 - benchmarks/load.py's process helpers
 
 def run_schemathesis(base: str, args: argparse.Namespace, report_dir: Path) -> tuple[int, float]:
     """``schemathesis run`` against ``base``; its exit code and wall time."""
-    argv = [sys.executable, "-m", "schemathesis.cli", "run", f"{base}/openapi.json",
+    config = report_dir / "schemathesis.toml"
+    statuses = ", ".join(f'"{code}"' for code in NEGATIVE_DATA_STATUSES)
+    config.write_text(f"[checks.negative_data_rejection]\nexpected-statuses = [{statuses}]\n")
+    argv = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config),
+            "run", f"{base}/openapi.json",
             "--checks", args.checks, "--max-examples", str(args.examples),
             "--phases", args.phases, "--workers", str(args.workers),
             "--continue-on-failure", "--no-color" if not sys.stdout.isatty() else "--color",

@@ -1,6 +1,9 @@
-"""Upper bounds on the sizes of an online booster, checked before anything is built.
+"""Upper bounds on the sizes of an online booster, and its flags' type, checked before anything
+is built.
 
-:func:`check_sizes` is the one place that checks them; :func:`boosters.registry.make_booster`
+:func:`check_flags` refuses a flag (:data:`FLAG_PARAMS`) that is not a boolean (a truthy
+``"no"`` or ``0`` would otherwise turn it on or off silently). :func:`check_sizes` is the one
+place that checks the sizes; :func:`boosters.registry.make_booster`
 calls it before constructing anything (so the service's ``POST /v1/models``, the Personalizer
 routes' models, model restores and the CLI all go through it). Only upper bounds are checked
 here, cheaply; types and lower bounds stay the boosters' own checks. A size above its bound is a
@@ -78,8 +81,10 @@ __all__ = [
     "MAX_NOMINAL_ATTRIBUTES",
     "MAX_WEAK_LEARNERS",
     "CLASS_SIZE_ATTRIBUTES",
+    "FLAG_PARAMS",
     "OTHER_PARAMS",
     "SIZE_PARAMS",
+    "check_flags",
     "check_sizes",
 ]
 
@@ -119,6 +124,8 @@ OTHER_PARAMS = frozenset({
     "max_weight", "p_init", "tree_profile", "fixed_trees", "fast_trees", "ref_code_gradient",
     "reduction_order", "estimator", "weak_prediction", "update", "realizable", "optimizer",
 })
+#: booster parameters that are flags: booleans only
+FLAG_PARAMS = frozenset({"fixed_trees", "fast_trees", "ref_code_gradient", "realizable"})
 #: size attributes a booster class may fix (read from the class when not a parameter)
 CLASS_SIZE_ATTRIBUTES = ("mc_samples",)
 
@@ -132,6 +139,20 @@ def _bound(name: str, value: Any, bound: int, constant: str, why: str = "") -> N
         raise ValueError(
             f"{name} = {value} is above its bound {bound}{why} ({constant} in boosters/_params.py)"
         )
+
+
+def check_flags(params: Mapping[str, Any]) -> None:
+    """TypeError naming the flag if a flag of ``params`` (:data:`FLAG_PARAMS`) is not a bool.
+
+    >>> check_flags({"fast_trees": False, "n_learners": 3})
+    >>> check_flags({"fixed_trees": "no"})
+    Traceback (most recent call last):
+    ...
+    TypeError: fixed_trees must be true or false, got 'no'
+    """
+    for name in sorted(FLAG_PARAMS & set(params)):
+        if not isinstance(params[name], bool):
+            raise TypeError(f"{name} must be true or false, got {params[name]!r}")
 
 
 def check_sizes(booster: str, n_actions: Any, params: Mapping[str, Any]) -> None:

@@ -16,7 +16,7 @@ import importlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from boosters._params import CLASS_SIZE_ATTRIBUTES, check_sizes
+from boosters._params import CLASS_SIZE_ATTRIBUTES, check_flags, check_sizes
 
 if TYPE_CHECKING:  # annotations only: listing the names stays free of numpy (the CLI's --help)
     from boosters.base import OnlineBooster
@@ -99,5 +99,6 @@ def make_booster(name: str, n_actions: int, **params: Any) -> OnlineBooster:
             f"accepted: {', '.join(sorted(allowed))}"
         )
     fixed = {a: getattr(cls, a) for a in CLASS_SIZE_ATTRIBUTES if hasattr(cls, a)}
+    check_flags(params)
     check_sizes(name, n_actions, {**fixed, **allowed, **params})  # before building anything
     return cls(n_actions=n_actions, **_BOOSTERS[name][1], **params)

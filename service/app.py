@@ -5,7 +5,7 @@ to Redis (or starts the embedded one when ``redis_url`` is unset and the learner
 restores every model (snapshot + joined events after it), then either starts the learner thread
 (``run_learner``, as ``boostbandit serve`` does) or a thread that reloads the latest snapshots
 (an API replica next to a separate ``boostbandit learner``). See :mod:`service.store` for the
-consistency design. OpenAPI docs are at ``/docs``.
+consistency design. The API docs are at ``/docs`` (see :mod:`service.apidocs`).
 
 Run replicas with ``uvicorn --factory service.app:create_app``.
 """
@@ -22,12 +22,15 @@ from collections.abc import AsyncIterator
 import redis
 import redis.asyncio
 from fastapi import Depends, FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from service import metrics
-from service.deps import require_key
+from service.apidocs import add_docs
+from service.deps import personalizer_schemes, require_metrics_key
 from service.eventlog import EventLog, OutcomeUnknown, connect, connect_async
 from service.heap import HeapFreezer
 from service.learner import Learner, limits
@@ -38,6 +41,21 @@ from service.store import ModelStore
 __all__ = ["create_app"]
 
 log = logging.getLogger("boostbandit.app")
+
+DESCRIPTION = """Online decisions from boosted Hoeffding-tree bandit learners.
+
+Create a model, ask it for decisions (`predict`), report their rewards (`feedback`); the
+learner learns from the joined events, the offline worker trains policies you can serve.
+
+**Keys.** With `BOOSTBANDIT_API_KEYS` / `BOOSTBANDIT_ADMIN_KEYS` set, every operation but the
+health checks needs a key (`Authorization: Bearer <key>`; the Personalizer operations also take
+`Ocp-Apim-Subscription-Key`): use the Authorize button. Creating and deleting models and
+setting how a model serves need an admin key.
+
+**Errors.** `{"detail": "<message>"}`; a 422 has either a list of problems (`loc`, `msg`,
+`type`) for a request that does not match its schema, or a message for one that fails a check
+against the model or the settings. The Personalizer operations answer in Personalizer's
+`{"error": {"code", "message"}}`."""
 
 
 class BodySizeLimit:
@@ -116,6 +134,35 @@ class RequestMetrics:
             )
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+
+
+def _allowed(app: FastAPI, scope: dict) -> str:
+    """The methods the app answers on the path of ``scope`` (tried one by one: a router
+    included in FastAPI's app matches as a whole)."""
+    return ", ".join(
+        method for method in _METHODS
+        if any(route.matches({**scope, "method": method})[0] == Match.FULL
+               for route in app.router.routes)
+    )
+
+
+def _auth_in_force(spec: dict, settings: Settings) -> dict:
+    """``spec`` without the security requirements no key enforces (no keys configured: every
+    operation is open, and the docs say so; ``/metrics`` follows its own keys)."""
+    for path, item in spec.get("paths", {}).items():
+        enforced = settings.metrics_key_set is not None if path == "/metrics" else (
+            settings.auth_enabled
+        )
+        for operation in item.values():
+            if not enforced:
+                operation.pop("security", None)
+    if not any("security" in op for item in spec.get("paths", {}).values()
+               for op in item.values()):
+        spec.get("components", {}).pop("securitySchemes", None)
+    return spec
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the app (nothing connects until startup)."""
     settings = settings or get_settings()
@@ -192,31 +239,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if embedded is not None:
                 embedded.close()
 
-    protected = settings.auth_enabled  # with keys, the docs need one too (all but health do)
     app = FastAPI(
         title="boostbandit decision service",
         version="0.1.0",
-        description="Online decisions from boosted Hoeffding-tree bandit learners.",
+        description=DESCRIPTION,
         lifespan=lifespan,
-        docs_url=None if protected else "/docs",
-        openapi_url=None if protected else "/openapi.json",
+        docs_url=None,  # served offline by service.apidocs
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.settings = settings
-    if protected:
-
-        @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(require_key)])
-        def _openapi() -> JSONResponse:
-            return JSONResponse(app.openapi())
-
-        @app.get("/docs", include_in_schema=False, dependencies=[Depends(require_key)])
-        def _docs() -> HTMLResponse:
-            return get_swagger_ui_html(openapi_url="/openapi.json", title=app.title)
-
+    app.openapi = lambda: app.openapi_schema or _auth_in_force(FastAPI.openapi(app), settings)
+    add_docs(app, settings)
     app.include_router(health.router)
+    metrics_guard = [Depends(require_metrics_key)] if settings.metrics_access == "keys" else []
+    app.include_router(health.metrics_router, dependencies=metrics_guard)
     app.include_router(models.router)
     app.include_router(decisions.router)
     app.include_router(policies.router)
-    app.include_router(personalizer.router)
+    app.include_router(personalizer.router, dependencies=[Depends(personalizer_schemes)],
+                       responses={401: {"model": personalizer.PersonalizerError,
+                                        "description": "Keys are configured and the request "
+                                        "has no valid key."}})
 
     @app.exception_handler(redis.ConnectionError)
     @app.exception_handler(redis.TimeoutError)
@@ -235,6 +279,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             status_code=503,
             headers={"Retry-After": "1"},
         )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 405:  # Allow: the methods of every route of the path, not one's
+            exc.headers = {**(exc.headers or {}), "Allow": _allowed(app, request.scope)}
+        return await http_exception_handler(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -1,5 +1,9 @@
 """FastAPI dependencies: settings, the event log, the model store, authentication.
 
+The keys are declared to the OpenAPI as security schemes (``BEARER``, and Personalizer's
+``SUBSCRIPTION_KEY`` header), with ``auto_error=False``: the checks and their error bodies stay
+the ones below, and the docs get their Authorize button.
+
 They are ``async`` because they only read app state: FastAPI runs a plain ``def`` dependency in
 its thread pool, and each such hop costs a thread switch (and a wait for the GIL while the
 learner thread is busy) on every request.
@@ -7,10 +11,14 @@ learner thread is busy) on every request.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import secrets
-from typing import Annotated
+from collections.abc import Callable, Coroutine
+from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Path, Request, status
+from fastapi import Depends, HTTPException, Path, Request, Security, status
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from service.eventlog import EventLog
 from service.eventlog.keys import NAME_PATTERN
@@ -18,6 +26,8 @@ from service.settings import Settings
 from service.store import ModelStore, ServedModel
 
 __all__ = [
+    "BEARER",
+    "SUBSCRIPTION_KEY",
     "KeyDep",
     "LogDep",
     "ModelDep",
@@ -28,8 +38,11 @@ __all__ = [
     "get_model",
     "get_settings",
     "get_store",
+    "personalizer_schemes",
     "require_admin",
     "require_key",
+    "require_metrics_key",
+    "require_one_of",
 ]
 
 
@@ -69,21 +82,38 @@ async def get_model(name: ModelName, store: StoreDep) -> ServedModel:
 ModelDep = Annotated[ServedModel, Depends(get_model)]
 
 
-def _bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    description="An API key (`BOOSTBANDIT_API_KEYS`, or `BOOSTBANDIT_ADMIN_KEYS` for the admin "
+    "operations) as `Authorization: Bearer <key>`. Needed only when keys are configured.",
+)
+SUBSCRIPTION_KEY = APIKeyHeader(
+    name="Ocp-Apim-Subscription-Key",
+    auto_error=False,
+    scheme_name="subscriptionKey",
+    description="Azure Personalizer's key header, accepted by the `/personalizer/v1.0` "
+    "operations (the same keys as `apiKey`).",
+)
+BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]
 
 
 def _matches(token: str, keys: set[str]) -> bool:
     return any(secrets.compare_digest(token.encode(), key.encode()) for key in keys)
 
 
-async def require_key(request: Request, settings: SettingsDep) -> str | None:
-    """With keys configured: a valid ``Authorization: Bearer <key>`` or 401."""
+def _token(credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    token = credentials.credentials.strip() if credentials is not None else ""
+    return token or None
+
+
+async def require_key(
+    credentials: BearerCredentials, settings: SettingsDep
+) -> str | None:
+    """With keys configured: a valid `Authorization: Bearer <key>` or 401."""
     if not settings.auth_enabled:
         return None
-    token = _bearer(request)
+    token = _token(credentials)
     if token is None or not _matches(token, settings.user_keys):
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
@@ -100,3 +130,52 @@ async def require_admin(token: KeyDep, settings: SettingsDep) -> None:
     """With keys configured: an admin key or 403."""
     if settings.auth_enabled and (token is None or not _matches(token, settings.admins)):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "this route needs an admin API key")
+
+
+async def personalizer_schemes(
+    subscription_key: Annotated[str | None, Security(SUBSCRIPTION_KEY)],
+    credentials: BearerCredentials,
+) -> None:
+    """Declares the Personalizer operations' two ways to send a key (either one) to the
+    OpenAPI; the check itself is the Personalizer router's."""
+
+
+def _presented_key(request: Request) -> str | None:
+    """The key of `Authorization: Bearer <key>`, or the password of `Authorization: Basic`
+    (what a browser's login prompt and Prometheus's `basic_auth` send)."""
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    value = value.strip()
+    if scheme.lower() == "basic":
+        try:
+            value = base64.b64decode(value, validate=True).decode().partition(":")[2]
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    elif scheme.lower() != "bearer":
+        return None
+    return value or None
+
+
+def require_one_of(
+    keys: Callable[[Settings], set[str] | None], what: str
+) -> Callable[..., Coroutine[Any, Any, None]]:
+    """A dependency: the request presents one of ``keys(settings)`` (None: open) or gets a 401
+    that makes a browser prompt for it (``what`` names the protected pages)."""
+
+    async def check(request: Request, credentials: BearerCredentials,
+                    settings: SettingsDep) -> None:
+        accepted = keys(settings)
+        if accepted is None:
+            return
+        token = _presented_key(request)
+        if token is None or not _matches(token, accepted):
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED,
+                f"missing or invalid key for {what} (Authorization: Bearer <key>, or the "
+                "password of HTTP Basic)",
+                headers={"WWW-Authenticate": f'Basic realm="boostbandit {what}"'},
+            )
+
+    return check
+
+
+require_metrics_key = require_one_of(lambda settings: settings.metrics_key_set, "metrics")

@@ -46,6 +46,25 @@ class Settings(BaseSettings):
 
     api_keys: str = Field(default="", description="Comma-separated bearer keys (empty: no auth).")
     admin_keys: str = Field(default="", description="Comma-separated admin bearer keys.")
+    docs_access: Literal["open", "keys", "off"] = Field(
+        default="open",
+        description="/docs, /redoc and /openapi.json. open: served to anyone (they describe the "
+        "API, hold no data, and every operation still asks for its key: the Authorize button); "
+        "keys: a docs key or an API key is needed, as a bearer key or as the password of HTTP "
+        "Basic (a browser prompts for it); off: not served (404).",
+    )
+    docs_keys: str = Field(
+        default="", description="Comma-separated keys valid for the docs only (docs_access=keys)."
+    )
+    metrics_access: Literal["keys", "open"] = Field(
+        default="keys",
+        description="/metrics. keys: with any key configured, a metrics key or an API key is "
+        "needed (bearer, or the password of HTTP Basic: Prometheus's authorization or "
+        "basic_auth); open: served to anyone (for a port only the scraper reaches).",
+    )
+    metrics_keys: str = Field(
+        default="", description="Comma-separated keys valid for /metrics only (a scraper's)."
+    )
 
     max_body_bytes: int = Field(default=256 * 1024, ge=1024, description="Largest request body.")
     max_features: int = Field(default=1000, ge=1, description="Most features in one context.")
@@ -249,6 +268,25 @@ class Settings(BaseSettings):
     def auth_enabled(self) -> bool:
         """True when any key is configured."""
         return bool(self.user_keys)
+
+    @property
+    def docs_key_set(self) -> set[str] | None:
+        """Keys accepted by the docs; None: open (``docs_access`` open, or keys with no key
+        configured anywhere)."""
+        keys = set(self.key_list(self.docs_keys)) | self.user_keys
+        return keys if self.docs_access == "keys" and keys else None
+
+    @property
+    def metrics_key_set(self) -> set[str] | None:
+        """Keys accepted by ``/metrics``; None: open.
+
+        >>> Settings(api_keys="a", metrics_keys="m").metrics_key_set == {"a", "m"}
+        True
+        >>> Settings(api_keys="a", metrics_access="open").metrics_key_set is None
+        True
+        """
+        keys = set(self.key_list(self.metrics_keys)) | self.user_keys
+        return keys if self.metrics_access == "keys" and keys else None
 
 
 @lru_cache

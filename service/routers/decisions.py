@@ -29,18 +29,32 @@ from service.deps import (
 )
 from service.eventlog import OutcomeUnknown
 from service.events import decision_event, iso_timestamp
-from service.schemas import FeedbackRequest, FeedbackResponse, PredictRequest, PredictResponse
+from service.schemas import (
+    FeedbackRequest,
+    FeedbackResponse,
+    PredictRequest,
+    PredictResponse,
+    error_responses,
+)
 
 log_ = logging.getLogger("boostbandit.api")
 
-router = APIRouter(prefix="/v1/models", tags=["decisions"], dependencies=[Depends(require_key)])
+router = APIRouter(prefix="/v1/models", tags=["decisions"], dependencies=[Depends(require_key)],
+                   responses=error_responses(400, 401, 404, 413, 422, 503))
 
 
 def _unprocessable(message: str) -> HTTPException:
     return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, message)
 
 
-@router.post("/{name}/predict", response_model=PredictResponse)
+@router.post(
+    "/{name}/predict",
+    response_model=PredictResponse,
+    responses=error_responses(
+        409, e409="The event id was used by a different request (or its decision is no longer "
+        "kept)."
+    ),
+)
 async def predict(
     body: PredictRequest,
     model: ModelDep,
@@ -51,8 +65,8 @@ async def predict(
     """Decide an action for a context and log the decision.
 
     The online model decides, or, when the model serves its offline policy
-    (``PUT /v1/models/{name}/serving``), the latest published policy; the decision is logged the
-    same way in both cases (``bb.policy`` names the policy).
+    (`PUT /v1/models/{name}/serving`), the latest published policy; the decision is logged the
+    same way in both cases (`bb.policy` names the policy). Idempotent per `event_id`.
     """
     config = model.config
     if len(body.context) > settings.max_features:
@@ -138,7 +152,11 @@ def _response_of(event: dict) -> PredictResponse:
     )
 
 
-@router.post("/{name}/feedback", response_model=FeedbackResponse)
+@router.post(
+    "/{name}/feedback",
+    response_model=FeedbackResponse,
+    responses=error_responses(404, e404="Unknown model, or unknown or expired event id."),
+)
 async def feedback(
     body: FeedbackRequest,
     model: ModelDep,

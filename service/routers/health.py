@@ -3,30 +3,32 @@
 from __future__ import annotations
 
 import redis
-from fastapi import APIRouter, Depends, Request, Response, status
+from fastapi import APIRouter, Request, Response, status
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from service import metrics
-from service.deps import StoreDep, require_key
+from service.deps import StoreDep
+from service.schemas import Error, Health, NotReady, Ready
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=Health)
 def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
 
 
 _UNAVAILABLE = {
+    "model": NotReady,
     "description": "Not ready: Redis unreachable or the models not loaded yet.",
     "content": {"application/json": {"example": {"status": "unavailable",
                                                  "problems": ["models not loaded yet"]}}},
 }
 
 
-@router.get("/readyz", responses={503: _UNAVAILABLE})
+@router.get("/readyz", response_model=Ready, responses={503: _UNAVAILABLE})
 def readyz(request: Request, store: StoreDep) -> JSONResponse:
     """Ready: Redis answers and the models are loaded (503 otherwise, with the reason)."""
     problems = []
@@ -44,11 +46,18 @@ def readyz(request: Request, store: StoreDep) -> JSONResponse:
     return JSONResponse({"status": "ready", "models": len(store.loaded())})
 
 
-@router.get(
+#: ``/metrics``, included by the app with its guard (``metrics_access``)
+metrics_router = APIRouter(tags=["health"])
+
+
+@metrics_router.get(
     "/metrics",
-    dependencies=[Depends(require_key)],
     response_class=PlainTextResponse,  # documents text/plain, not JSON
-    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format."}},
+    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                     "description": "Prometheus text format."},
+               401: {"content": {"application/json": {"schema": Error.model_json_schema()}},
+                     "description": "`metrics_access` is keys, keys are configured, and the "
+                     "request has no metrics key or API key."}},
 )
 def prometheus_metrics(store: StoreDep) -> Response:
     """Prometheus text exposition."""

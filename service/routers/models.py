@@ -15,10 +15,11 @@ from service.deps import (
     require_key,
 )
 from service.eventlog import EventLog
-from service.schemas import CreateModel, ModelInfo
+from service.schemas import CreateModel, ModelInfo, error_responses
 from service.store import ModelConfig, ServedModel, save_snapshot
 
-router = APIRouter(prefix="/v1/models", tags=["models"], dependencies=[Depends(require_key)])
+router = APIRouter(prefix="/v1/models", tags=["models"], dependencies=[Depends(require_key)],
+                   responses=error_responses(401, 422, 503))
 
 
 def _info(model: ServedModel, log: EventLog) -> ModelInfo:
@@ -55,6 +56,7 @@ def _unprocessable(message: str) -> HTTPException:
     status_code=status.HTTP_201_CREATED,
     response_model=ModelInfo,
     dependencies=[Depends(require_admin)],
+    responses=error_responses(400, 403, 409, 413, e409="A model of this name exists."),
 )
 def create_model(
     body: CreateModel,
@@ -62,7 +64,8 @@ def create_model(
     store: StoreDep,
     settings: SettingsDep,
 ) -> ModelInfo:
-    """Create a model (admin)."""
+    """Create a model (admin key). Its booster is built from `params` (a booster that
+    refuses them is a 422 naming the problem) and its version-0 snapshot stored."""
     if len(body.actions) > settings.max_actions:
         raise _unprocessable(
             f"too many actions: {len(body.actions)} > {settings.max_actions} (max_actions)"
@@ -75,6 +78,8 @@ def create_model(
             f"accepted: {', '.join(sorted(accepted))}"
         )
     seed = body.params.get("seed")
+    if isinstance(seed, float) and seed.is_integer():  # JSON's 7.0 is an integer too
+        seed = body.params["seed"] = int(seed)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise _unprocessable(f"params.seed must be a non-negative integer, got {seed!r}")
     config = ModelConfig(
@@ -102,7 +107,7 @@ def create_model(
 
 @router.get("", response_model=list[ModelInfo])
 def list_models(log: LogDep, store: StoreDep):
-    """Every model."""
+    """Every model, by name."""
     out = []
     for name in sorted(log.configs()):
         model = store.get(name)
@@ -111,17 +116,18 @@ def list_models(log: LogDep, store: StoreDep):
     return out
 
 
-@router.get("/{name}", response_model=ModelInfo)
+@router.get("/{name}", response_model=ModelInfo, responses=error_responses(404))
 def read_model(model: ModelDep, log: LogDep):
     """One model: config, version, counters."""
     return _info(model, log)
 
 
 @router.delete(
-    "/{name}", status_code=status.HTTP_204_NO_CONTENT, dependencies=[Depends(require_admin)]
+    "/{name}", status_code=status.HTTP_204_NO_CONTENT, dependencies=[Depends(require_admin)],
+    responses=error_responses(403, 404),
 )
 def delete_model(name: ModelName, log: LogDep, store: StoreDep) -> Response:
-    """Delete a model and its whole log (admin); nothing else is touched."""
+    """Delete a model and its whole log (admin key); nothing else is touched."""
     if not log.delete_model(name):
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown model {name!r}")
     store.drop(name)

@@ -5,16 +5,21 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, status
+from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 
 from service.deps import LogDep, ModelDep, StoreDep, require_admin, require_key
 from service.eventlog import EventLog
-from service.schemas import PoliciesResponse, PolicyInfo, ServingInfo, ServingRequest
+from service.schemas import (
+    PoliciesResponse,
+    PolicyInfo,
+    ServingInfo,
+    ServingRequest,
+    error_responses,
+)
 from service.store import ModelStore, ServedModel, ServingConfig
 
-_UNKNOWN_MODEL = {404: {"description": "Unknown model (or policy version)."}}
 router = APIRouter(prefix="/v1/models", tags=["policies"], dependencies=[Depends(require_key)],
-                   responses=_UNKNOWN_MODEL)
+                   responses=error_responses(401, 404, 422, 503))
 
 
 def serving_info(model: ServedModel, log: EventLog, store: ModelStore) -> ServingInfo:
@@ -60,8 +65,14 @@ def list_policies(
     )
 
 
-@router.get("/{name}/policies/{version}", response_model=PolicyInfo)
-def read_policy(version: int, model: ModelDep, log: LogDep) -> PolicyInfo:
+@router.get(
+    "/{name}/policies/{version}",
+    response_model=PolicyInfo,
+    responses=error_responses(404, e404="Unknown model or policy version."),
+)
+def read_policy(
+    version: Annotated[int, Path(description="The policy version.")], model: ModelDep, log: LogDep
+) -> PolicyInfo:
     """One trained policy."""
     meta = log.policy_meta(model.name, version)
     if meta is None:
@@ -81,15 +92,17 @@ def read_serving(model: ModelDep, log: LogDep, store: StoreDep) -> ServingInfo:
     "/{name}/serving",
     response_model=ServingInfo,
     dependencies=[Depends(require_admin)],
-    responses={409: {"description": "Mode policy without a published policy."}},
+    responses=error_responses(
+        400, 403, 409, 413, e409="Mode `policy` while the model has no published policy."
+    ),
 )
 def set_serving(
     body: ServingRequest, model: ModelDep, log: LogDep, store: StoreDep
 ) -> ServingInfo:
-    """Serve online (the booster) or the latest published offline policy (admin).
+    """Serve online (the booster) or the latest published offline policy (admin key).
 
     Decisions served by a policy are logged like online ones; the online booster does not learn
-    from them (see :mod:`service.store`).
+    from them.
     """
     k = len(model.config.actions)
     if body.min_propensity is not None and body.min_propensity > 1.0 / k:
