@@ -365,8 +365,9 @@ def restore(
     if snap is not None and snap["uid"] == config.uid and snap["blob"] is not None:
         model = ServedModel(config, pickle.loads(snap["blob"]), snap["version"],
                             snap["joined_id"])
-        model.snapshot_version = snap["version"]
-        model.snapshot_time = snap["ts"]
+        # a published serving copy is not a snapshot: report the snapshot it builds on
+        model.snapshot_version = snap.get("snapshot_version", snap["version"])
+        model.snapshot_time = snap.get("snapshot_ts", snap["ts"])
         model.serving_copy = snap["serving"]
         if model.serving_copy:
             return model

@@ -4,7 +4,9 @@ API replica loads it (real Redis, a real learner thread, the real app in replica
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -24,30 +26,35 @@ def _learner(settings: Settings) -> Learner:
     return Learner(ModelStore(EventLog(client, limits=limits(settings))), settings, client)
 
 
-def _run(redis_url: str, publish_seconds: float, n: int) -> tuple[TestClient, Learner]:
-    """A learner (full snapshots: never, in practice) and a replica serving ``n`` feedbacks."""
+@contextlib.contextmanager
+def _run(redis_url: str, publish_seconds: float, n: int) -> Iterator[tuple[TestClient, Learner]]:
+    """A learner (full snapshots: never, in practice) and a replica serving ``n`` feedbacks;
+    both stopped on exit, whatever happened."""
     settings = Settings(redis_url=redis_url, learner_block_ms=20, snapshot_every_events=10**6,
                         snapshot_every_seconds=3600, serving_publish_seconds=publish_seconds)
     learner = _learner(settings)
-    learner.start()
     replica = Settings(redis_url=redis_url, run_learner=False, replica_refresh_seconds=0.05)
-    client = TestClient(create_app(replica))
-    client.__enter__()
-    assert client.post("/v1/models", json=MODEL).status_code == 201
-    for i in range(n):
-        d = client.post("/v1/models/m/predict", json={"context": {"x": float(i)}}).json()
-        client.post("/v1/models/m/feedback", json={"event_id": d["event_id"], "reward": i % 2})
-    return client, learner
+    with contextlib.ExitStack() as stack:
+        learner.start()
+        stack.callback(learner.stop)
+        client = stack.enter_context(TestClient(create_app(replica)))
+        assert client.post("/v1/models", json=MODEL).status_code == 201
+        for i in range(n):
+            d = client.post("/v1/models/m/predict", json={"context": {"x": float(i)}}).json()
+            client.post("/v1/models/m/feedback", json={"event_id": d["event_id"],
+                                                       "reward": i % 2})
+        yield client, learner
 
 
 def test_replica_loads_the_published_serving_copy(redis_url: str) -> None:
     """Without a new full snapshot, the replica reaches the learner's version through the
     published copy, which decides exactly like the whole model."""
-    client, learner = _run(redis_url, publish_seconds=0.1, n=6)
-    try:
+    with _run(redis_url, publish_seconds=0.1, n=6) as (client, learner):
         wait_for(lambda: client.get("/v1/models/m").json()["version"] == 6, timeout=30)
         log = client.app.state.store.log
         assert log.snapshot_meta("m")[0] == 0  # only the initial snapshot: the copy did it
+        info = client.get("/v1/models/m").json()  # the copy is not reported as a snapshot
+        assert (info["version"], info["snapshot_version"]) == (6, 0)
         served = client.app.state.store.get("m")
         assert served.serving_copy
         whole = restore(log, served.config)  # snapshot 0 + every joined event
@@ -58,16 +65,12 @@ def test_replica_loads_the_published_serving_copy(redis_url: str) -> None:
             assert a.action == b.action and a.probabilities.tolist() == b.probabilities.tolist()
         scrape = client.get("/metrics").text
         assert 'boostbandit_model_staleness_seconds{model="m"} 0.0' in scrape
-    finally:
-        client.__exit__(None, None, None)
-        learner.stop()
 
 
 def test_without_publishing_the_replica_waits_for_a_snapshot(redis_url: str) -> None:
     """serving_publish_seconds=0: the replica stays at the latest full snapshot (version 0)
     and its staleness gauge says how old the oldest event it misses is."""
-    client, learner = _run(redis_url, publish_seconds=0, n=3)
-    try:
+    with _run(redis_url, publish_seconds=0, n=3) as (client, learner):
         wait_for(lambda: learner.store.peek("m") is not None
                  and learner.store.peek("m").version == 3, timeout=30)
         time.sleep(0.6)
@@ -78,9 +81,6 @@ def test_without_publishing_the_replica_waits_for_a_snapshot(redis_url: str) -> 
             and float(ln.split()[-1]) >= 0.5
         ])
         assert line
-    finally:
-        client.__exit__(None, None, None)
-        learner.stop()
 
 
 def test_publishing_is_fenced_and_monotonic(redis_url: str) -> None:

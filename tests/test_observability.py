@@ -145,7 +145,7 @@ def test_healthz_fails_when_the_loop_is_stuck(redis_url: str) -> None:
         stuck.set()
         started = time.monotonic()
         status, body = wait_for(lambda: (r := get(url))[0] == 503 and r, timeout=10)
-        assert time.monotonic() - started < settings.learner_stuck_seconds + 2
+        assert time.monotonic() - started < settings.learner_stuck_seconds + 5
         assert "stuck" in body
         release.set()
         wait_for(lambda: get(url)[0] == 200, timeout=10)
@@ -205,8 +205,8 @@ def test_snapshot_age_measures_unapplied_events_not_wall_time(redis_url: str) ->
                          and samples(client.get("/metrics").text)[key])
         assert client.get("/v1/models/m").json()["snapshot_version"] == 0
         time.sleep(0.5)  # the unsnapshotted events age: so does the snapshot
-        later = wait_for(lambda: (v := samples(client.get("/metrics").text)[key]) > first and v)
-        assert later >= first + 0.4
+        # the gauge is measured by the refresh thread: wait until it has seen the time pass
+        wait_for(lambda: samples(client.get("/metrics").text)[key] >= first + 0.4)
 
 
 def test_worker_serves_health_and_metrics(redis_url: str) -> None:

@@ -647,7 +647,8 @@ class EventLog:
         ``serving`` (whether ``blob`` is the serving copy); None if there is none.
 
         With ``serving``, the published serving copy instead when it is newer
-        (:meth:`publish_serving`)."""
+        (:meth:`publish_serving`), with the latest snapshot's ``snapshot_version`` and
+        ``snapshot_ts``."""
         snap = self._load_snapshot(name, serving)
         if not serving or snap is None:
             return snap
@@ -657,7 +658,8 @@ class EventLog:
         if uid is None or text(uid) != snap["uid"] or int(version) <= snap["version"]:
             return snap
         return {"uid": text(uid), "version": int(version), "joined_id": text(joined_id),
-                "ts": float(ts), "blob": blob, "serving": True}
+                "ts": float(ts), "blob": blob, "serving": True,
+                "snapshot_version": snap["version"], "snapshot_ts": snap["ts"]}
 
     def _load_snapshot(self, name: str, serving: bool) -> dict[str, Any] | None:
         key = keys(name)["snapshot"]
