@@ -66,6 +66,7 @@ import numpy as np
 
 __all__ = [
     "check_allowed",
+    "complete_probabilities",
     "draw",
     "estimated_costs",
     "exploration_distribution",
@@ -277,3 +278,20 @@ def estimated_costs(cost_matrices: np.ndarray, lhat: np.ndarray) -> np.ndarray:
     Column ``r`` of ``C^i`` is the cost vector learner ``i`` would get if ``r`` were the truth.
     """
     return cost_matrices @ (1.0 - lhat)
+
+
+def complete_probabilities(probabilities: Iterable[float | None]) -> np.ndarray:
+    """A probability vector with its unknown entries (None or NaN: a log that recorded only the
+    chosen action's probability) given equal shares of the rest of the mass. An assumption of
+    whoever needs a whole vector in memory, never something to write back to a log.
+
+    >>> complete_probabilities([0.5, None, None, 0.0]).tolist()
+    [0.5, 0.25, 0.25, 0.0]
+    >>> complete_probabilities([0.25, float("nan"), 0.75]).tolist()
+    [0.25, 0.0, 0.75]
+    """
+    p = np.array([np.nan if v is None else v for v in probabilities], dtype=np.float64)
+    unknown = np.isnan(p)
+    if unknown.any():
+        p[unknown] = max(0.0, 1.0 - float(np.nansum(p))) / int(unknown.sum())
+    return p

@@ -90,10 +90,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, get_args
 
-import numpy as np
 import redis
 
 from boosters.base import Decision, check_context
+from boosters.exploration import complete_probabilities
 from service.domain import ModelConfig, reward_from_client
 from service.eventlog import EventLog
 from service.events import decision_event, dumps, joined_event, loads
@@ -355,19 +355,6 @@ def _probabilities(values: list[Any]) -> list[float | None]:
     return [None if v is None and i > 0 else _number(v, "p[i]") for i, v in enumerate(values)]
 
 
-def _completed(probabilities: list[float | None]) -> list[float]:
-    """``probabilities`` with each unknown entry given an equal share of the rest of the mass:
-    the vector the booster's :class:`~boosters.base.Decision` needs in memory (it reads only
-    the chosen action's), never written to the log.
-
-    >>> _completed([0.5, None, None, 0.0])
-    [0.5, 0.25, 0.25, 0.0]
-    """
-    unknown = sum(v is None for v in probabilities)
-    rest = max(0.0, 1.0 - sum(v for v in probabilities if v is not None))
-    return [rest / unknown if v is None else v for v in probabilities]
-
-
 def _build(
     config: ModelConfig,
     *,
@@ -390,7 +377,7 @@ def _build(
         check_context(context)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"bad context: {exc}") from None
-    decision = Decision(action=chosen, probabilities=np.array(_completed(probabilities)))
+    decision = Decision(action=chosen, probabilities=complete_probabilities(probabilities))
     ev = decision_event(event_id, ts, 0, config.actions, context, decision, excluded=excluded)
     if any(v is None for v in probabilities):
         ev["p"] = [probabilities[a - 1] for a in ev["a"]]

@@ -69,6 +69,7 @@ import numpy as np
 
 from boosters.bopl import BOPL, BOPLS
 from boosters.brr import RewardRegression
+from boosters.exploration import complete_probabilities
 from boosters.ope import (
     DIFFERENCE_ESTIMATORS,
     Difference,
@@ -176,11 +177,7 @@ def logged_data(events: Sequence[Mapping[str, Any]], actions: Sequence[str]) -> 
             # null: a probability the log did not record (an imported OBP table gives only
             # the chosen action's); the logging policy's DR term gets an equal share of the
             # rest there, an assumption of this estimate, not of the log
-            probs = [math.nan if v is None else float(v) for v in bb["decision"]["probabilities"]]
-            if any(math.isnan(v) for v in probs):
-                unknown = sum(math.isnan(v) for v in probs)
-                rest = max(0.0, 1.0 - sum(v for v in probs if not math.isnan(v))) / unknown
-                probs = [rest if math.isnan(v) else v for v in probs]
+            probs = complete_probabilities(bb["decision"]["probabilities"]).tolist()
         except (KeyError, TypeError, ValueError):
             continue
         if not (0 <= a < k and 0.0 < p <= 1.0 and math.isfinite(r) and len(probs) == k):

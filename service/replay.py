@@ -133,6 +133,7 @@ from typing import Any, Literal
 import numpy as np
 
 from boosters.base import Decision, OnlineBooster
+from boosters.exploration import complete_probabilities
 from boosters.ope import Estimate, doubly_robust, ips, snips
 from service.interchange import (
     _OBP_ACTION,
@@ -198,7 +199,7 @@ class LoggedEvent:
         """Whether the event was logged uniformly over its allowed actions (within 1e-3), as
         far as its logged probabilities say (unknown ones share the rest of the mass)."""
         n = int(self.allowed.sum())
-        p = _completed(self.probabilities)[self.allowed]
+        p = complete_probabilities(self.probabilities)[self.allowed]
         return bool(np.all(np.abs(p * n - 1.0) <= PROB_TOL))
 
 
@@ -280,17 +281,6 @@ def infer_actions(path: str | Path, fmt: str, action_index: bool = False) -> lis
             f"cannot tell the actions from line {n} of {path}; give them (--actions a,b,c)"
         )
     return _check_actions(found)
-
-
-def _completed(p: np.ndarray) -> np.ndarray:
-    """``p`` with its unknown entries (NaN: a log that recorded only the chosen action's
-    probability) given equal shares of the rest of the mass."""
-    unknown = np.isnan(p)
-    if not unknown.any():
-        return p
-    out = p.copy()
-    out[unknown] = max(0.0, 1.0 - float(np.nansum(p))) / int(unknown.sum())
-    return out
 
 
 def _to_event(n: int, ev: dict[str, Any], k: int) -> LoggedEvent:
@@ -827,7 +817,7 @@ def replay_learner(
             if chosen == "rejection":
                 teach = decision if hit else None
             else:  # unknown logged probabilities (NaN) completed: the booster reads p[a]
-                teach = Decision(a, _completed(ev.probabilities), decision.internals)
+                teach = Decision(a, complete_probabilities(ev.probabilities), decision.internals)
             if teach is not None:
                 try:
                     learn(ev.context, teach, reward=ev.reward)
