@@ -42,6 +42,10 @@ __all__ = ["Learner", "limits"]
 
 log = logging.getLogger("boostbandit.learner")
 
+#: Largest share of the time a model may spend publishing its serving copy: a copy that took
+#: t seconds to pickle and write waits at least t / PUBLISH_DUTY before the next one.
+PUBLISH_DUTY = 0.25
+
 
 def limits(settings: Settings) -> Limits:
     """The event log's bounds under ``settings``."""
@@ -280,7 +284,9 @@ class Learner(StreamConsumer):
         tenth of a full snapshot's bytes) is frozen between events by a fork, like a snapshot,
         and pickled and written by a background thread, one per model at a time, so the loop
         goes on applying events meanwhile. ``serve`` publishes nothing: its API decides with
-        the learner's own model, and a fork a second would cost its requests.
+        the learner's own model, and a fork a second would cost its requests. A model whose
+        copy takes long to pickle publishes less often (at most :data:`PUBLISH_DUTY` of the
+        time spent publishing it).
         """
         every = self.settings.serving_publish_seconds
         if every <= 0 or self.settings.run_learner or model.version <= model.published_version:
@@ -288,7 +294,9 @@ class Learner(StreamConsumer):
         running = self._publishing.get(model.name)
         if running is not None and running.is_alive():
             return
-        if time.monotonic() - model.publish_clock < every:
+        # a large model publishes less often: at most PUBLISH_DUTY of the time in publishing
+        wait = max(every, model.publish_seconds / PUBLISH_DUTY)
+        if time.monotonic() - model.publish_clock < wait:
             return
         with model.event_lock, model.lock:  # between events
             version, joined_id = model.version, model.joined_id
@@ -304,10 +312,12 @@ class Learner(StreamConsumer):
 
     def _publish(self, model: ServedModel, pending, version: int, joined_id: str,
                  lease: str) -> None:
+        started = time.monotonic()
         try:
             (blob,) = pending()
             self.log.publish_serving(model.config, blob, version, joined_id, lease)
             model.published_version = max(model.published_version, version)
+            model.publish_seconds = time.monotonic() - started
         except (RuntimeError, redis.RedisError, LeaseLost) as exc:  # the next interval retries
             log.warning("serving copy %s of %s not published: %s", version, model.name, exc)
 

@@ -105,6 +105,7 @@ class ServedModel:
         # monotonic clock then (Learner.maybe_publish)
         self.published_version = version
         self.publish_clock = time.monotonic()
+        self.publish_seconds = 0.0  # how long the last serving-copy publish took
         # measured by ModelStore.measure_staleness (seconds, Redis clock; None: not yet): the
         # age of the oldest joined event this copy has not applied, and of the oldest one not
         # in the latest snapshot; 0.0 when caught up, however long the model was idle

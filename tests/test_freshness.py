@@ -105,3 +105,20 @@ def test_publishing_is_fenced_and_monotonic(redis_url: str) -> None:
     learner.release_all()
     assert log.delete_model("m")
     assert log.serving_meta("m") is None and not log.r.exists(keys("m")["serving_copy"])
+
+
+def test_a_slow_publish_spaces_out_the_next(redis_url: str) -> None:
+    """A copy that took t seconds to publish waits t / PUBLISH_DUTY before the next one."""
+    with _run(redis_url, publish_seconds=0.1, n=2) as (client, learner):
+        wait_for(lambda: client.get("/v1/models/m").json()["version"] == 2, timeout=30)
+        model = learner.store.peek("m")
+        wait_for(lambda: not learner._publishing["m"].is_alive())  # its timing is recorded
+        model.publish_seconds = 1000.0  # as if the last publish took that long
+        for i in range(2):
+            d = client.post("/v1/models/m/predict", json={"context": {"x": 9.0 + i}}).json()
+            client.post("/v1/models/m/feedback", json={"event_id": d["event_id"], "reward": 1})
+        wait_for(lambda: model.version == 4, timeout=30)
+        time.sleep(0.6)  # several publish intervals and replica refreshes
+        assert client.get("/v1/models/m").json()["version"] == 2
+        model.publish_seconds = 0.0
+        wait_for(lambda: client.get("/v1/models/m").json()["version"] == 4, timeout=30)
