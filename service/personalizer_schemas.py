@@ -35,7 +35,7 @@ __all__ = [
     "RewardRequest",
 ]
 
-#: Personalizer's v1.0 example request (Rank.json), used as the documented example.
+#: The documented example: Personalizer's v1.0 Rank.json request with a nested context feature.
 RANK_EXAMPLE: dict[str, Any] = {
     "contextFeatures": [{"timeOfDay": "Morning"}, {"device": {"mobile": True, "os": "ios"}}],
     "actions": [

@@ -6,6 +6,7 @@ Tests that need Redis skip with a clear message when the ``redis-server`` binary
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -98,6 +99,33 @@ def start_redis(tmp: Path) -> RedisServer:
     server = RedisServer(free_port(), tmp)
     server.start()
     return server
+
+
+@contextlib.contextmanager
+def fuzz_target(tmp: Path, target: object, **settings: object) -> Iterator[object]:
+    """A TestClient of the app on a fresh redis-server in ``tmp`` (no fsync: nothing here needs
+    durability), seeded with ``benchmarks.fuzz``'s model and events, and set as
+    ``target.app`` (the Schemathesis schema's app) while it runs."""
+    import redis
+    from fastapi.testclient import TestClient
+
+    from benchmarks.fuzz import seed_data
+    from service.app import create_app
+    from service.settings import Settings
+
+    server = start_redis(tmp)
+    try:
+        redis.Redis.from_url(server.url).config_set("appendfsync", "no")
+        app = create_app(Settings(redis_url=server.url, **settings))
+        with TestClient(app) as client:
+            seed_data(client)
+            target.app = app
+            try:
+                yield client
+            finally:
+                target.app = None
+    finally:
+        server.stop()
 
 
 

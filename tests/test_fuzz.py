@@ -22,14 +22,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, note, settings
 
-from benchmarks.fuzz import MODEL, NEGATIVE_DATA_STATUSES, seed_data, steer_case
+from benchmarks.fuzz import MODEL, NEGATIVE_DATA_STATUSES, steer_case
 from service.app import create_app
 from service.settings import Settings
-from tests.conftest import RedisServer, start_redis
+from tests.conftest import fuzz_target
 
 schemathesis = pytest.importorskip("schemathesis")
 from schemathesis.checks import (  # noqa: E402
@@ -101,18 +100,8 @@ schema.config.checks.negative_data_rejection.expected_statuses = NEGATIVE_DATA_S
 @pytest.fixture(scope="module", autouse=True)
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """The app on a redis-server of this module, with the seeded model and events."""
-    server: RedisServer = start_redis(tmp_path_factory.mktemp("fuzz-redis"))
-    try:
-        # no fsync per write: thousands of requests, and nothing here needs durability
-        redis.Redis.from_url(server.url).config_set("appendfsync", "no")
-        app = create_app(Settings(redis_url=server.url, **FUZZ_SETTINGS))
-        with TestClient(app) as client:
-            seed_data(client)
-            TARGET.app = app
-            yield client
-            TARGET.app = None
-    finally:
-        server.stop()
+    with fuzz_target(tmp_path_factory.mktemp("fuzz-redis"), TARGET, **FUZZ_SETTINGS) as client:
+        yield client
     print(f"\nfuzz answers (seed {schema.config.seed}):")  # shown with -s
     for (route, code), n in sorted(TARGET.statuses.items()):
         print(f"  {route} {code}: {n}")

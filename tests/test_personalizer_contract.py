@@ -13,14 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 
-from benchmarks.fuzz import PZ_EVENTS, seed_data, steer_case
+from benchmarks.fuzz import PZ_EVENTS, steer_case
 from service.app import create_app
 from service.settings import Settings
-from tests.conftest import RedisServer, start_redis
+from tests.conftest import RedisServer, fuzz_target
 from tests.test_personalizer import BASE, RANK_EXAMPLE, SETTINGS
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -107,17 +106,9 @@ def test_bounds_examples_and_descriptions() -> None:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     """The app on a redis-server of this module, with the seeded model and events."""
-    server: RedisServer = start_redis(tmp_path_factory.mktemp("pz-contract-redis"))
-    try:
-        redis.Redis.from_url(server.url).config_set("appendfsync", "no")
-        app = create_app(Settings(redis_url=server.url, **CONTRACT_SETTINGS))
-        with TestClient(app) as client:
-            seed_data(client)
-            TARGET.app = app
-            yield client
-            TARGET.app = None
-    finally:
-        server.stop()
+    with fuzz_target(tmp_path_factory.mktemp("pz-contract-redis"), TARGET,
+                     **CONTRACT_SETTINGS) as client:
+        yield client
 
 
 def _envelope(r, status: int, code: str) -> str:
