@@ -50,12 +50,13 @@ USER_KEY, ADMIN_KEY = "fuzz-user", "fuzz-admin"
 #: service's max_body_bytes)
 NEGATIVE_DATA_STATUSES = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422",
                           "428", "429", "5xx"]
-#: what may answer schema-valid data: Schemathesis's defaults, 413 (the body limit), and the
-#: documented checks against the model that no schema can say: 422 on the native routes (a label
-#: or excluded action the model does not have, min_propensity above 1/k, a parameter value the
-#: booster refuses), 400 on the Personalizer ones (Personalizer's code for the same);
-#: ``--strict-positive`` keeps Schemathesis's defaults to count them
-POSITIVE_DATA_STATUSES = ["2XX", "401", "403", "404", "409", "413", "422", "400"]
+#: what may answer schema-valid data: Schemathesis's defaults (a 5XX is not_a_server_error's
+#: to count), 413 (the body limit), and the documented checks against the model that no schema
+#: can say: 422 on the native routes (a label or excluded action the model does not have,
+#: min_propensity above 1/k, a parameter value the booster refuses), 400 on the Personalizer ones
+#: (Personalizer's code for the same); ``--strict-positive`` keeps the defaults, to count them
+POSITIVE_DATA_STATUSES = ["2XX", "3XX", "401", "403", "404", "409", "429", "5XX", "413", "422",
+                          "400"]
 
 JSON_VALUES = st.recursive(
     # small integers (a model of hundreds of learners is slow to build, not wrong), and a few

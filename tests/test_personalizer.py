@@ -262,6 +262,11 @@ def test_configured_model_and_keys(redis_url: str) -> None:
         assert c.post("/v1/models", json=body, headers=admin).status_code == 201
         r = c.post(f"{BASE}/rank", json=RANK_EXAMPLE)
         assert r.status_code == 401 and r.json()["error"]["code"] == "Unauthorized"
+        for wrong in ({"Ocp-Apim-Subscription-Key": "k2"}, {"Authorization": "Bearer k2"}):
+            for path, body in [("rank", RANK_EXAMPLE), ("events/e/reward", REWARD_EXAMPLE),
+                               ("events/e/activate", None)]:
+                r = c.post(f"{BASE}/{path}", json=body, headers=wrong)
+                assert r.status_code == 401, (path, wrong, r.text)
         key = {"Ocp-Apim-Subscription-Key": "k1"}
         r = c.post(f"{BASE}/rank", json=RANK_EXAMPLE, headers=key)
         assert r.status_code == 201, r.text
