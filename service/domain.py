@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from boosters._params import FLAG_PARAMS
 from boosters.base import OnlineBooster
 from boosters.registry import make_booster
 from service.events import dumps, loads
@@ -89,12 +90,21 @@ class ModelConfig:
         """Inverse of :meth:`to_json`. A config stored before ``negative_rewards`` existed keeps
         the mapping it was made with (:data:`LEGACY_NEGATIVE_REWARDS`).
 
+        A flag stored before flags had to be booleans keeps the value its booster read
+        (Python's truth of it).
+
         >>> ModelConfig.from_json('{"name": "m", "booster": "uniform", "actions": ["a", "b"], '
         ...                       '"params": {}}').negative_rewards
         'rescale'
+        >>> ModelConfig.from_json('{"name": "m", "booster": "adabandit", "actions": ["a", "b"], '
+        ...                       '"params": {"fast_trees": 0, "seed": 1}}').params
+        {'fast_trees': False, 'seed': 1}
         """
         data = loads(text)
         data.setdefault("negative_rewards", LEGACY_NEGATIVE_REWARDS)
+        params = data.get("params") or {}
+        for name in FLAG_PARAMS & set(params):
+            params[name] = bool(params[name])
         return cls(**data)
 
     def build(self) -> OnlineBooster:
