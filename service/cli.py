@@ -738,15 +738,14 @@ def _create_model(
     log: Any, name: str, booster: str | None, path: Path, fmt: str, action_index: bool,
     reward_map: str,
 ) -> None:
-    """Create model ``name`` with the actions of the log file at ``path``, through the API's own
-    creation route (its checks, its version-0 snapshot): one place for the rule. Its
-    ``negative_rewards`` is the map's rule, or for ``personalizer`` the setting of the models the
-    Personalizer routes create."""
-    from fastapi import HTTPException
+    """Create model ``name`` with the actions of the log file at ``path``, by the rule every
+    creation follows (:func:`service.creation.create_model`: its checks, its version-0
+    snapshot). Its ``negative_rewards`` is the map's rule, or for ``personalizer`` the setting
+    of the models the Personalizer routes create."""
     from pydantic import ValidationError
 
+    from service.creation import InvalidModel, ModelExists, create_model
     from service.interchange import ImportError_, file_actions
-    from service.routers.models import create_model
     from service.schemas import CreateModel
     from service.store import ModelStore
 
@@ -760,12 +759,12 @@ def _create_model(
                 "personalizer": settings.personalizer_negative_rewards}.get(reward_map, "clip")
         body = CreateModel(name=name, booster=booster or settings.personalizer_booster,
                            actions=actions, negative_rewards=rule)
-        info = create_model(body, log, ModelStore(log), settings)
+        info = create_model(log, ModelStore(log), body.to_config(), settings.max_actions).config
     except ValidationError as exc:
         _fail("--create: " + "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()))
-    except HTTPException as exc:
-        _fail(f"--create: {exc.detail}")
+    except (InvalidModel, ModelExists) as exc:
+        _fail(f"--create: {exc}")
     typer.echo(f"created model {info.name!r} ({info.booster}, {len(info.actions)} actions: "
                f"{', '.join(info.actions[:10])}{', ...' if len(info.actions) > 10 else ''})",
                err=True)

@@ -22,7 +22,7 @@ from pydantic import (
 from boosters._params import FLAG_PARAMS
 from boosters.base import check_context
 from boosters.registry import booster_params, names
-from service.domain import NegativeRewards
+from service.domain import ModelConfig, NegativeRewards
 
 __all__ = [
     "CreateModel",
@@ -170,6 +170,19 @@ class CreateModel(_Body):
         if bad:
             raise ValueError(f"action ids must have 1..256 characters: {bad[0]!r}")
         return value
+
+    def to_config(self) -> ModelConfig:
+        """The config of the model this body asks for (its ``params`` as sent: checked and
+        seeded by :func:`service.creation.create_model`).
+
+        >>> CreateModel(name="m", booster="uniform", actions=["a", "b"]).to_config().actions
+        ['a', 'b']
+        """
+        return ModelConfig(name=self.name, booster=self.booster, actions=list(self.actions),
+                           params=dict(self.params),
+                           reward_wait_seconds=self.reward_wait_seconds,
+                           default_reward=self.default_reward,
+                           negative_rewards=self.negative_rewards)
 
 
 class ModelInfo(BaseModel):

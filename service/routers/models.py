@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, HTTPException, Response, status
 
-from boosters.registry import booster_params
+from service import creation
 from service.deps import (
     LogDep,
     ModelDep,
@@ -16,7 +16,7 @@ from service.deps import (
 )
 from service.eventlog import EventLog
 from service.schemas import CreateModel, ModelInfo, error_responses
-from service.store import ModelConfig, ServedModel, save_snapshot
+from service.store import ServedModel
 
 router = APIRouter(prefix="/v1/models", tags=["models"], dependencies=[Depends(require_key)],
                    responses=error_responses(401, 422, 503))
@@ -47,10 +47,6 @@ def _info(model: ServedModel, log: EventLog) -> ModelInfo:
     )
 
 
-def _unprocessable(message: str) -> HTTPException:
-    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, message)
-
-
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
@@ -66,42 +62,12 @@ def create_model(
 ) -> ModelInfo:
     """Create a model (admin key). Its booster is built from `params` (a booster that
     refuses them is a 422 naming the problem) and its version-0 snapshot stored."""
-    if len(body.actions) > settings.max_actions:
-        raise _unprocessable(
-            f"too many actions: {len(body.actions)} > {settings.max_actions} (max_actions)"
-        )
-    accepted = booster_params(body.booster)
-    unknown = sorted(set(body.params) - set(accepted))
-    if unknown:
-        raise _unprocessable(
-            f"unknown parameter(s) for {body.booster}: {', '.join(unknown)}; "
-            f"accepted: {', '.join(sorted(accepted))}"
-        )
-    seed = body.params.get("seed")
-    if isinstance(seed, float) and seed.is_integer():  # JSON's 7.0 is an integer too
-        seed = body.params["seed"] = int(seed)
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise _unprocessable(f"params.seed must be a non-negative integer, got {seed!r}")
-    config = ModelConfig(
-        name=body.name,
-        booster=body.booster,
-        actions=list(body.actions),
-        params=ModelConfig.fill_seed(body.params),
-        reward_wait_seconds=body.reward_wait_seconds,
-        default_reward=body.default_reward,
-        negative_rewards=body.negative_rewards,
-    )
-    if log.config(body.name) is not None:  # before building: a build can take seconds
-        raise HTTPException(status.HTTP_409_CONFLICT, f"model {body.name!r} already exists")
     try:
-        booster = config.build()
-    except (ValueError, TypeError) as exc:
-        raise _unprocessable(f"cannot build booster {body.booster!r}: {exc}") from None
-    if not log.add_config(config):  # a concurrent creation won: its snapshot stays untouched
-        raise HTTPException(status.HTTP_409_CONFLICT, f"model {body.name!r} already exists")
-    model = ServedModel(config, booster)
-    save_snapshot(log, model)  # version 0, so replicas and learners start from the same state
-    store.put(model)
+        model = creation.create_model(log, store, body.to_config(), settings.max_actions)
+    except creation.InvalidModel as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+    except creation.ModelExists as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
     return _info(model, log)
 
 

@@ -75,7 +75,7 @@ from starlette.exceptions import HTTPException  # FastAPI's is a subclass
 
 from boosters.base import check_context
 from boosters.registry import booster_class, names
-from service import metrics, runtime
+from service import creation, metrics, runtime
 from service.deps import LogDep, SettingsDep, StoreDep
 from service.deps import _matches as key_matches
 from service.domain import reward_from_client
@@ -91,7 +91,7 @@ from service.personalizer_schemas import (
     RewardRequest,
 )
 from service.settings import Settings
-from service.store import ModelConfig, ModelStore, ServedModel, save_snapshot
+from service.store import ModelConfig, ModelStore, ServedModel
 
 __all__ = ["PREFIX", "PersonalizerFailure", "router"]
 
@@ -257,25 +257,24 @@ def _create(name: str, ids: list[str], log: EventLog, store: ModelStore,
         name=name,
         booster=settings.personalizer_booster,
         actions=sorted(ids),
-        params=ModelConfig.fill_seed(settings.personalizer_params),
+        params=dict(settings.personalizer_params),
         reward_wait_seconds=settings.personalizer_reward_wait_seconds,
         default_reward=reward_from_client(settings.personalizer_default_reward, mapping),
         negative_rewards=mapping,
     )
     try:
-        model = ServedModel(config, config.build())
-    except (ValueError, TypeError) as exc:
+        model = creation.create_model(log, store, config, settings.max_actions)
+    except creation.InvalidModel as exc:
         raise PersonalizerFailure(500, "InternalServerError",
-                                  f"cannot build booster: {exc}") from None
-    if log.add_config(config):
-        save_snapshot(log, model)  # version 0 (never over a concurrent creator's)
-        store.put(model)
-        log_.info("created model %s for actions %s", name, ", ".join(config.actions))
-        return model
-    existing = store.get(name)
-    if existing is None:  # pragma: no cover - deleted right after a concurrent creation
-        raise PersonalizerFailure(503, "ServiceUnavailable", "model creation raced; retry")
-    return existing
+                                  f"cannot build booster: {exc.reason}") from None
+    except creation.ModelExists:  # a concurrent creator won: use theirs
+        existing = store.get(name)
+        if existing is None:  # pragma: no cover - deleted right after a concurrent creation
+            raise PersonalizerFailure(503, "ServiceUnavailable",
+                                      "model creation raced; retry") from None
+        return existing
+    log_.info("created model %s for actions %s", name, ", ".join(config.actions))
+    return model
 
 
 def resolve_model(ids: list[str], log: EventLog, store: ModelStore,
