@@ -115,3 +115,24 @@ def test_import_create_loads_no_web_framework(redis_url: str, tmp_path: Path) ->
     assert code == 0, output
     assert "created model 'fresh'" in output
     assert web == []
+
+
+@pytest.mark.parametrize(("params", "fragment"), [
+    ({"n_learners": 0}, "cannot build booster: "),
+    ({"bogus": 1}, "cannot build booster: unknown parameter(s) for adabandit: bogus"),
+])
+def test_a_personalizer_model_the_settings_cannot_make_is_a_500_envelope(
+        redis_url: str, params: dict, fragment: str) -> None:
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from service.settings import Settings
+    from tests.test_personalizer import BASE, RANK_EXAMPLE, SETTINGS
+
+    settings = Settings(redis_url=redis_url, **{**SETTINGS, "personalizer_params": params})
+    with TestClient(create_app(settings)) as client:
+        r = client.post(f"{BASE}/rank", json=RANK_EXAMPLE)
+        assert r.status_code == 500, r.text
+        error = r.json()["error"]
+        assert error["code"] == "InternalServerError" and error["message"].startswith(fragment)
+        assert client.app.state.log.configs() == {}
