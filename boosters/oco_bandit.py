@@ -1,22 +1,22 @@
 """Multiclass contextual-bandit form of the online agnostic OCO booster (one-vs-all).
 
-**This goes beyond the papers.** BCHM20 (seed 002) is binary and full-information; everything
-here is the project's own design proposal, ../shared/specs/agnostic_boosting.md Part C [MINE],
-with no proven multiclass or bandit regret bound (each one-vs-all booster only inherits
-Theorem 2 for its own binary pseudo-labelled task, and only in the ``"rounding"`` mode).
+**This goes beyond the papers.** BCHM20 (*Online Agnostic Boosting via Regret Minimization*) is
+binary and full-information; everything here is the project's own design (docs/papers.md, "The
+project's own extensions"), with no proven multiclass or bandit regret bound (each one-vs-all
+booster only inherits Theorem 2 for its own binary pseudo-labelled task, and only in the
+``"rounding"`` mode).
 
-- §C.1: k binary OCO boosters (:mod:`boosters.oco`, Algorithm 1 or 4), one per action, each
-  with N Hoeffding trees; the greedy action is the argmax of the unclipped one-vs-all margins
-  ``z_a = sum_i W_{a,i}(x) / (gamma N)``, ties broken uniformly at random. A true label
-  (full-information feedback) trains every booster with ``+1`` for the label and ``-1`` for the
-  others.
-- §C.2 with exploration by eq. 2 of seed 001 (``1 - rho`` on the greedy action, ``rho / (k - 1)``
-  on each other; :func:`boosters.exploration.exploration_distribution`) instead of the spec's
-  epsilon-greedy; the propensity is logged with the decision and ``pi_min`` is the smallest
-  probability of eq. 2, ``min(1 - rho, rho / (k - 1))`` (or a smaller positive logged one). A
-  decision restricted to allowed actions (``decide_one(x, allowed=...)``) takes the argmax among
-  them and explores over them only. A bandit reward ``r`` trains only the played arm's booster,
-  by one of two rules (``update``):
+- multiclass: k binary OCO boosters (:mod:`boosters.oco`, Algorithm 1 or 4), one per action, each
+  with N Hoeffding trees; the greedy action is the argmax of the unclipped one-vs-all margins ``z_a
+  = sum_i W_{a,i}(x) / (gamma N)``, ties broken uniformly at random. A true label (full-information
+  feedback) trains every booster with ``+1`` for the label and ``-1`` for the others.
+- contextual bandits, with exploration by eq. (2) of Zhang et al. 2019 (``1 - rho`` on the greedy
+  action, ``rho / (k - 1)`` on each other; :func:`boosters.exploration.exploration_distribution`)
+  instead of epsilon-greedy; the propensity is logged with the decision and ``pi_min`` is the
+  smallest probability of eq. 2, ``min(1 - rho, rho / (k - 1))`` (or a smaller positive logged one).
+  A decision restricted to allowed actions (``decide_one(x, allowed=...)``) takes the argmax among
+  them and explores over them only. A bandit reward ``r`` trains only the played arm's booster, by
+  one of two rules (``update``):
 
   ``"rounding"`` (CB-R, random rounding)
       pseudo-label ``+1`` with probability ``1/2 + pi_min (r - 1/2) / pi(a)``
@@ -28,7 +28,7 @@ Theorem 2 for its own binary pseudo-labelled task, and only in the ``"rounding"`
       ``E[1{a = k} w sign(r - b)] = r(x, k) - b`` (no clipping).
 
 Decision-time internals: ``weak`` (k, N) predictions in {-1, +1}, ``z`` (k,) margins, ``yhat``
-the greedy action. :class:`OCOFull` is the full-information twin (§C.1, ``rho = 0`` by default).
+the greedy action. :class:`OCOFull` is the full-information twin (``rho = 0`` by default).
 
 >>> booster = OCOBandit(n_actions=3, n_learners=4, rho=0.1, seed=0)
 >>> d = booster.decide_one({"f": "a"})
@@ -102,7 +102,7 @@ class OCOBandit(_OCOParams, OnlineBooster):
         (0.05-0.5): on short Car streams larger values did clearly better (0.1: ~0.3,
         0.5: ~0.5-0.7, 0.8: ~0.64-0.77 accuracy).
     seed, tree_profile, fixed_trees, nominal_attributes, fast_trees
-        As for the seed-001 boosters (``boosters.template.BoostingTemplate``).
+        As for the Zhang et al. 2019 boosters (``boosters.template.BoostingTemplate``).
     update
         ``"weighted"`` (CB-W, default) or ``"rounding"`` (CB-R).
     p_init, realizable, optimizer

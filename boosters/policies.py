@@ -1,10 +1,11 @@
 """Softmax ensemble policies over scores f(x, a) on ``[x; e_a]``, and the logging-policy wrapper.
 
-Implements ../shared/specs/bopl.md §1 (softmax ensemble policy with inverse temperature beta,
-F_0 = 0 gives the uniform policy, evaluation as the argmax policy beta -> infinity), §3.0 (scores
-of the pair (x, a) through the features ``[x; e_a]``), §4 and §5.3 (logging propensities floored
-by epsilon-mixing, p = (1 - eps) softmax + eps / k) and §7.1 (max-subtracted softmax, log-softmax
-through logsumexp).
+Implements London et al., *Boosted Off-Policy Learning* (AISTATS 2023; docs/papers.md): the
+softmax ensemble policy of Sec. 3.1 with inverse temperature beta (F_0 = 0 gives the uniform
+policy; evaluation as the argmax policy, beta -> infinity), scores of the pair (x, a) through the
+features ``[x; e_a]`` (Appendix F.5), logging propensities floored by epsilon-mixing,
+p = (1 - eps) softmax + eps / k (Appendix F.3), and numerically stable max-subtracted softmax and
+log-softmax through logsumexp.
 
 - :func:`log_softmax`, :func:`softmax`: numerically stable, row-wise, with inverse temperature.
 - :class:`AdditiveEnsemble`: F_T(x, a) = sum_t alpha_t f_t([x; e_a]) for all k actions at once.

@@ -1,13 +1,14 @@
-"""Algorithm 1 of seed 001, the online bandit boosting template, shared by all four boosters.
+"""Algorithm 1 of Zhang et al. 2019, the online bandit boosting template of all four boosters.
 
-Implements ../shared/specs/bandit_boosting.md §2 (steps 1-12): every weak learner predicts, the
-expert votes ``s^j = sum_{i <= j} alpha^i e_{h^i}`` are formed with the current weights, an expert
-is chosen, its label is explored by eq. 2, and after the bandit bit every weak learner receives the
-estimated cost vector ``C^i (1 - lhat)`` (eq. 5) turned into a (label, weight) pair (§2.1).
+Implements Sec. 3.1 (Algorithm 1) of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
+Feedback* (AISTATS 2019); docs/papers.md: every weak learner predicts, the expert votes ``s^j =
+sum_{i <= j} alpha^i e_{h^i}`` are formed with the current weights, an expert is chosen, its label
+is explored by eq. 2, and after the bandit bit every weak learner receives the estimated cost vector
+``C^i (1 - lhat)`` (eq. 5) turned into a (label, weight) pair (App. B.3).
 
-The full-information twins (§7.6) run the same code path with the true loss vector ``1 - e_y``
-in place of the estimate. Subclasses supply the cost matrices, the weights ``alpha``, the expert
-choice and the booster's own update.
+The full-information twins (as in the authors' code) run the same code path with the true loss
+vector ``1 - e_y`` in place of the estimate. Subclasses supply the cost matrices, the weights
+``alpha``, the expert choice and the booster's own update.
 
 Decision-time internals logged with every decision: ``weak`` (each learner's label ``h``),
 ``experts`` (each expert's label), ``expert`` (the chosen index), ``yhat`` (the booster's
