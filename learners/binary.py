@@ -1,7 +1,7 @@
 """Binary weak learner over River's Hoeffding tree, predicting in {-1, +1}.
 
-Implements ../shared/specs/agnostic_boosting.md Part A, §A.5 ("Implementation notes for River
-Hoeffding-tree weak learners", faithful mode): the weak learner of the online agnostic booster is
+The weak learner of the online agnostic booster of BCHM20 (*Online Agnostic Boosting via Regret
+Minimization*, NeurIPS 2020; docs/papers.md) is, by the project's choice (faithful mode),
 ``river.tree.HoeffdingTreeClassifier`` trained on labels in {-1, +1}. ``predict_proba_one`` gives
 nothing before a class has been seen; that (and any exact tie) is a fair coin in {-1, +1}, drawn
 by the caller's uniform number ``u`` so that all randomness stays with the booster's seeded

@@ -1,10 +1,11 @@
 """Multiclass weak learner over River's Hoeffding tree, with per-tree random hyperparameters.
 
-Implements spec ../shared/specs/bandit_boosting.md §2.1 (weak-learner prediction rule and the
-cost-sensitive reduction, via :mod:`learners.reduction`) and §7.5 (VFDT hyperparameters drawn per
-tree; mapping to ``river.tree.HoeffdingTreeClassifier``). The per-tree random draws are the
-authors' code, not the paper; :func:`sample_tree_params` with ``fixed=True`` gives every tree the
-middle of each range instead.
+Implements the VFDT weak learner of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
+Feedback* (AISTATS 2019; docs/papers.md), App. B.3: the weak-learner prediction rule and the
+cost-sensitive reduction, via :mod:`learners.reduction`; and the VFDT hyperparameters drawn per
+tree as in the authors' code, mapped to ``river.tree.HoeffdingTreeClassifier``. The per-tree
+random draws are the authors' code, not the paper; :func:`sample_tree_params` with ``fixed=True``
+gives every tree the middle of each range instead.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
