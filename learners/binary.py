@@ -50,7 +50,7 @@ class BinaryWeakLearner(Protocol):
 class BinaryHoeffdingTree:
     """A Hoeffding tree on labels {-1, +1} (information gain, majority-class leaves).
 
-    The tree settings follow the seed-001 weak learner (:class:`learners.hoeffding.
+    The tree settings follow the Zhang et al. 2019 weak learner (:class:`learners.hoeffding.
     CostSensitiveTree`), so the per-tree hyperparameter profiles of
     :func:`learners.hoeffding.sample_tree_params` apply unchanged. ``tree`` is the River object;
     the boosters train it through :meth:`learn_one`, which calls ``tree.learn_one``.
