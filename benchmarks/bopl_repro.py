@@ -1,7 +1,8 @@
-"""Reproduce Table 1 of "Boosted Off-Policy Learning" (seed 000) on Fashion-MNIST, digits, Yeast.
+"""Reproduce Table 1 of "Boosted Off-Policy Learning" (London et al. 2023) on Fashion-MNIST, digits,
+Yeast.
 
-Implements the protocol of ../shared/specs/bopl.md §5 (with §4's reward translation and the
-evaluation rules of §7.12), using boosters/bopl.py (BOPL, BOPL-S, §2-§3), boosters/brr.py
+Implements the protocol of the paper's Sec. 5 and Appendix F (with the reward translation of
+Sec. 5.2; docs/papers.md), using boosters/bopl.py (BOPL, BOPL-S, Algorithms 1-4), boosters/brr.py
 (BRR-xgb) and boosters/policies.py:
 
 - §5.2 splits, made once per dataset with a fixed seed (spec §8.7: the split is most likely fixed

@@ -1,4 +1,4 @@
-"""Reproduce seed 003's Table 3 (spec ../shared/specs/agnostic_boosting.md §B.6, §B.5 (i)-(v)).
+"""Reproduce Table 3 of Ghai & Singh 2024, *Sample-Efficient Agnostic Boosting* (docs/papers.md).
 
 Protocol of the paper's experiments (Section 7, App. J): decision stumps (scikit-learn) as weak
 learners; k-fold cross-validation (30 folds); classification noise of 0/5/10/20% added to the
@@ -266,10 +266,10 @@ def run_job(job: tuple) -> list[dict]:
 # ---- report -------------------------------------------------------------------------------------
 
 #: the start of the ``table3`` block: heading, protocol, the commands that made the numbers
-HEADER = """## Seed 003, Table 3 (batch agnostic boosting under label noise)
+HEADER = """## Ghai & Singh 2024, Table 3 (batch agnostic boosting under label noise)
 
-`benchmarks/table3.py`, protocol of the paper's Section 7 / App. J as the spec reads it
-(`../shared/specs/agnostic_boosting.md` §B.5-B.6): scikit-learn decision stumps as weak learners;
+`benchmarks/table3.py`, protocol of the paper's Section 7 / App. J as we read it
+(docs/papers.md): scikit-learn decision stumps as weak learners;
 stratified k-fold cross-validation; exactly 0/5/10/20% of the training fold's labels flipped (the
 test fold stays clean); grid T in {25, 50, 100} for every algorithm and sigma in {0.1, 0.25, 0.5}
 for Alg. 1; every booster picks its output round on a 20% hold-out of the training fold. Alg. 1 =
@@ -402,7 +402,7 @@ def report(rows: list[dict]) -> str:
         "standard error over folds (sd: standard deviation over folds), for the grid cell "
         "with the best mean test accuracy (its T and sigma in brackets; chosen on the test "
         "folds, as the paper appears to have done, so slightly optimistic); label noise on "
-        "the training folds only. 'paper': Table 3 of seed 003 (mean ± spread as printed; "
+        "the training folds only. 'paper': Table 3 of Ghai & Singh 2024 (mean ± spread as printed; "
         "the paper does not say what the spread is). A bold cell is outside the paper's "
         "spread (±0.005 for its rounding).",
         "",
