@@ -1,6 +1,7 @@
 """BOPL / BOPL-S (boosters/bopl.py), policies, BRR-xgb and the batch tree learners.
 
-Spec: ../shared/specs/bopl.md §1-§4 and the checks of §7.8.
+Paper: London et al. 2023, *Boosted Off-Policy Learning* (Algorithms 1-4, Eq. (6), (16)-(17);
+docs/papers.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Data conversion of the BOPL reproduction (benchmarks/bopl_repro.py) and the speed helpers.
 
-Spec: ../shared/specs/bopl.md §5.2-§5.4 (splits, logging policy, reward structure), §4 / §7.5
-(propensity floor) and §3.1 (the alpha identity, which must survive the hist split method).
+Paper: London et al. 2023, *Boosted Off-Policy Learning*, Sec. 5 and Appendix F (splits, logging
+policy, reward structure, propensity floor) and the alpha identity of Algorithm 3, which must
+survive the hist split method.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Tests of eq. 2 (exploration), eqs. 3-4 (loss estimators) and eq. 5 (estimated costs).
 
-Spec: shared/specs/bandit_boosting.md §1.2-1.4. Expectations are computed exactly by enumerating
-the played label ``ytilde`` under ``p``, never by sampling.
+Paper: Zhang et al. 2019, *Online Multiclass Boosting with Bandit Feedback*, Sec. 2.2.
+Expectations are computed exactly by enumerating the played label
+``ytilde`` under ``p``, never by sampling.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Tests of the online agnostic OCO booster (seed 002, spec Part A) and its multiclass bandit form
-(spec Part C, the project's own extension).
+"""Tests of the online agnostic OCO booster (BCHM20, docs/papers.md) and its multiclass bandit form
+(the project's own extension).
 
 Expectations are computed exactly (over the uniform draw that drives a coin, or over the
 exploration distribution), never by sampling; the learning tests use short streams.

@@ -1,4 +1,4 @@
-"""Tests of boosters/sample_efficient.py (spec ../shared/specs/agnostic_boosting.md Part B, §A.6).
+"""Tests of boosters/sample_efficient.py (Ghai & Singh 2024; BCHM20 Algorithm 2).
 
 - §B.3 "Unit test": with every chunk the same dataset and no clipping, the weak learner's input
   distribution satisfies ``cor_{D_t}(h) = sigma/(eta+sigma) (-Phi'(H_t, h))
@@ -92,7 +92,7 @@ def test_chunk_masses_sum_to_one():
             assert m.shape == (t,) and abs(m.sum() - 1) < 1e-12 and np.all(m >= 0)
 
 
-# ---- seed 003's invariant (§B.3 "Unit test") ---------------------------------------------------
+# ---- Ghai & Singh 2024's reuse invariant ---------------------------------------------------------
 
 
 def invariant_gap(model, X, y_pm, hs):
