@@ -30,7 +30,7 @@ __all__ = ["AdaBandit", "AdaBoostOLM", "logistic_cost_matrices", "logistic_loss"
 
 
 def logistic_loss(s: np.ndarray, y: int) -> float:
-    """Multiclass logistic loss ``sum_{l != y} log(1 + exp(s_l - s_y))`` (spec §4.1)."""
+    """Multiclass logistic loss ``sum_{l != y} log(1 + exp(s_l - s_y))`` (Sec. 3.3)."""
     z = np.delete(s - s[y], y)
     return float(np.logaddexp(0.0, z).sum())
 
@@ -78,7 +78,7 @@ class AdaBandit(BoostingTemplate):
         return logistic_cost_matrices(votes)
 
     def _learn_costs(self, votes: np.ndarray, omega: np.ndarray) -> np.ndarray:
-        # all N + 1 rows: rows 0..N-1 feed the trees, rows 1..N the alpha gradients (§4.3)
+        # all N + 1 rows: rows 0..N-1 feed the trees, rows 1..N the alpha gradients (eq. (11))
         return logistic_cost_matrices(votes) @ omega
 
     def _choose_expert(self, u: float) -> int:
@@ -111,7 +111,7 @@ class AdaBandit(BoostingTemplate):
 
 
 class AdaBoostOLM(AdaBandit):
-    """Adaboost.OLM (Jung et al. 2017), the full-information twin of AdaBandit (spec §7.6)."""
+    """Adaboost.OLM (Jung et al. 2017), the full-information twin of AdaBandit (authors' code)."""
 
     full_information = True
     default_weak_prediction = "cost_sensitive"

@@ -72,7 +72,7 @@ class BanditBBM(BoostingTemplate):
 
 
 class OnlineMBBM(BanditBBM):
-    """OnlineMBBM (Jung et al. 2017), the full-information twin of BanditBBM (spec §7.6).
+    """OnlineMBBM (Jung et al. 2017), the full-information twin of BanditBBM (authors' code).
 
     Feedback is the true label. Every tree learns that label with weight ``sum_l (c_l - c_y)``
     where ``c = C[:, y]`` (no clipping); weak learners predict cost-sensitively. With ``rho = 0``

@@ -74,7 +74,7 @@ __all__ = [
 _SOLVERS = ("auto", "per-round", "xgb-objective")
 
 
-# --------------------------------------------------------------------------- objectives (§1, §2.2)
+# ----------------------------------------------------------------- objectives (Eq. (6), (16)-(17))
 
 
 def _logged_prob(scores: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -109,7 +109,7 @@ def surrogate_risk(
 ) -> float:
     """Eq. 16-17: L~ = (1/n) sum_i [r_i < 0: -(r_i/p_i) pi(a_i|x_i); else -(r_i/p_i)(ln pi + 1)].
 
-    ln pi comes from the log-softmax (spec §7.1).
+    ln pi comes from the log-softmax.
 
     >>> round(surrogate_risk(np.zeros((1, 2)), np.array([0]), np.array([0.5]), np.array([1.0])), 4)
     -0.6137
@@ -169,7 +169,7 @@ def check_logged_data(
 
 
 class BOPL:
-    """Algorithm 1 (BOPL): boosts the IPS risk of a softmax ensemble policy (spec §2.1).
+    """Algorithm 1 (BOPL): boosts the IPS risk of a softmax ensemble policy.
 
     Parameters
     ----------
@@ -183,7 +183,7 @@ class BOPL:
     n_rounds
         Maximum number of boosting rounds T.
     reward_translation
-        c in r' = r + c, training only (spec §4; the paper uses -0.6 .. -0.1).
+        c in r' = r + c, training only (the paper uses -0.6 .. -0.1).
     tol
         Early-stopping threshold on the gradient, the base predictions and |alpha_t| (1e-10).
     solver
@@ -282,7 +282,7 @@ class BOPL:
             f"tol={self.tol}, solver={self.solver!r}, random_state={self.random_state})"
         )
 
-    # ---- per-round coefficients (spec §2.1 / §2.3)
+    # ---- per-round coefficients (Algorithms 1 and 2)
 
     def _coefficients(
         self, F: np.ndarray, a: np.ndarray, p: np.ndarray, r: np.ndarray
@@ -308,10 +308,10 @@ class BOPL:
         propensities: np.ndarray,
         rewards: np.ndarray,
     ) -> BOPL:
-        """Learn from logged (x_i, a_i, p_i, r_i); rewards are raw (translated here, §4)."""
+        """Learn from logged (x_i, a_i, p_i, r_i); rewards are raw (translated here)."""
         X, a, p, r = check_logged_data(X, actions, propensities, rewards, self.n_actions)
         r = r + self.reward_translation
-        keep = r != 0.0  # zero-reward rows have zero weight in every variant (§7.3)
+        keep = r != 0.0  # zero-reward rows have zero weight in every variant
         X, a, p, r = X[keep], a[keep], p[keep], r[keep]
         k = self.n_actions
         self.solver_ = "xgb-objective" if self.solver == "auto" and self._fast_ok else self.solver
@@ -462,7 +462,7 @@ class BOPL:
         return softmax(self.scores(X))
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """The evaluation policy argmax_a F_T(x, a) (beta -> infinity, spec §5.6)."""
+        """The evaluation policy argmax_a F_T(x, a) (beta -> infinity, as the paper evaluates)."""
         return np.argmax(self.scores(X), axis=1)
 
     def policy(
@@ -474,12 +474,12 @@ class BOPL:
 
 
 class BOPLS(BOPL):
-    """Algorithm 2 (BOPL-S): boosts the composite surrogate L~ (spec §2.3, §3.2, §3.4).
+    """Algorithm 2 (BOPL-S): boosts the composite surrogate L~ (Eq. (16)-(17)).
 
     Same parameters and attributes as :class:`BOPL`; ``objective_`` records L~ on translated
     rewards. Per round xi_i = q_i if r_i < 0 else 1 (recomputed), sigma_i = 1/2 if r_i < 0 else 1,
     c_i = r_i xi_i / p_i, d_i = |r_i| sigma_i / p_i and alpha_t = N_t / D_t (factor 1, not 2).
-    The BOPL-S base-learner reductions are [derived] in the spec, not written out in the paper.
+    The BOPL-S base-learner reductions are derived from Appendix D, not written out in the paper.
 
     >>> import numpy as np
     >>> from learners.batch_trees import LeastSquaresTree

@@ -34,7 +34,7 @@ __all__ = ["RewardRegression"]
 
 
 class RewardRegression:
-    """BRR-xgb (spec §5.5): XGBoost squared-error regression of r on ``[x_i; e_{a_i}]``.
+    """BRR-xgb (BOPL paper, Sec. 5.2): XGBoost squared-error regression of r on ``[x_i; e_{a_i}]``.
 
     Parameters
     ----------

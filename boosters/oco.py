@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 
-# ---- the randomized projection and the relabel rule (spec §A.3) ----------------------------------
+# ---- the randomized projection and the relabel rule (BCHM20 Algorithm 1) -------------------------
 
 
 def projection_probability(z):
@@ -122,7 +122,7 @@ class ProjectedOGD:
     """Projected online gradient descent on ``[low, high]`` (Hazan, OCO book, Thm 3.1).
 
     ``p^{i+1} = clip(p^i - eta_i g_i, low, high)`` with ``eta_i = D / (G sqrt i)``
-    (``step="anytime"``, the spec's choice) or ``eta = D / (G sqrt N)`` for a run of length N
+    (``step="anytime"``, the default) or ``eta = D / (G sqrt N)`` for a run of length N
     (``step="fixed"``); ``D = high - low`` and ``G = lipschitz`` bounds ``|g_i|``.
 
     >>> ogd = ProjectedOGD(-1.0, 1.0, lipschitz=2.0 / 0.5)          # gamma = 0.5
@@ -265,7 +265,7 @@ class OCOBooster(_OCOParams, OnlineBooster):
         N, the number of weak learners (ignored when ``learners`` is given).
     gamma
         The weak learners' advantage in (0, 1]: votes are scaled by ``1 / (gamma N)`` and the OGD
-        losses by ``1 / gamma`` (spec §A.2, §D A2).
+        losses by ``1 / gamma`` (BCHM20 Definition 1; gamma is the weak learners' unknown edge).
     seed
         Seed of the numpy generator behind every random choice (tree draws, ties, ``Pi``, relabels).
     p_init

@@ -59,7 +59,7 @@ UPDATES = ("weighted", "rounding")
 
 
 def rounding_probability(reward: float, propensity: float, pi_min: float) -> float:
-    """CB-R: probability of the pseudo-label +1 for the played arm (spec §C.2).
+    """CB-R: probability of the pseudo-label +1 for the played arm (docs/papers.md).
 
     ``1/2 + pi_min (r - 1/2) / pi(a)``, in [0, 1] because ``pi_min <= pi(a)``.
 
@@ -85,7 +85,7 @@ def weighted_label(
 
 
 class OCOBandit(_OCOParams, OnlineBooster):
-    """One-vs-all OCO boosters with eq.-2 exploration and bandit updates (spec Part C, [MINE]).
+    """One-vs-all OCO boosters with eq.-2 exploration and bandit updates (the project's extension).
 
     Parameters
     ----------
@@ -98,7 +98,7 @@ class OCOBandit(_OCOParams, OnlineBooster):
         Explore rate of eq. 2, in (0, 1) ([0, 1) for :class:`OCOFull`).
     gamma
         The weak learners' advantage in (0, 1] (vote scale and OGD step, as in
-        :class:`boosters.oco.OCOBooster`). The default 0.8 is above the spec's suggested grid
+        :class:`boosters.oco.OCOBooster`). The default 0.8 is above our first suggested grid
         (0.05-0.5): on short Car streams larger values did clearly better (0.1: ~0.3,
         0.5: ~0.5-0.7, 0.8: ~0.64-0.77 accuracy).
     seed, tree_profile, fixed_trees, nominal_attributes, fast_trees
@@ -224,7 +224,7 @@ class OCOBandit(_OCOParams, OnlineBooster):
     def learn_one(
         self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
     ) -> None:
-        """A label trains all k boosters (§C.1); a reward the played arm's booster (§C.2)."""
+        """A label trains all k boosters; a reward the played arm's booster."""
         check_context(x)
         weak, p = self._check_decision(decision)
         reward, label = validate_feedback(decision, reward, label, self.n_actions)
@@ -267,7 +267,7 @@ class OCOBandit(_OCOParams, OnlineBooster):
 
 
 class OCOFull(OCOBandit):
-    """Full-information twin of :class:`OCOBandit` (spec §C.1): needs the label, ``rho = 0``."""
+    """Full-information twin of :class:`OCOBandit` (our extension): needs the label, ``rho = 0``."""
 
     full_information = True
     default_tree_profile = "full"

@@ -173,7 +173,7 @@ def snips(
     *,
     level: float = 0.95,
 ) -> Estimate:
-    """Self-normalised IPS: sum w r / sum w (spec §4); delta-method standard error.
+    """Self-normalised IPS: sum w r / sum w (Swaminathan & Joachims 2015); delta-method stderr.
 
     The linearisation of the ratio gives per-event terms w_i (r_i - V) / mean(w).
     """

@@ -327,7 +327,7 @@ def _inv_factorials(r: int) -> tuple[float, ...]:
 
 
 def potential_by_binomial_dp(y: int, n: int, s, gamma: float) -> float:
-    """The spec's exact method (§3.2): condition on the true label's votes ``m ~ Bin(n, q)``.
+    """An independent exact method: condition on the true label's votes ``m ~ Bin(n, q)``.
 
     The other ``r = n - m`` votes are uniform over the ``k - 1`` other labels; a dynamic
     programme over those labels with state (votes used, number of ties) sums the multinomial

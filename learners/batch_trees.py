@@ -111,7 +111,7 @@ class FittedBooster:
 
 
 class LeastSquaresTree:
-    """One exact weighted least-squares regression tree per round, fitted by XGBoost (spec §3.5).
+    """One exact weighted least-squares regression tree per round, fitted by XGBoost (BOPL App. G).
 
     Parameters
     ----------
@@ -127,8 +127,8 @@ class LeastSquaresTree:
     n_jobs
         XGBoost threads. The exact method is deterministic for a fixed thread count.
 
-    Settings fixed by the spec: ``objective = reg:squarederror``, ``tree_method = exact``,
-    ``base_score = 0`` (a nonzero base score inflates D(f) and shrinks alpha, §7.7), ``gamma = 0``.
+    Settings fixed here: ``objective = reg:squarederror``, ``tree_method = exact``,
+    ``base_score = 0`` (a nonzero base score inflates D(f) and shrinks alpha), ``gamma = 0``.
 
     >>> LeastSquaresTree(max_depth=0)
     Traceback (most recent call last):
@@ -241,7 +241,7 @@ class LeastSquaresTree:
 
 
 class GradientBoostedRegressor:
-    """XGBoost gradient-boosted regression trees, squared error, exact splits (BRR-xgb, spec §5.5).
+    """XGBoost gradient-boosted regression trees, squared error, exact splits (BRR-xgb of BOPL).
 
     Parameters mirror Table 4's BRR-xgb rows: ``n_estimators``, ``max_depth``,
     ``min_child_weight``, ``reg_lambda`` (XGBoost's default 1), ``learning_rate``. The intercept
@@ -311,7 +311,7 @@ class FittedClassifier:
 
 
 class WeightedTreeClassifier:
-    """A weighted scikit-learn ``DecisionTreeClassifier`` on labels +-1 (spec §3.3, §3.5).
+    """A weighted scikit-learn ``DecisionTreeClassifier`` on labels +-1 (BOPL Algorithm 4, App. G).
 
     Parameters
     ----------
@@ -319,7 +319,7 @@ class WeightedTreeClassifier:
         Maximum depth (the paper tunes 6-25).
     min_samples_leaf
         Minimum rows per leaf; [not in paper] the likely mapping of the paper's
-        "min_child_weight" for scikit-learn (spec §8.3).
+        "min_child_weight" for scikit-learn.
     criterion
         Split criterion, ``"gini"`` (scikit-learn's default; the paper does not say) or
         ``"entropy"``/``"log_loss"``.

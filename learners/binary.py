@@ -38,7 +38,7 @@ __all__ = ["BinaryHoeffdingTree", "BinaryWeakLearner", "margins", "signs_random_
 
 @runtime_checkable
 class BinaryWeakLearner(Protocol):
-    """What the OCO boosters need from a weak learner (spec §A.2: predictions in {-1, +1})."""
+    """What the OCO boosters need from a weak learner (BCHM20 Def. 1: predictions in {-1, +1})."""
 
     def margin_one(self, x: dict) -> float:
         """Score in [-1, 1]; its sign is the prediction, 0 is a tie (a fair coin)."""

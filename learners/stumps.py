@@ -85,7 +85,7 @@ def _constant(y: np.ndarray, w: np.ndarray) -> FittedStump:
 
 
 class DecisionStump:
-    """A weighted depth-1 ``DecisionTreeClassifier`` (spec §B.5, §B.6).
+    """A weighted depth-1 ``DecisionTreeClassifier`` (Ghai & Singh 2024, Sec. 7).
 
     Parameters
     ----------
