@@ -5,8 +5,8 @@ The OCO booster of BCHM20, *Online Agnostic Boosting via Regret Minimization* (N
 is used with full
 information through the common booster protocol (ARCHITECTURE.md "One protocol"): per example
 ``decide_one(x)`` and then ``learn_one(x, decision, label=y)``. It is scored by ``sign(z)`` (ties
-+1), and by its randomized prediction ``Pi(z)`` (the decision's action) as well (spec §A.5
-"Evaluation", §D A4).
++1), and by its randomized prediction ``Pi(z)`` (the decision's action) as well (BCHM20 Eq. 2;
+the paper's guarantee is for ``Pi(z)``).
 
 Competitors, all River 0.26 with default settings: ``river.ensemble.AdaBoostClassifier`` and
 ``river.ensemble.ADWINBoostingClassifier`` over ``river.tree.HoeffdingTreeClassifier()``, and a
@@ -14,8 +14,8 @@ single ``HoeffdingTreeClassifier()``; plus one Hoeffding tree with the settings 
 learners (information gain, majority-class leaves, the middle of the "full" profile:
 :func:`learners.hoeffding.sample_tree_params` with ``fixed=True``) to show what boosting adds to
 its weak learner. Every ensemble has ``N = 10`` trees (River's default). The booster needs the
-weak learners' advantage ``gamma``, which is unknown for Hoeffding trees (spec §D A2), so OCO is
-run at three fixed values, 0.2 (in the spec's grid), 0.5 (the class default) and 1.0 (the edge of
+weak learners' advantage ``gamma``, which is unknown for Hoeffding trees (BCHM20 Def. 1), so OCO is
+run at three fixed values, 0.2 (in our first grid), 0.5 (the class default) and 1.0 (the edge of
 (0, 1]), each reported; nothing else is tuned (``p_init = 0``: learner 1 trains on fair coins, as
 the paper has it).
 
@@ -147,7 +147,7 @@ class BoosterModel:
     """A full-information booster of the common protocol with two actions (0 = -1, 1 = +1).
 
     ``predict_one`` decides and keeps the decision; ``learn_one`` hands that decision back with
-    the true label, so the booster learns from the predictions it made (spec §D A3).
+    the true label, so the booster learns from the predictions it made (BCHM20 Algorithm 1).
     Metrics: ``sign`` (``z >= 0``, the deterministic vote) and ``pi`` (the randomized ``Pi(z)``).
     """
 
@@ -245,8 +245,8 @@ def run_one(job: tuple[str, float, str, int, int]) -> dict:
 NOTES = """Reading (the issue asks for the comparison and sets no target):
 
 - **gamma decides how OCO does, and nothing says which value to take.** gamma is the weak
-  learners' advantage, which is unknown for Hoeffding trees (spec §D A2); none of the three values
-  was tuned on these streams. gamma = 0.2, a value from the spec's grid, is the worst column on
+  learners' advantage, which is unknown for Hoeffding trees (BCHM20 Def. 1); none of the values
+  was tuned on these streams. gamma = 0.2, a value from our first grid, is the worst column on
   every stream. On German it scores 0.459, below the majority rate of 0.700. The cause is the
   size of the OGD step: with a small gamma, a few correct learners are enough to drive p to -1,
   so the learners after them are trained on flipped labels. gamma = 1.0 is the best OCO setting,
@@ -361,7 +361,7 @@ def report(rows: list[dict], command: str) -> str:
     if pi_columns:
         lines += [
             "",
-            "OCO's randomized prediction Π(z) (the theory's output, spec §A.5), same runs, "
+            "OCO's randomized prediction Π(z) (the theory's output, BCHM20 Eq. 2), same runs, "
             "observed labels:",
             "",
             *_table(acc, cases, pi_columns),

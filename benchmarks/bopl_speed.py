@@ -116,7 +116,7 @@ def logged_fashion(rows: int, seed: int = 0) -> tuple[np.ndarray, ...]:
 def first_round_problem(
     X: np.ndarray, a: np.ndarray, p: np.ndarray, r: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """BOPL-S-regr's first-round targets and weights on the n*k rows (spec §3.2)."""
+    """BOPL-S-regr's first-round targets and weights on the n*k rows (Algorithm 2, App. D)."""
     from boosters.bopl import BOPLS
 
     rt = r + TRANSLATION

@@ -49,7 +49,7 @@ DATASETS = {
     "mice": (8, 0.1, 10, 20, "numeric"),
 }
 BOOSTERS = ["banditbbm", "adabandit", "onlinembbm", "adaboostolm"]
-FULL_N = 20  # full-information baselines, spec §7.4 [ref-code]
+FULL_N = 20  # full-information baselines, as in the authors' code
 
 
 def config(dataset: str, booster: str) -> dict:
