@@ -81,7 +81,7 @@ def test_naive_estimator_is_zero_in_mistake_rounds(k, rho):
         assert np.allclose(correct, expected)
 
 
-# --- the four cases of the spec's table (§1.3) ----------------------------------------------------
+# --- the four cases of eq. (4) -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("k", KS)
@@ -111,7 +111,7 @@ def test_four_cases_of_the_table(k, rho):
             # else case D: lhat = 0, omega = 1
             assert np.allclose(lhat, expected_l), (y, yhat, ytilde)
             assert np.allclose(omega, expected_w), (y, yhat, ytilde)
-            # boundedness (§1.3): largest entry (k - 1) / rho, deviation <= k / rho
+            # boundedness: largest entry (k - 1) / rho, deviation <= k / rho
             assert lhat.max() <= (k - 1) / rho + 1e-9
             assert np.abs(lhat - _one_minus_e(y, k)).max() <= k / rho + 1e-9
 
