@@ -1,7 +1,7 @@
 """Batch agnostic boosters: wall time per boosting round against fitting one stump (issue 5).
 
-For each seed 003 dataset (as :mod:`benchmarks.table3` loads it) and each batch booster of
-boosters/sample_efficient.py, one repeat times
+For each dataset of Ghai & Singh 2024 (as :mod:`benchmarks.table3` loads it) and each batch
+booster of boosters/sample_efficient.py, one repeat times
 
 - the *baseline*: one weighted decision stump (:class:`learners.stumps.DecisionStump`, unit
   weights) fitted on the whole dataset (the same ``X`` and labels the booster gets), as the
@@ -15,7 +15,7 @@ Repeats alternate baseline and booster; the figures are medians over repeats, an
 machine load cancels to first order). Boosters: ``ours`` (Algorithm 1 as the paper's experiments
 ran it, sigma = 0.25, fractional), ``ours-alg1`` (Algorithm 1 as written: sampling mode,
 m = 10 x the rows of the chunks so far), ``kk09``, ``bchm20`` (Madaboost weights),
-``bchm20-oco`` (seed 002's OGD weights) and scikit-learn's AdaBoost over stumps for reference.
+``bchm20-oco`` (BCHM20's OGD weights) and scikit-learn's AdaBoost over stumps for reference.
 
     python benchmarks/batch_speed.py --repeats 7
 """

@@ -1,24 +1,25 @@
-"""Reproduce Table 1 of "Boosted Off-Policy Learning" (seed 000) on Fashion-MNIST, digits, Yeast.
+"""Reproduce Table 1 of "Boosted Off-Policy Learning" (London et al. 2023) on Fashion-MNIST, digits,
+Yeast.
 
-Implements the protocol of ../shared/specs/bopl.md §5 (with §4's reward translation and the
-evaluation rules of §7.12), using boosters/bopl.py (BOPL, BOPL-S, §2-§3), boosters/brr.py
+Implements the protocol of the paper's Sec. 5 and Appendix F (with the reward translation of
+Sec. 5.2; docs/papers.md), using boosters/bopl.py (BOPL, BOPL-S, Algorithms 1-4), boosters/brr.py
 (BRR-xgb) and boosters/policies.py:
 
-- §5.2 splits, made once per dataset with a fixed seed (spec §8.7: the split is most likely fixed
-  across trials): Fashion-MNIST uses the standard 60,000/10,000 train/test files and holds out a
-  random 10% of train for validation; digits and Yeast use Scene's procedure, 80/20 train/test
-  then 80/20 train/validation (64/16/20).
-- §5.3 conversion, once per trial: a random 10% of the training rows fits a multinomial logistic
+- App. F.2 splits, made once per dataset with a fixed seed (the paper does not say; the split is
+  most likely fixed across trials): Fashion-MNIST uses the standard 60,000/10,000 train/test
+  files and holds out a random 10% of train for validation; digits and Yeast use Scene's
+  procedure, 80/20 train/test then 80/20 train/validation (64/16/20).
+- App. F.3 conversion, once per trial: a random 10% of the training rows fits a multinomial logistic
   regression logging policy (StandardScaler + strong L2, ``C`` per dataset below, calibrated so the
   logging reward is near the paper's 0.47 for Fashion; [not in paper]); its softmax is mixed with
   uniform exploration, ``p = (1 - eps) softmax + eps / k`` with ``eps = 0.05`` ([not in paper]:
   the paper floors "in some cases"); every other training row gets one sampled action, its
   propensity and its reward.
-- §5.4 rewards: multiclass 1 for the true class, 1/4 inside the true class's near-miss group
+- App. F.4 rewards: multiclass 1 for the true class, 1/4 inside the true class's near-miss group
   (Fashion: {2,4} outerwear, {0,6} shirts, {5,7,9} footwear; digits has no groups, plain 0/1);
   multilabel (Yeast, 14 labels) 1 iff the action is one of the true labels. The multilabel
-  logging regression duplicates each logging row once per true label (spec §7.11 option 1).
-- §5.6 evaluation: learned policies as argmax policies on the full-label test set, the logging
+  logging regression duplicates each logging row once per true label (our choice).
+- Sec. 5.1 evaluation: learned policies as argmax policies on the full-label test set, the logging
   policy by its expected reward; the validation reward is recorded per round too.
 - Hyperparameters: Fashion uses the paper's Table 5 column. digits and Yeast have no column in
   the paper; they use Scene's (the closest in size, K = 6 multilabel), untuned.
@@ -80,7 +81,7 @@ LABELS = {
     "bopls-regr": "BOPL-S-regr",
     "bopls-class": "BOPL-S-class",
 }
-#: Table 1, Fashion-MNIST column (mean ± 95% CI over 10 trials), spec §5.9
+#: Table 1, Fashion-MNIST column (mean ± 95% CI over 10 trials)
 PAPER_FASHION = {
     "logging": (0.4708, 0.0009),
     "brr-xgb": (0.8739, 0.0011),
@@ -89,14 +90,14 @@ PAPER_FASHION = {
     "bopls-regr": (0.8876, 0.0022),
     "bopls-class": (0.8759, 0.0014),
 }
-#: Fashion-MNIST near-miss groups (spec §5.4), standard label ids
+#: Fashion-MNIST near-miss groups (App. F.4), standard label ids
 FASHION_GROUPS: tuple[tuple[int, ...], ...] = ((2, 4), (0, 6), (5, 7, 9), (1,), (3,), (8,))
 LOGGING_FRACTION = 0.10
 EPSILON = 0.05  # logging exploration mix: every propensity >= EPSILON / k
 #: logging-policy inverse regularisation strength C (calibrated, [not in paper])
 LOGGING_C = {"fashion": 8e-5, "digits": 2e-2, "yeast": 1e-3}
 
-# Table 5 (spec §5.8). "fashion" is the paper's Fashion column; digits and Yeast reuse Scene's.
+# Table 5 of the paper. "fashion" is the paper's Fashion column; digits and Yeast reuse Scene's.
 _TABLE5 = {
     "fashion": {
         "brr-xgb": dict(rounds=500, max_depth=15, min_child_weight=100, reg_lambda=0.0, lr=0.1),
@@ -120,7 +121,7 @@ HYPERPARAMETERS = {
 }
 
 
-# ---------------------------------------------------------------------------- data (§5.2-§5.4)
+# ---------------------------------------------------------------------------- data (App. F.2-F.4)
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -159,7 +160,7 @@ def load_fashion(root: Path = FASHION_DIR) -> tuple[np.ndarray, np.ndarray, np.n
 def near_miss_rewards(
     labels: np.ndarray, n_actions: int, groups: tuple[tuple[int, ...], ...] = ()
 ) -> np.ndarray:
-    """Spec §5.4 multiclass rewards (n, k): 1 for the label, 1/4 inside its group, else 0.
+    """App. F.4 multiclass rewards (n, k): 1 for the label, 1/4 inside its group, else 0.
 
     >>> near_miss_rewards(np.array([4, 1]), 5, groups=((2, 4), (1,))).tolist()
     [[0.0, 0.0, 0.25, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0, 0.0]]
@@ -181,7 +182,7 @@ def near_miss_rewards(
 
 
 def multilabel_rewards(Y: np.ndarray) -> np.ndarray:
-    """Spec §5.4 multilabel rewards: r(x, a) = 1 iff a is one of x's labels; needs >= 1 label.
+    """App. F.4 multilabel rewards: r(x, a) = 1 iff a is one of x's labels; needs >= 1 label.
 
     >>> multilabel_rewards(np.array([[1, 0, 1], [0, 1, 0]])).tolist()
     [[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
@@ -196,7 +197,7 @@ def multilabel_rewards(Y: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Split:
-    """A full-information dataset split once (§5.2): features and reward matrices (n, k)."""
+    """A full-information dataset split once (App. F.2): features and reward matrices (n, k)."""
 
     name: str
     X_train: np.ndarray
@@ -219,7 +220,7 @@ def _holdout(n: int, fraction: float, rng: np.random.Generator) -> tuple[np.ndar
 
 @functools.cache
 def load_split(name: str) -> Split:
-    """The fixed split of ``name`` (seed 0), rewards per spec §5.4."""
+    """The fixed split of ``name`` (seed 0), rewards per App. F.4."""
     rng = np.random.default_rng(0)
     if name == "fashion":
         Xtr, ytr, Xte, yte = load_fashion()
@@ -294,7 +295,7 @@ def to_bandit(
     fraction: float = LOGGING_FRACTION,
     epsilon: float = EPSILON,
 ) -> Bandit:
-    """Spec §5.3: fit the logging policy on a random ``fraction`` of rows, log the rest.
+    """App. F.3: fit the logging policy on a random ``fraction`` of rows, log the rest.
 
     >>> R = near_miss_rewards(np.arange(200) % 4, 4, groups=((0, 1),))
     >>> X = np.eye(4)[np.arange(200) % 4] + np.random.default_rng(0).normal(0, 0.1, (200, 4))
@@ -326,9 +327,9 @@ def trial_data(name: str, trial: int) -> tuple[Split, Bandit]:
 class HistLeastSquaresTree(LeastSquaresTree):
     """:class:`LeastSquaresTree` with XGBoost's ``hist`` split finding (256 bins per feature).
 
-    A reduction against the paper's "exact" method (spec §3.5), used only when the exact method
+    A reduction against the paper's "exact" method (App. G), used only when the exact method
     is too slow; leaves are still exact weighted least-squares means of their rows, so the
-    alpha_t = kappa identity (spec §3.1) still holds. ``prepare`` builds a QuantileDMatrix
+    alpha_t = kappa identity (of Algorithm 3) still holds. ``prepare`` builds a QuantileDMatrix
     (one byte per cell) instead of a float32 copy.
     """
 
@@ -437,7 +438,7 @@ def staged_scores(model: Any, Z: np.ndarray, n_actions: int):
 
 
 def argmax_reward(scores: np.ndarray, R: np.ndarray) -> float:
-    """Mean true reward of the argmax policy (spec §5.6)."""
+    """Mean true reward of the argmax policy (Sec. 5.1)."""
     return float(R[np.arange(R.shape[0]), np.argmax(scores, axis=1)].mean())
 
 
@@ -671,10 +672,11 @@ def report(rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]], plot_dir
     for r in rows:
         cells.setdefault((r["dataset"], r["method"], r["plan"]), []).append(r)
     lines = [
-        "Protocol of spec §5 (supervised-to-bandit conversion, 10% logging subset, multinomial "
-        "LR logging policy mixed with 5% uniform exploration, argmax test reward of every learned "
-        "policy, expected test reward of the logging policy). Test reward, mean ± sample std over "
-        "trials (n = number of trials); 'paper' is Table 1 (mean ± 95% CI over 10 trials). "
+        "Protocol of the paper's Sec. 5 and App. F (supervised-to-bandit conversion, 10% logging "
+        "subset, multinomial LR logging policy mixed with 5% uniform exploration, argmax test "
+        "reward of every learned policy, expected test reward of the logging policy). Test "
+        "reward, mean ± sample std over trials (n = number of trials); 'paper' is Table 1 (mean "
+        "± 95% CI over 10 trials). "
         "Time: median seconds to fit one trial (1 thread, `nice`, 2 shared cores).",
         "",
         "Runs were stopped when the time budget ran out: a method missing from a table, or "

@@ -1,7 +1,7 @@
 """BOPL speed and memory: BOPL-S-regr against plain XGBoost, and off-policy evaluation throughput.
 
-Three measurements (spec ../shared/specs/bopl.md §3.1/§3.5 for the base learner, §7.10 for the
-cost of the n*k-row design matrix; boosters/ope.py for the estimators):
+Three measurements (the base learner of *Boosted Off-Policy Learning*, Algorithm 3 and Appendix
+G, and the cost of its n*k-row design matrix; boosters/ope.py for the estimators):
 
 1. **Training time.** :class:`boosters.bopl.BOPLS` with the regression base learner (BOPL-S-regr,
    Table 5 Fashion settings: depth 20, min_child_weight 200, translation -0.4) for T rounds on
@@ -116,7 +116,7 @@ def logged_fashion(rows: int, seed: int = 0) -> tuple[np.ndarray, ...]:
 def first_round_problem(
     X: np.ndarray, a: np.ndarray, p: np.ndarray, r: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """BOPL-S-regr's first-round targets and weights on the n*k rows (spec §3.2)."""
+    """BOPL-S-regr's first-round targets and weights on the n*k rows (Algorithm 2, App. D)."""
     from boosters.bopl import BOPLS
 
     rt = r + TRANSLATION

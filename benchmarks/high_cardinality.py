@@ -1,7 +1,7 @@
 """A 5,000-value id added to Car: what it costs the online boosters, in accuracy, speed and size.
 
-AdaBandit (N = 20, rho = 0.01) plays the bandit simulation of seed 001 on Car (rows duplicated
-``--dup`` times, shuffled by the seed) with and without a string feature ``user`` drawn
+AdaBandit (N = 20, rho = 0.01) plays the bandit simulation of Zhang et al. 2019 on Car (rows
+duplicated ``--dup`` times, shuffled by the seed) with and without a string feature ``user`` drawn
 uniformly from 5,000 values (pure noise), on the default (array-leaf) trees; ``--river`` adds
 River's own leaves with the id, the behaviour before the bounded representation. Runs alternate
 with and without the id, seed by seed; the table gives the medians.

@@ -1,4 +1,4 @@
-"""Reproduce seed 001's Table 1 and Table 2 (spec ../shared/specs/bandit_boosting.md §7.3-7.7).
+"""Reproduce Tables 1 and 2 of Zhang et al. 2019 (Sec. 4 and App. B; docs/papers.md).
 
 Runs OptBandit (BanditBBM), AdaBandit, OptFull (OnlineMBBM) and AdaFull (Adaboost.OLM) on Balance,
 Car, Nursery and Mice with the paper's settings (Table 4: N and rho; gamma = 0.1; duplication
@@ -49,7 +49,7 @@ DATASETS = {
     "mice": (8, 0.1, 10, 20, "numeric"),
 }
 BOOSTERS = ["banditbbm", "adabandit", "onlinembbm", "adaboostolm"]
-FULL_N = 20  # full-information baselines, spec §7.4 [ref-code]
+FULL_N = 20  # full-information baselines, as in the authors' code
 
 
 def config(dataset: str, booster: str) -> dict:

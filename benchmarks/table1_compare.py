@@ -1,4 +1,4 @@
-"""Seed 001 Table 1 with the array-leaf trees against the stored run with River's leaves (issue 11).
+"""Zhang et al. 2019 Table 1: the array-leaf trees against the stored River-leaf run (issue 11).
 
 Matches the rows of a new run (default ``benchmarks/out/table1-fast.jsonl``, written by
 ``benchmarks/table1.py --out``) with the stored rows of the old run (``benchmarks/out/table1.jsonl``

@@ -23,7 +23,7 @@ from service.plots import plot_learning_curves  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
 
-#: seed 001 Table 1 (last 20%) and Table 2 (total), spec §7.7
+#: Zhang et al. 2019 Table 1 (last 20%) and Table 2 (total)
 PAPER_LAST20 = {
     "balance": {"banditbbm": 0.89, "adabandit": 0.97, "onlinembbm": 0.76, "adaboostolm": 0.93},
     "car": {"banditbbm": 0.88, "adabandit": 0.98, "onlinembbm": 0.84, "adaboostolm": 0.96},
@@ -124,10 +124,10 @@ def extension_note(rows: list[dict], boosters: list[str]) -> str:
         lines += [
             f"**The {LABELS.get(b, b)} column goes beyond the papers.** It is this project's "
             "extension "
-            "(spec `agnostic_boosting.md` Part C, `boosters/oco_bandit.py`): one-vs-all online "
-            "agnostic boosters of seed 002 (binary, full information in the paper) run with "
+            "(docs/papers.md, `boosters/oco_bandit.py`): one-vs-all online "
+            "agnostic boosters of BCHM20 (binary, full information in the paper) run with "
             "bandit feedback (eq. 2 exploration, importance-weighted updates of the played "
-            "arm's booster). Neither seed 001 nor seed 002 reports it, so it has no paper "
+            "arm's booster). Neither Zhang et al. 2019 nor BCHM20 reports it, so it has no paper "
             "number and no proven regret bound. Same protocol, duplication and seeds (4, 5, ..) "
             "as the other columns; its settings: "
             + "; ".join(
@@ -171,11 +171,12 @@ def main() -> None:
     plot = car_curves(boosters)
     block = "\n".join(
         [
-            "Accuracy on the last 20% of the stream (seed 001 Table 1), mean ± std over seeds:",
+            "Accuracy on the last 20% of the stream (Zhang et al. 2019 Table 1), mean ± std over "
+            "seeds:",
             "",
             table(rows, "last20_accuracy", PAPER_LAST20, boosters),
             "",
-            "Accuracy over the whole stream (seed 001 Table 2):",
+            "Accuracy over the whole stream (Zhang et al. 2019 Table 2):",
             "",
             table(rows, "accuracy", PAPER_TOTAL, boosters),
             "",

@@ -1,4 +1,4 @@
-"""Reproduce seed 003's Table 3 (spec ../shared/specs/agnostic_boosting.md §B.6, §B.5 (i)-(v)).
+"""Reproduce Table 3 of Ghai & Singh 2024, *Sample-Efficient Agnostic Boosting* (docs/papers.md).
 
 Protocol of the paper's experiments (Section 7, App. J): decision stumps (scikit-learn) as weak
 learners; k-fold cross-validation (30 folds); classification noise of 0/5/10/20% added to the
@@ -11,18 +11,18 @@ algorithm and over sigma in {0.1, 0.25, 0.5} for Algorithm 1. Algorithms
   (``PAPER_EXPERIMENT``: fractional relabelling with the unnormalised weights ``(1 +- w) / 2``,
   the adaptive step ``eta_t = c_t`` and App. K's "better of ``W_t`` and ``-sign(H_t)``");
 - ``kk09``: :class:`KanadeKalaiBooster` (fresh chunk per round, Madaboost weights);
-- ``bchm20``: :class:`StatisticalAgnosticBooster` with Madaboost weights, as the paper ran it
-  (§B.5 (v)); ``bchm20-oco`` (its own OGD weights, Algorithm 2) and ``ours-alg1`` (Algorithm 1
-  as written: sampled labels, fixed step, threshold tau = 0, gamma = 0.3, eta = sigma * gamma)
-  are available as extra columns;
+- ``bchm20``: :class:`StatisticalAgnosticBooster` with Madaboost weights, as the paper ran it;
+  ``bchm20-oco`` (its own OGD weights, Algorithm 2) and ``ours-alg1`` (Algorithm 1 as written:
+  sampled labels, fixed step, threshold tau = 0, gamma = 0.3, eta = sigma * gamma) are available
+  as extra columns;
 - ``adaboost``: a reference that is not in the paper: scikit-learn's ``AdaBoostClassifier`` (SAMME)
   with T decision stumps, trained on the whole (noisy) training fold, no hold-out. It shows what
   plain boosted stumps reach on the same folds and noise.
 
-Every algorithm selects its output round on a hold-out of 20% of the training fold (§B.5 step 1;
-the paper does not say how it did this). The reported cell is the grid point with the best mean
+Every algorithm selects its output round on a hold-out of 20% of the training fold (the
+paper does not say how it did this). The reported cell is the grid point with the best mean
 cross-validated accuracy (the paper reports neither the selected values nor whether the search
-was nested, §D B-A5), as mean ± standard deviation over folds.
+was nested), as mean ± standard deviation over folds.
 
 Datasets: Ionosphere, Diabetes, German (ARFF copies in benchmarks/data/seed003/, read with
 scipy.io.arff; German's nominal attributes one-hot encoded) and Waveform (River's generator,
@@ -87,7 +87,7 @@ LABELS = {
 WAVEFORM_ROWS = 5000
 HOLDOUT = 0.2
 
-#: Table 3 of the paper (spec §B.6): dataset -> noise -> algorithm -> (mean, spread)
+#: Table 3 of the paper: dataset -> noise -> algorithm -> (mean, spread)
 PAPER: dict[str, dict[float, dict[str, tuple[float, float]]]] = {
     "ionosphere": {
         0.0: {"kk09": (0.92, 0.02), "bchm20": (0.89, 0.03), "ours": (0.97, 0.02)},
@@ -123,7 +123,7 @@ def flip_labels(y: np.ndarray, fraction: float, rng: np.random.Generator) -> np.
     """A copy of the 0/1 labels ``y`` with exactly ``round(fraction * len(y))`` of them flipped.
 
     The flipped rows are a uniformly random subset drawn with ``rng`` (classification noise on
-    the training folds, spec §B.6).
+    the training folds, as in the paper's Sec. 7).
 
     >>> y = np.zeros(10, dtype=int)
     >>> int(flip_labels(y, 0.2, np.random.default_rng(0)).sum())
@@ -266,10 +266,10 @@ def run_job(job: tuple) -> list[dict]:
 # ---- report -------------------------------------------------------------------------------------
 
 #: the start of the ``table3`` block: heading, protocol, the commands that made the numbers
-HEADER = """## Seed 003, Table 3 (batch agnostic boosting under label noise)
+HEADER = """## Ghai & Singh 2024, Table 3 (batch agnostic boosting under label noise)
 
-`benchmarks/table3.py`, protocol of the paper's Section 7 / App. J as the spec reads it
-(`../shared/specs/agnostic_boosting.md` §B.5-B.6): scikit-learn decision stumps as weak learners;
+`benchmarks/table3.py`, protocol of the paper's Section 7 / App. J as we read it
+(docs/papers.md): scikit-learn decision stumps as weak learners;
 stratified k-fold cross-validation; exactly 0/5/10/20% of the training fold's labels flipped (the
 test fold stays clean); grid T in {25, 50, 100} for every algorithm and sigma in {0.1, 0.25, 0.5}
 for Alg. 1; every booster picks its output round on a 20% hold-out of the training fold. Alg. 1 =
@@ -307,7 +307,7 @@ NOTES = """Reading:
   same stumps on the same folds reaches 0.77 and 0.75 on clean labels. They are not in-sample
   accuracies either: no method here fits its own training folds that well (see the in-sample
   line above; AdaBoost reaches 0.80 and 0.78). The paper's numbers also stay flat from 0% to 20%
-  label noise, while our KK09 and AdaBoost lose up to 0.09. No T, sigma or reading of the spec
+  label noise, while our KK09 and AdaBoost lose up to 0.09. No T, sigma or reading of the paper
   closes gaps that large. Without the authors' code we cannot say where they come from.
 - **KK09 and Alg. 1 see few fresh rows per round, by design.** Both take n/T fresh rows each
   round (App. K: "T implicitly limits the algorithm to m_total/T fresh samples each round"). On
@@ -402,7 +402,7 @@ def report(rows: list[dict]) -> str:
         "standard error over folds (sd: standard deviation over folds), for the grid cell "
         "with the best mean test accuracy (its T and sigma in brackets; chosen on the test "
         "folds, as the paper appears to have done, so slightly optimistic); label noise on "
-        "the training folds only. 'paper': Table 3 of seed 003 (mean ± spread as printed; "
+        "the training folds only. 'paper': Table 3 of Ghai & Singh 2024 (mean ± spread as printed; "
         "the paper does not say what the spread is). A bold cell is outside the paper's "
         "spread (±0.005 for its rounding).",
         "",

@@ -11,8 +11,8 @@ ValueError naming the parameter, its value and its bound.
 
 What grows with which size (measured on the 2-core development machine, under load):
 
-- The seed-001 ensembles (``banditbbm``, ``adabandit``, ``onlinembbm``, ``adaboostolm``) hold
-  ``n_learners`` trees over all actions. Their rounds form dense ``k x k`` cost matrices per
+- The Zhang et al. 2019 ensembles (``banditbbm``, ``adabandit``, ``onlinembbm``, ``adaboostolm``)
+  hold ``n_learners`` trees over all actions. Their rounds form dense ``k x k`` cost matrices per
   learner (AdaBandit's eq. 10 for every learning round, the cost-sensitive weak predictions of
   the twins for every decision): ``n_learners * n_actions**2`` entries, ~24 bytes each in
   temporaries. At 1,000 actions and the default 20 learners (2*10^7 entries) an AdaBandit
@@ -37,9 +37,9 @@ and the service's own ``max_actions`` default is 1,000):
   above; benchmarks/table1.py runs them at N = 10-20.
 - ``MAX_WEAK_LEARNERS`` (20,000) on ``n_actions x n_learners`` for the OCO boosters: 1,000
   actions at the default 20 rounds; a second to build and snapshot.
-- ``MAX_COST_MATRIX_ENTRIES`` (25,000,000) on ``n_learners x n_actions**2`` for the seed-001
-  ensembles: keeps the default 20 learners at 1,000 actions (~1 s, ~0.5 GB per round at most);
-  1,000 learners up to 158 actions.
+- ``MAX_COST_MATRIX_ENTRIES`` (25,000,000) on ``n_learners x n_actions**2`` for the
+  Zhang et al. 2019 ensembles: keeps the default 20 learners at 1,000 actions (~1 s, ~0.5 GB
+  per round at most); 1,000 learners up to 158 actions.
 - ``MAX_GRACE_PERIOD`` (1,000,000) for ``egreedy_tree``: 5,000 times River's default 200; a
   tree with a larger one never splits within a model's life. (The ensembles' grace periods come
   from the fixed ``tree_profile`` ranges of :data:`learners.hoeffding.TREE_PROFILES`, at most
@@ -96,7 +96,7 @@ MAX_LEARNERS = 1_000
 MAX_BBM_LEARNERS = 32
 #: ``n_actions x n_learners`` trees of the OCO boosters (1,000 actions x 20 rounds)
 MAX_WEAK_LEARNERS = 20_000
-#: ``n_learners x n_actions**2`` cost-matrix entries of the seed-001 ensembles per round
+#: ``n_learners x n_actions**2`` cost-matrix entries of the Zhang et al. 2019 ensembles per round
 MAX_COST_MATRIX_ENTRIES = 25_000_000
 #: grace period of ``egreedy_tree``'s Hoeffding tree (River's default is 200)
 MAX_GRACE_PERIOD = 1_000_000
@@ -107,7 +107,7 @@ MAX_MC_SAMPLES = 100_000
 #: Thompson sampling's ``mc_samples x n_actions`` Beta draws per decision
 MAX_MC_DRAWS = 1_000_000
 
-#: the seed-001 ensembles (dense ``k x k`` cost matrices per learner)
+#: the Zhang et al. 2019 ensembles (dense ``k x k`` cost matrices per learner)
 _ENSEMBLES = {"banditbbm", "adabandit", "onlinembbm", "adaboostolm"}
 #: the boosters with exact boost-by-majority potentials
 _BBM = {"banditbbm", "onlinembbm"}

@@ -1,13 +1,14 @@
 """AdaBandit and its full-information twin Adaboost.OLM ("AdaFull").
 
-Implements ../shared/specs/bandit_boosting.md §4: the logistic cost matrix of eq. 10, learner
-weights ``alpha`` by projected online gradient descent on the estimated logistic loss (eq. 11,
-feasible set [-2, 2], ``eta_t = rho / (k^2 sqrt t)``, the closed-form derivative of §4.3), and Hedge
-(learning rate 1) over the N experts on the estimated losses, kept in log space (§4.4). The
-full-information twin follows §7.6 (``eta_t = 2 sqrt 2 / ((k - 1) sqrt t)``, Hedge on the true
-0-1 loss, every tree trained on the true label with weight 5 for the first learner and
-``-kappa_i C[y, y] / (k - 1)`` for the others, ``kappa_i ~ U[5, 20]``). Both use the correct
-derivative; ``ref_code_gradient=True`` reproduces the authors' sign slip in its ``j = h`` branch.
+Implements Sec. 3.3 (Algorithm 3) of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
+Feedback* (AISTATS 2019); docs/papers.md: the logistic cost matrix of eq. (10), learner weights
+``alpha`` by projected online gradient descent on the estimated logistic loss (eq. (11), feasible
+set [-2, 2], ``eta_t = rho / (k^2 sqrt t)``, a closed-form derivative), and Hedge (learning rate 1)
+over the N experts on the estimated losses, kept in log space. The full-information twin follows the
+authors' code (``eta_t = 2 sqrt 2 / ((k - 1) sqrt t)``, Hedge on the true 0-1 loss, every tree
+trained on the true label with weight 5 for the first learner and ``-kappa_i C[y, y] / (k - 1)`` for
+the others, ``kappa_i ~ U[5, 20]``). Both use the correct derivative; ``ref_code_gradient=True``
+reproduces the authors' sign slip in its ``j = h`` branch.
 
 >>> from boosters.adabandit import AdaBandit
 >>> booster = AdaBandit(n_actions=3, n_learners=5, rho=0.1, seed=42)
@@ -29,7 +30,7 @@ __all__ = ["AdaBandit", "AdaBoostOLM", "logistic_cost_matrices", "logistic_loss"
 
 
 def logistic_loss(s: np.ndarray, y: int) -> float:
-    """Multiclass logistic loss ``sum_{l != y} log(1 + exp(s_l - s_y))`` (spec §4.1)."""
+    """Multiclass logistic loss ``sum_{l != y} log(1 + exp(s_l - s_y))`` (Sec. 3.3)."""
     z = np.delete(s - s[y], y)
     return float(np.logaddexp(0.0, z).sum())
 
@@ -53,7 +54,7 @@ def logistic_cost_matrices(votes: np.ndarray) -> np.ndarray:
 
 
 class AdaBandit(BoostingTemplate):
-    """Adaptive bandit boosting (Algorithm 3 of seed 001). No edge parameter is needed."""
+    """Adaptive bandit boosting (Algorithm 3 of Zhang et al. 2019). No edge parameter is needed."""
 
     def __init__(
         self,
@@ -77,7 +78,7 @@ class AdaBandit(BoostingTemplate):
         return logistic_cost_matrices(votes)
 
     def _learn_costs(self, votes: np.ndarray, omega: np.ndarray) -> np.ndarray:
-        # all N + 1 rows: rows 0..N-1 feed the trees, rows 1..N the alpha gradients (§4.3)
+        # all N + 1 rows: rows 0..N-1 feed the trees, rows 1..N the alpha gradients (eq. (11))
         return logistic_cost_matrices(votes) @ omega
 
     def _choose_expert(self, u: float) -> int:
@@ -110,7 +111,7 @@ class AdaBandit(BoostingTemplate):
 
 
 class AdaBoostOLM(AdaBandit):
-    """Adaboost.OLM (Jung et al. 2017), the full-information twin of AdaBandit (spec §7.6)."""
+    """Adaboost.OLM (Jung et al. 2017), the full-information twin of AdaBandit (authors' code)."""
 
     full_information = True
     default_weak_prediction = "cost_sensitive"

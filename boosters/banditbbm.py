@@ -1,13 +1,14 @@
 """BanditBBM ("OptBandit") and its full-information twin OnlineMBBM ("OptFull").
 
-Implements ../shared/specs/bandit_boosting.md §3 (BanditBBM: all weights 1, the last expert plays,
-cost matrices of boost-by-majority potentials, eq. 9) and §7.6 (OnlineMBBM as the authors coded
-it: trained on the true label with weight ``sum_l (c_l - c_y)``, no clipping, weak learners
-predicting ``argmin_l sum_r P(r | x) C[l, r]``). The potentials are exact rather than the
-authors' Monte Carlo estimate (spec §3.2 gives both; the exact one is noise-free and checked
-against brute force). :class:`boosters.potentials.BBMPotentials` computes each cost matrix per
-class of equally voted labels and keeps everything in bounded caches, so a round costs ``O(N^3)``
-potentials' bookkeeping plus ``O(N k^2)`` array work, with bounded memory, at any ``k``.
+Implements Sec. 3.2 (Algorithm 2) of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
+Feedback* (AISTATS 2019); docs/papers.md (BanditBBM: all weights 1, the last expert plays, cost
+matrices of boost-by-majority potentials, eq. (9)) and OnlineMBBM (Jung et al. 2017) as the authors
+coded it: trained on the true label with weight ``sum_l (c_l - c_y)``, no clipping, weak learners
+predicting ``argmin_l sum_r P(r | x) C[l, r]``). The potentials are exact rather than the authors'
+Monte Carlo estimate (the exact one is noise-free and checked against brute force).
+:class:`boosters.potentials.BBMPotentials` computes each cost matrix per class of equally voted
+labels and keeps everything in bounded caches, so a round costs ``O(N^3)`` potentials' bookkeeping
+plus ``O(N k^2)`` array work, with bounded memory, at any ``k``.
 
 >>> from boosters.banditbbm import BanditBBM
 >>> booster = BanditBBM(n_actions=3, n_learners=5, rho=0.1, seed=42)
@@ -28,7 +29,7 @@ __all__ = ["BanditBBM", "OnlineMBBM"]
 
 
 class BanditBBM(BoostingTemplate):
-    """Bandit boost-by-majority (Algorithm 2 of seed 001).
+    """Bandit boost-by-majority (Algorithm 2 of Zhang et al. 2019).
 
     Parameters are those of :class:`boosters.template.BoostingTemplate` plus ``gamma``, the weak
     learners' assumed edge (0.1 in the paper, not tuned), which enters only through the potentials.
@@ -71,7 +72,7 @@ class BanditBBM(BoostingTemplate):
 
 
 class OnlineMBBM(BanditBBM):
-    """OnlineMBBM (Jung et al. 2017), the full-information twin of BanditBBM (spec §7.6).
+    """OnlineMBBM (Jung et al. 2017), the full-information twin of BanditBBM (authors' code).
 
     Feedback is the true label. Every tree learns that label with weight ``sum_l (c_l - c_y)``
     where ``c = C[:, y]`` (no clipping); weak learners predict cost-sensitively. With ``rho = 0``

@@ -1,35 +1,37 @@
 """Boosted off-policy learning: BOPL (Algorithm 1) and BOPL-S (Algorithm 2).
 
-Implements ../shared/specs/bopl.md:
+Implements London, Lu, Sandler, Joachims, *Boosted Off-Policy Learning* (AISTATS 2023;
+docs/papers.md):
 
-- §1 and §2.2: the IPS risk (Eq. 6), the composite surrogate risk L~ (Eq. 16-17) and their
-  gradients with respect to the score matrix F (Eq. 57, 65): :func:`ips_risk`,
+- the IPS risk (Eq. (6)), the composite surrogate risk L~ (Eq. (16)-(17)) and their gradients with
+  respect to the score matrix F (Appendix B, Eq. (57), (65)): :func:`ips_risk`,
   :func:`ips_risk_gradient`, :func:`surrogate_risk`, :func:`surrogate_risk_gradient`;
-- §2.1 / §3.1 / §3.3: :class:`BOPL` with the regression reduction (one exact least-squares tree
-  per round, Algorithm 3) or the binary-classification reduction (weighted decision tree,
-  Algorithm 4), alpha_t = 2 N_t / D_t;
-- §2.3 / §3.2 / §3.4: :class:`BOPLS`, the same with xi, sigma and alpha_t = N_t / D_t;
-- §2.5 / §7.9: early stop when the gradient, the base predictions or |alpha_t| fall below ``tol``
-  (1e-10, Appendix G); no learning rate (footnote 3);
-- §4 / §7.3: reward translation r' = r + c for training only; zero-reward rows are dropped.
+- :class:`BOPL` (Algorithm 1) with the regression reduction (one exact least-squares tree per round,
+  Algorithm 3) or the binary-classification reduction (weighted decision tree, Algorithm 4, Appendix
+  D), alpha_t = 2 N_t / D_t;
+- :class:`BOPLS` (Algorithm 2), the same with xi, sigma and alpha_t = N_t / D_t;
+- early stop when the gradient, the base predictions or |alpha_t| fall below ``tol`` (1e-10,
+  Appendix G); no learning rate (footnote 3);
+- reward translation (Sec. 5.2, after Joachims et al. 2018) r' = r + c for training only;
+  zero-reward rows are dropped.
 
 Every round builds, from the current scores F_{t-1} of the n training rows (with q_i and
 g_i = e_{a_i} - pi_{t-1}(x_i)), ``S_i = c_i g_i`` (n times the negative functional gradient) and
 ``d_i``; the regression base learner fits targets ``S_i / d_i`` with weights ``d_i`` on the
-n*k rows ``[x_i; e_a]`` (spec §3.2 "general rule"), the classification one fits labels
+n*k rows ``[x_i; e_a]``, the classification one fits labels
 ``sgn(r_i)(2 1{a=a_i} - 1)`` with weights ``|S_{i,a}|``, and
 ``alpha_t = kappa <S, f_t> / sum_i d_i ||f_t(x_i)||^2``.
 
 Faster, provably identical formulation (``solver="xgb-objective"``, the default for the regression
 base learner with ``reg_lambda = 0``): an exact least-squares tree with zero intercept, no leaf
-penalty and no shrinkage satisfies <y, f>_w = <f, f>_w, so alpha_t = kappa every round (spec §3.1,
-§7.8a). BOPL-regr is then XGBoost boosting with the custom objective grad = -S, hess = d (per
+penalty and no shrinkage satisfies <y, f>_w = <f, f>_w, so alpha_t = kappa every round (derived from
+Algorithm 3). BOPL-regr is then XGBoost boosting with the custom objective grad = -S, hess = d (per
 row) and learning rate kappa: XGBoost grows the very same tree (its split gain and leaf value use
-only the sums of grad and hess, which here are -sum w y and sum w) and adds kappa f_t to its
-margin, which is F_t. One booster and one predict call when serving (about 6x faster scoring
-than T separate trees on digits, 40 rounds); fitting time is the same, tree growing dominates.
-The realised alpha_t is still recomputed every round for the history and the stopping rule.
-``tests/test_bopl.py`` checks that both solvers agree.
+only the sums of grad and hess, which here are -sum w y and sum w) and adds kappa f_t to its margin,
+which is F_t. One booster and one predict call when serving (about 6x faster scoring than T separate
+trees on digits, 40 rounds); fitting time is the same, tree growing dominates. The realised alpha_t
+is still recomputed every round for the history and the stopping rule. ``tests/test_bopl.py`` checks
+that both solvers agree.
 
 >>> import numpy as np
 >>> from learners.batch_trees import LeastSquaresTree
@@ -40,7 +42,7 @@ The realised alpha_t is still recomputed every round for the history and the sto
 >>> rewards = (actions == best).astype(float)
 >>> model = BOPL(n_actions=2, base_learner=LeastSquaresTree(max_depth=3), n_rounds=5,
 ...              reward_translation=-0.5).fit(X, actions, np.full(300, 0.5), rewards)
->>> model.alphas_.round(4).tolist()                    # the alpha_t = 2 identity (spec §7.8a)
+>>> model.alphas_.round(4).tolist()                    # the alpha_t = 2 identity
 [2.0, 2.0, 2.0, 2.0, 2.0]
 >>> bool(np.all(np.diff(model.objective_) <= 0))      # the IPS risk never increases
 True
@@ -72,7 +74,7 @@ __all__ = [
 _SOLVERS = ("auto", "per-round", "xgb-objective")
 
 
-# --------------------------------------------------------------------------- objectives (§1, §2.2)
+# ----------------------------------------------------------------- objectives (Eq. (6), (16)-(17))
 
 
 def _logged_prob(scores: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,7 +109,7 @@ def surrogate_risk(
 ) -> float:
     """Eq. 16-17: L~ = (1/n) sum_i [r_i < 0: -(r_i/p_i) pi(a_i|x_i); else -(r_i/p_i)(ln pi + 1)].
 
-    ln pi comes from the log-softmax (spec §7.1).
+    ln pi comes from the log-softmax.
 
     >>> round(surrogate_risk(np.zeros((1, 2)), np.array([0]), np.array([0.5]), np.array([1.0])), 4)
     -0.6137
@@ -167,7 +169,7 @@ def check_logged_data(
 
 
 class BOPL:
-    """Algorithm 1 (BOPL): boosts the IPS risk of a softmax ensemble policy (spec §2.1).
+    """Algorithm 1 (BOPL): boosts the IPS risk of a softmax ensemble policy.
 
     Parameters
     ----------
@@ -181,7 +183,7 @@ class BOPL:
     n_rounds
         Maximum number of boosting rounds T.
     reward_translation
-        c in r' = r + c, training only (spec §4; the paper uses -0.6 .. -0.1).
+        c in r' = r + c, training only (the paper uses -0.6 .. -0.1).
     tol
         Early-stopping threshold on the gradient, the base predictions and |alpha_t| (1e-10).
     solver
@@ -280,7 +282,7 @@ class BOPL:
             f"tol={self.tol}, solver={self.solver!r}, random_state={self.random_state})"
         )
 
-    # ---- per-round coefficients (spec §2.1 / §2.3)
+    # ---- per-round coefficients (Algorithms 1 and 2)
 
     def _coefficients(
         self, F: np.ndarray, a: np.ndarray, p: np.ndarray, r: np.ndarray
@@ -306,10 +308,10 @@ class BOPL:
         propensities: np.ndarray,
         rewards: np.ndarray,
     ) -> BOPL:
-        """Learn from logged (x_i, a_i, p_i, r_i); rewards are raw (translated here, §4)."""
+        """Learn from logged (x_i, a_i, p_i, r_i); rewards are raw (translated here)."""
         X, a, p, r = check_logged_data(X, actions, propensities, rewards, self.n_actions)
         r = r + self.reward_translation
-        keep = r != 0.0  # zero-reward rows have zero weight in every variant (§7.3)
+        keep = r != 0.0  # zero-reward rows have zero weight in every variant
         X, a, p, r = X[keep], a[keep], p[keep], r[keep]
         k = self.n_actions
         self.solver_ = "xgb-objective" if self.solver == "auto" and self._fast_ok else self.solver
@@ -460,7 +462,7 @@ class BOPL:
         return softmax(self.scores(X))
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """The evaluation policy argmax_a F_T(x, a) (beta -> infinity, spec §5.6)."""
+        """The evaluation policy argmax_a F_T(x, a) (beta -> infinity, as the paper evaluates)."""
         return np.argmax(self.scores(X), axis=1)
 
     def policy(
@@ -472,12 +474,12 @@ class BOPL:
 
 
 class BOPLS(BOPL):
-    """Algorithm 2 (BOPL-S): boosts the composite surrogate L~ (spec §2.3, §3.2, §3.4).
+    """Algorithm 2 (BOPL-S): boosts the composite surrogate L~ (Eq. (16)-(17)).
 
     Same parameters and attributes as :class:`BOPL`; ``objective_`` records L~ on translated
     rewards. Per round xi_i = q_i if r_i < 0 else 1 (recomputed), sigma_i = 1/2 if r_i < 0 else 1,
     c_i = r_i xi_i / p_i, d_i = |r_i| sigma_i / p_i and alpha_t = N_t / D_t (factor 1, not 2).
-    The BOPL-S base-learner reductions are [derived] in the spec, not written out in the paper.
+    The BOPL-S base-learner reductions are derived from Appendix D, not written out in the paper.
 
     >>> import numpy as np
     >>> from learners.batch_trees import LeastSquaresTree

@@ -1,9 +1,10 @@
 """BRR-xgb: boosted reward regression on ``[x; e_a]`` with an argmax policy (Table 1 baseline).
 
-Implements ../shared/specs/bopl.md §1 (Eq. 5: unweighted squared error on the logged action only,
-min_F (1/n) sum_i (F(x_i, a_i) - r_i)^2), §3.0 (features ``[x; e_a]``), §4 (no reward translation
-for the regression baselines) and §5.5 (XGBoost GBRT with exact splits; the policy is
-argmax_a Fhat(x, a)). The propensities are accepted and ignored, as in the paper.
+Implements the BRR-xgb baseline of London et al., *Boosted Off-Policy Learning* (AISTATS 2023;
+docs/papers.md): reward regression, Eq. (5), unweighted squared error on the logged action only,
+min_F (1/n) sum_i (F(x_i, a_i) - r_i)^2, on the features ``[x; e_a]`` (Appendix F.5), without reward
+translation, by XGBoost with exact splits (Sec. 5.2); the policy is argmax_a Fhat(x, a). The
+propensities are accepted and ignored, as in the paper.
 
 Its :meth:`RewardRegression.scores` are reward predictions for every action, usable as the reward
 model of :func:`boosters.ope.direct_method` and :func:`boosters.ope.doubly_robust`.
@@ -33,7 +34,7 @@ __all__ = ["RewardRegression"]
 
 
 class RewardRegression:
-    """BRR-xgb (spec §5.5): XGBoost squared-error regression of r on ``[x_i; e_{a_i}]``.
+    """BRR-xgb (BOPL paper, Sec. 5.2): XGBoost squared-error regression of r on ``[x_i; e_{a_i}]``.
 
     Parameters
     ----------

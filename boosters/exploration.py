@@ -1,8 +1,9 @@
-"""Exploration and loss estimation for bandit feedback (seed 001).
+"""Exploration and loss estimation for bandit feedback (Zhang et al. 2019).
 
-Implements ../shared/specs/bandit_boosting.md §1.2 (eq. 2, the exploration distribution with
-explore rate ``rho``), §1.3 (eq. 3, the naive estimator, and eq. 4, the proposed estimator) and
-§1.4 (eq. 5, estimated cost vectors), vectorised over learners and labels; plus the pieces every
+Implements Sec. 2.2 of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit Feedback*
+(AISTATS 2019; docs/papers.md): eq. (2), the exploration distribution with explore rate ``rho``;
+eq. (3), the naive estimator, and eq. (4), the proposed estimator; eq. (5), estimated cost
+vectors; vectorised over learners and labels; plus the pieces every
 booster shares for *restricted* decisions (only some actions allowed): :func:`check_allowed`,
 :func:`mask_scores`, :func:`explore`, :func:`restrict` and :func:`draw`.
 
@@ -21,8 +22,8 @@ excluded actions set to ``-inf``), eq. 2 runs over ``A`` with ``k`` replaced by 
 on ``yhat``, ``rho / (|A| - 1)`` on every other allowed action, 0 on the excluded ones; everything
 on ``yhat`` when ``|A| = 1``), and the decision logs that ``p``, the allowed ``yhat`` and ``A``
 (``internals["allowed"]``). What the loss estimate of a restricted decision is unbiased for, under
-the 0-1 label model of seed 001 (the reward of action ``a`` is ``1{a = y}`` for a true label ``y``;
-a fractional reward is rounded to 1 with its own probability by
+the 0-1 label model of Zhang et al. 2019 (the reward of action ``a`` is ``1{a = y}`` for a true
+label ``y``; a fractional reward is rounded to 1 with its own probability by
 :func:`boosters.base.resolve_feedback`, so it reads as the probability that ``a`` is the label),
 the expectation being over the played action ``ytilde ~ p`` (and the rounding), with
 ``rho > 0`` (the bandit boosters; the full-information twins learn from the true label, exactly):

@@ -1,22 +1,23 @@
-"""Online agnostic boosting via online convex optimisation (seed 002, BCHM20), binary labels.
+"""Online agnostic boosting via online convex optimisation (BCHM20), binary labels.
 
-Implements ../shared/specs/agnostic_boosting.md Part A:
+Implements Brukhim, Chen, Hazan, Moran, *Online Agnostic Boosting via Regret Minimization*
+(NeurIPS 2020, "BCHM20"; docs/papers.md):
 
-- §A.3, Algorithm 1 (agnostic): N binary weak learners each predict once per round, *before*
-  any update (§D A3); the booster predicts the randomized projection ``Pi(z)`` of
-  ``z = sum_i W_i(x) / (gamma N)`` (Eq. 2, :func:`projection_probability`); after the label, one
-  online convex optimiser over [-1, 1], restarted for every example and run across the learner
-  index on the linear losses ``l^i(p) = p (W_i(x) y / gamma - 1)``, gives ``p^1 .. p^N``; learner
-  ``i`` is trained on ``y`` kept with probability ``(1 + p^i) / 2`` and flipped otherwise.
-- The OCO instantiation of Theorem 2 (§A.3 "OCO = Online Gradient Descent"): projected online
-  gradient descent with step ``D / (G sqrt i)`` (G = 2/gamma, D = 2, so ``gamma / sqrt i``),
-  start ``p^1`` (the paper's 0; ``p_init``, §D A1). The optimiser is an object
-  (:class:`ProjectedOGD` by default) so others can be plugged in.
-- §A.7, Algorithm 4 (realizable variant, ``realizable=True``): decision set [0, 1], start 1/2,
-  step ``gamma / (2 sqrt i)`` (D = 1), and learner ``i`` sees the true ``(x, y)`` with probability
+- Algorithm 1 (agnostic): N binary weak learners each predict once per round, *before* any update
+  (the paper's order of lines); the booster predicts the randomized projection ``Pi(z)`` of ``z =
+  sum_i W_i(x) / (gamma N)`` (Eq. 2, :func:`projection_probability`); after the label, one online
+  convex optimiser over [-1, 1], restarted for every example and run across the learner index on the
+  linear losses ``l^i(p) = p (W_i(x) y / gamma - 1)``, gives ``p^1 .. p^N``; learner ``i`` is
+  trained on ``y`` kept with probability ``(1 + p^i) / 2`` and flipped otherwise.
+- The OCO instantiation of Theorem 2 (online gradient descent): projected online gradient descent
+  with step ``D / (G sqrt i)`` (G = 2/gamma, D = 2, so ``gamma / sqrt i``), start ``p^1`` (the
+  paper's 0; ``p_init``). The optimiser is an object (:class:`ProjectedOGD` by default) so others
+  can be plugged in.
+- Algorithm 4 (realizable variant, ``realizable=True``): decision set [0, 1], start 1/2, step
+  ``gamma / (2 sqrt i)`` (D = 1), and learner ``i`` sees the true ``(x, y)`` with probability
   ``p^i`` (otherwise nothing); no relabelling.
-- §A.5 for the River weak learners (:class:`learners.binary.BinaryHoeffdingTree`, faithful mode:
-  sign predictions, a fair coin for an untrained tree or a tie, weight-1 updates).
+- River weak learners, the project's choice (:class:`learners.binary.BinaryHoeffdingTree`, faithful
+  mode: sign predictions, a fair coin for an untrained tree or a tie, weight-1 updates).
 
 The booster follows the common protocol (boosters/base.py) as a full-information booster with
 ``n_actions = 2``: action 0 is the label -1 and action 1 is +1. The decision's probabilities are
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 
-# ---- the randomized projection and the relabel rule (spec §A.3) ----------------------------------
+# ---- the randomized projection and the relabel rule (BCHM20 Algorithm 1) -------------------------
 
 
 def projection_probability(z):
@@ -121,7 +122,7 @@ class ProjectedOGD:
     """Projected online gradient descent on ``[low, high]`` (Hazan, OCO book, Thm 3.1).
 
     ``p^{i+1} = clip(p^i - eta_i g_i, low, high)`` with ``eta_i = D / (G sqrt i)``
-    (``step="anytime"``, the spec's choice) or ``eta = D / (G sqrt N)`` for a run of length N
+    (``step="anytime"``, the default) or ``eta = D / (G sqrt N)`` for a run of length N
     (``step="fixed"``); ``D = high - low`` and ``G = lipschitz`` bounds ``|g_i|``.
 
     >>> ogd = ProjectedOGD(-1.0, 1.0, lipschitz=2.0 / 0.5)          # gamma = 0.5
@@ -264,7 +265,7 @@ class OCOBooster(_OCOParams, OnlineBooster):
         N, the number of weak learners (ignored when ``learners`` is given).
     gamma
         The weak learners' advantage in (0, 1]: votes are scaled by ``1 / (gamma N)`` and the OGD
-        losses by ``1 / gamma`` (spec §A.2, §D A2).
+        losses by ``1 / gamma`` (BCHM20 Definition 1; gamma is the weak learners' unknown edge).
     seed
         Seed of the numpy generator behind every random choice (tree draws, ties, ``Pi``, relabels).
     p_init

@@ -1,22 +1,22 @@
 """Multiclass contextual-bandit form of the online agnostic OCO booster (one-vs-all).
 
-**This goes beyond the papers.** BCHM20 (seed 002) is binary and full-information; everything
-here is the project's own design proposal, ../shared/specs/agnostic_boosting.md Part C [MINE],
-with no proven multiclass or bandit regret bound (each one-vs-all booster only inherits
-Theorem 2 for its own binary pseudo-labelled task, and only in the ``"rounding"`` mode).
+**This goes beyond the papers.** BCHM20 (*Online Agnostic Boosting via Regret Minimization*) is
+binary and full-information; everything here is the project's own design (docs/papers.md, "The
+project's own extensions"), with no proven multiclass or bandit regret bound (each one-vs-all
+booster only inherits Theorem 2 for its own binary pseudo-labelled task, and only in the
+``"rounding"`` mode).
 
-- §C.1: k binary OCO boosters (:mod:`boosters.oco`, Algorithm 1 or 4), one per action, each
-  with N Hoeffding trees; the greedy action is the argmax of the unclipped one-vs-all margins
-  ``z_a = sum_i W_{a,i}(x) / (gamma N)``, ties broken uniformly at random. A true label
-  (full-information feedback) trains every booster with ``+1`` for the label and ``-1`` for the
-  others.
-- §C.2 with exploration by eq. 2 of seed 001 (``1 - rho`` on the greedy action, ``rho / (k - 1)``
-  on each other; :func:`boosters.exploration.exploration_distribution`) instead of the spec's
-  epsilon-greedy; the propensity is logged with the decision and ``pi_min`` is the smallest
-  probability of eq. 2, ``min(1 - rho, rho / (k - 1))`` (or a smaller positive logged one). A
-  decision restricted to allowed actions (``decide_one(x, allowed=...)``) takes the argmax among
-  them and explores over them only. A bandit reward ``r`` trains only the played arm's booster,
-  by one of two rules (``update``):
+- multiclass: k binary OCO boosters (:mod:`boosters.oco`, Algorithm 1 or 4), one per action, each
+  with N Hoeffding trees; the greedy action is the argmax of the unclipped one-vs-all margins ``z_a
+  = sum_i W_{a,i}(x) / (gamma N)``, ties broken uniformly at random. A true label (full-information
+  feedback) trains every booster with ``+1`` for the label and ``-1`` for the others.
+- contextual bandits, with exploration by eq. (2) of Zhang et al. 2019 (``1 - rho`` on the greedy
+  action, ``rho / (k - 1)`` on each other; :func:`boosters.exploration.exploration_distribution`)
+  instead of epsilon-greedy; the propensity is logged with the decision and ``pi_min`` is the
+  smallest probability of eq. 2, ``min(1 - rho, rho / (k - 1))`` (or a smaller positive logged one).
+  A decision restricted to allowed actions (``decide_one(x, allowed=...)``) takes the argmax among
+  them and explores over them only. A bandit reward ``r`` trains only the played arm's booster, by
+  one of two rules (``update``):
 
   ``"rounding"`` (CB-R, random rounding)
       pseudo-label ``+1`` with probability ``1/2 + pi_min (r - 1/2) / pi(a)``
@@ -28,7 +28,7 @@ Theorem 2 for its own binary pseudo-labelled task, and only in the ``"rounding"`
       ``E[1{a = k} w sign(r - b)] = r(x, k) - b`` (no clipping).
 
 Decision-time internals: ``weak`` (k, N) predictions in {-1, +1}, ``z`` (k,) margins, ``yhat``
-the greedy action. :class:`OCOFull` is the full-information twin (§C.1, ``rho = 0`` by default).
+the greedy action. :class:`OCOFull` is the full-information twin (``rho = 0`` by default).
 
 >>> booster = OCOBandit(n_actions=3, n_learners=4, rho=0.1, seed=0)
 >>> d = booster.decide_one({"f": "a"})
@@ -59,7 +59,7 @@ UPDATES = ("weighted", "rounding")
 
 
 def rounding_probability(reward: float, propensity: float, pi_min: float) -> float:
-    """CB-R: probability of the pseudo-label +1 for the played arm (spec §C.2).
+    """CB-R: probability of the pseudo-label +1 for the played arm (docs/papers.md).
 
     ``1/2 + pi_min (r - 1/2) / pi(a)``, in [0, 1] because ``pi_min <= pi(a)``.
 
@@ -85,7 +85,7 @@ def weighted_label(
 
 
 class OCOBandit(_OCOParams, OnlineBooster):
-    """One-vs-all OCO boosters with eq.-2 exploration and bandit updates (spec Part C, [MINE]).
+    """One-vs-all OCO boosters with eq.-2 exploration and bandit updates (the project's extension).
 
     Parameters
     ----------
@@ -98,11 +98,11 @@ class OCOBandit(_OCOParams, OnlineBooster):
         Explore rate of eq. 2, in (0, 1) ([0, 1) for :class:`OCOFull`).
     gamma
         The weak learners' advantage in (0, 1] (vote scale and OGD step, as in
-        :class:`boosters.oco.OCOBooster`). The default 0.8 is above the spec's suggested grid
+        :class:`boosters.oco.OCOBooster`). The default 0.8 is above our first suggested grid
         (0.05-0.5): on short Car streams larger values did clearly better (0.1: ~0.3,
         0.5: ~0.5-0.7, 0.8: ~0.64-0.77 accuracy).
     seed, tree_profile, fixed_trees, nominal_attributes, fast_trees
-        As for the seed-001 boosters (``boosters.template.BoostingTemplate``).
+        As for the Zhang et al. 2019 boosters (``boosters.template.BoostingTemplate``).
     update
         ``"weighted"`` (CB-W, default) or ``"rounding"`` (CB-R).
     p_init, realizable, optimizer
@@ -224,7 +224,7 @@ class OCOBandit(_OCOParams, OnlineBooster):
     def learn_one(
         self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
     ) -> None:
-        """A label trains all k boosters (§C.1); a reward the played arm's booster (§C.2)."""
+        """A label trains all k boosters; a reward the played arm's booster."""
         check_context(x)
         weak, p = self._check_decision(decision)
         reward, label = validate_feedback(decision, reward, label, self.n_actions)
@@ -267,7 +267,7 @@ class OCOBandit(_OCOParams, OnlineBooster):
 
 
 class OCOFull(OCOBandit):
-    """Full-information twin of :class:`OCOBandit` (spec §C.1): needs the label, ``rho = 0``."""
+    """Full-information twin of :class:`OCOBandit` (our extension): needs the label, ``rho = 0``."""
 
     full_information = True
     default_tree_profile = "full"

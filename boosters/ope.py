@@ -1,8 +1,10 @@
 """Off-policy estimators of a target policy's value from logged bandit data.
 
-Implements ../shared/specs/bopl.md §1 (IPS, Eq. 6, unbiased under full support), §4 (clipping,
-self-normalised IPS and doubly robust estimators, named by the paper as complementary options;
-SNIPS formula as given there) and §5.5/§5.6 (DM with a reward model, as in the paper's Table 2).
+Implements the IPS estimator of London, Lu, Sandler, Joachims, *Boosted Off-Policy Learning*
+(AISTATS 2023; docs/papers.md), Sec. 3.2, Eq. (6), unbiased under full support; clipping,
+self-normalised IPS and doubly robust estimators, which that section names as complementary
+options (Swaminathan & Joachims 2015; Dudik et al. 2011); and DM with a reward model (the
+reward-regression baselines of its Sec. 5.2).
 
 Every estimator takes the logged actions ``a`` (n,), propensities ``p`` (n,) of the logging policy,
 observed rewards ``r`` (n,) and the target policy's probability matrix ``target`` (n, k) on the
@@ -171,7 +173,7 @@ def snips(
     *,
     level: float = 0.95,
 ) -> Estimate:
-    """Self-normalised IPS: sum w r / sum w (spec §4); delta-method standard error.
+    """Self-normalised IPS: sum w r / sum w (Swaminathan & Joachims 2015); delta-method stderr.
 
     The linearisation of the ratio gives per-event terms w_i (r_i - V) / mean(w).
     """

@@ -1,10 +1,11 @@
 """Softmax ensemble policies over scores f(x, a) on ``[x; e_a]``, and the logging-policy wrapper.
 
-Implements ../shared/specs/bopl.md §1 (softmax ensemble policy with inverse temperature beta,
-F_0 = 0 gives the uniform policy, evaluation as the argmax policy beta -> infinity), §3.0 (scores
-of the pair (x, a) through the features ``[x; e_a]``), §4 and §5.3 (logging propensities floored
-by epsilon-mixing, p = (1 - eps) softmax + eps / k) and §7.1 (max-subtracted softmax, log-softmax
-through logsumexp).
+Implements London et al., *Boosted Off-Policy Learning* (AISTATS 2023; docs/papers.md): the
+softmax ensemble policy of Sec. 3.1 with inverse temperature beta (F_0 = 0 gives the uniform
+policy; evaluation as the argmax policy, beta -> infinity), scores of the pair (x, a) through the
+features ``[x; e_a]`` (Appendix F.5), logging propensities floored by epsilon-mixing,
+p = (1 - eps) softmax + eps / k (Appendix F.3), and numerically stable max-subtracted softmax and
+log-softmax through logsumexp.
 
 - :func:`log_softmax`, :func:`softmax`: numerically stable, row-wise, with inverse temperature.
 - :class:`AdditiveEnsemble`: F_T(x, a) = sum_t alpha_t f_t([x; e_a]) for all k actions at once.
@@ -66,7 +67,7 @@ class ScoringModel(Protocol):
 
 
 def log_softmax(scores: np.ndarray, beta: float = 1.0) -> np.ndarray:
-    """Row-wise ``log softmax(beta * scores)`` via max-subtraction and logsumexp (spec §7.1).
+    """Row-wise ``log softmax(beta * scores)`` via max-subtraction and logsumexp.
 
     >>> log_softmax(np.array([[1000.0, 0.0]])).round(3).tolist()
     [[0.0, -1000.0]]
@@ -77,7 +78,7 @@ def log_softmax(scores: np.ndarray, beta: float = 1.0) -> np.ndarray:
 
 
 def softmax(scores: np.ndarray, beta: float = 1.0) -> np.ndarray:
-    """Row-wise ``softmax(beta * scores)`` with max-subtraction (spec §7.1).
+    """Row-wise ``softmax(beta * scores)`` with max-subtraction.
 
     >>> softmax(np.zeros((1, 4))).tolist()
     [[0.25, 0.25, 0.25, 0.25]]
@@ -121,7 +122,7 @@ def _mix(probabilities: np.ndarray, min_propensity: float) -> np.ndarray:
 
 
 class AdditiveEnsemble:
-    """F_T(x, a) = sum_t alpha_t f_t([x; e_a]) over fitted base models (spec §1, §3.0).
+    """F_T(x, a) = sum_t alpha_t f_t([x; e_a]) over fitted base models (BOPL Sec. 3.1, App. F.5).
 
     ``estimators`` are fitted models with ``predict(Z)`` on augmented rows (n*k, d+k);
     ``alphas`` their weights. An empty ensemble scores 0 everywhere (F_0 = 0, uniform policy).
@@ -163,10 +164,10 @@ class SoftmaxEnsemblePolicy:
     model
         A :class:`ScoringModel` (e.g. :class:`AdditiveEnsemble`, a fitted BOPL or BRR model).
     temperature
-        1 / beta. 1 is the training policy of BOPL (spec §1, beta = 1); 0 is the argmax policy
+        1 / beta. 1 is the training policy of BOPL (Sec. 3.1, beta = 1); 0 is the argmax policy
         used for evaluation (ties share the mass evenly, the exact beta -> infinity limit).
     min_propensity
-        Mixing floor m in [0, 1/k]: every propensity is at least m (spec §4, eps = k m).
+        Mixing floor m in [0, 1/k]: every propensity is at least m (eps = k m).
     """
 
     def __init__(
@@ -218,7 +219,7 @@ class SoftmaxEnsemblePolicy:
         return np.argmax(self.scores(X), axis=1)
 
     def sample(self, X: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Draw one action per context; returns ``(actions, propensities)`` (spec §7.5)."""
+        """Draw one action per context; returns ``(actions, propensities)``."""
         return sample_actions(self.probabilities(X), rng)
 
 
@@ -227,7 +228,8 @@ class LoggingPolicy:
 
     ``predict_proba(X)`` must return (n, k) probabilities (e.g. a fitted scikit-learn
     ``LogisticRegression().predict_proba``; pickles when the callable does). The logging policy
-    is evaluated stochastically (spec §5.6): its value is the expected reward, not an argmax.
+    is evaluated stochastically (as the BOPL paper does): its value is the expected reward, not
+    an argmax.
 
     >>> uniform = LoggingPolicy(lambda X: np.full((len(X), 4), 0.25), n_actions=4)
     >>> uniform.probabilities(np.zeros((2, 1))).sum(axis=1).tolist()
@@ -283,7 +285,7 @@ def sample_actions(
 
 
 def expected_reward(probabilities: np.ndarray, rewards: np.ndarray) -> float:
-    """Full-information value mean_i sum_a pi(a|x_i) r(x_i, a) (spec §5.6); rewards (n, k).
+    """Full-information value mean_i sum_a pi(a|x_i) r(x_i, a); rewards (n, k).
 
     >>> expected_reward(np.array([[0.5, 0.5]]), np.array([[1.0, 0.0]]))
     0.5

@@ -1,13 +1,13 @@
-"""Exact boost-by-majority potentials and BanditBBM cost matrices (seed 001).
+"""Exact boost-by-majority potentials and BanditBBM cost matrices (Zhang et al. 2019).
 
-Implements ../shared/specs/bandit_boosting.md §3.2 (the potential
-``phi^y_n(s) = E_{X ~ Multinomial(n, u^y_gamma)} phi^y_0(s + X)`` with argmax ties counted as a
-uniform random break, ``phi^y_0(s) = 1 - I(y in A)/|A|``) and §3.3 (eq. 9, the cost matrix
-``C[l, r] = phi^r_n(s + e_l)``).
+Implements Sec. 3.2 of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit Feedback*
+(AISTATS 2019), after Jung et al. 2017 (docs/papers.md): the potential
+``phi^y_n(s) = E_{X ~ Multinomial(n, u^y_gamma)} phi^y_0(s + X)`` (argmax ties counted as a
+uniform random break, as in the authors' code: ``phi^y_0(s) = 1 - I(y in A)/|A|``) and eq. (9),
+the cost matrix ``C[l, r] = phi^r_n(s + e_l)``.
 
-The spec's reference code estimates the potentials by Monte Carlo; the spec also gives an exact
-method ([derived], checked against brute force). This module computes them exactly by the
-defining recursion
+The authors' code estimates the potentials by Monte Carlo. This module computes them exactly
+(checked against brute force) by the defining recursion
 ``phi_n(s) = q phi_{n-1}(s + e_y) + sum_{l != y} (1-gamma)/k phi_{n-1}(s + e_l)``
 (with ``q = (1-gamma)/k + gamma``), memoised on a canonical state: the potential depends on ``s``
 only through the multiset of gaps ``s_y - s_l`` (l != y), kept as (gap, multiplicity) runs, and
@@ -21,7 +21,7 @@ classes of ``l`` and ``r`` (and on ``l = r``), and a booster's vote vector has a
 of its ``k^2`` entries, instead of ``k^2`` potentials. The numbers are bit-identical to the
 entry-by-entry method (:meth:`BBMPotentials.cost_matrix_by_pairs`, kept as the reference), so
 boosters decide exactly as before. Every cache is bounded (see :class:`BBMPotentials`).
-:func:`potential_by_binomial_dp` is the spec's independent closed-form dynamic programme, kept to
+:func:`potential_by_binomial_dp` is an independent closed-form dynamic programme, kept to
 cross-check.
 
 >>> pot = BBMPotentials(k=3, gamma=0.1)
@@ -327,7 +327,7 @@ def _inv_factorials(r: int) -> tuple[float, ...]:
 
 
 def potential_by_binomial_dp(y: int, n: int, s, gamma: float) -> float:
-    """The spec's exact method (§3.2): condition on the true label's votes ``m ~ Bin(n, q)``.
+    """An independent exact method: condition on the true label's votes ``m ~ Bin(n, q)``.
 
     The other ``r = n - m`` votes are uniform over the ``k - 1`` other labels; a dynamic
     programme over those labels with state (votes used, number of ties) sums the multinomial

@@ -1,33 +1,34 @@
-"""Batch agnostic boosting: sample reuse (seed 003) and its Table 3 baselines (KK09, seed 002).
+"""Batch agnostic boosting: sample reuse and its Table 3 baselines (KK09, BCHM20).
 
-Implements ../shared/specs/agnostic_boosting.md:
+Implements Ghai, Singh, *Sample-Efficient Agnostic Boosting* (NeurIPS 2024; docs/papers.md):
 
-- §B.1: the potential ``phi`` (Eq. 1) and its derivatives (:func:`potential`,
+- the potential ``phi`` (Eq. (1)) and its derivatives (:func:`potential`,
   :func:`potential_derivative`, :func:`potential_second_derivative`).
-- §B.2 / §B.3 / §B.5: :class:`SampleEfficientBooster`, Algorithm 1 (Agnostic Boosting via Sample
-  Reuse) as the batch procedure of §B.5: a hold-out ``D_0``, T disjoint fresh chunks, each chunk's
-  relabel probability frozen when it enters (``q_j = P(label = y_j)``, from
-  ``w_t = (1 - sigma) phi'(y H_{t-1}) - phi'(y H_t)``, the second-order pseudo-label of line 5.II
-  averaged over ``eta'``, :func:`relabel_weight`), the mixture masses ``(1 - sigma)^{t-1}`` for
-  chunk 1 and ``sigma (1 - sigma)^{t-s}`` for chunk ``s >= 2`` (:func:`chunk_masses`), the
-  correlation threshold ``tau`` with the backward step ``-sign(H_t)`` (line 9), and the final
-  ``sign(H_{t*})`` with ``t*`` the best hold-out correlation (lines 12-13).
-- §B.5 (c): both ways of building the weak learner's input: ``mode="sampling"`` (the faithful
-  one, m IID draws with sampled labels) and ``mode="fractional"`` (the paper's experiments: both
-  labels of every row with weights ``M q`` and ``M (1 - q)``).
-- §D B-A2 / §B.3 "Validity warning": ``q`` is clipped to [0, 1] (``n_clipped_`` counts the rows).
-- §B.5 "The paper's experimental variant" (App. J/K): unnormalised label weights
-  ``(1 +- w) / 2`` (``label_weights="unnormalised"``), the adaptive step ``eta_t = kappa c_t``
-  with ``h_t = W_t`` (``step="adaptive"``) and App. K's "pick the better of ``W_t`` and
-  ``-sign(H_t)`` on the relabelled distribution" (``branching="better"``). :data:`PAPER_EXPERIMENT`
-  collects those settings.
-- §B.6 baselines: :class:`KanadeKalaiBooster` ([KK09]: a fresh chunk every round, relabelled
-  with the Madaboost weight ``min(1, exp(-y H))``, the better of ``W_t`` and ``-sign(H_t)``) and
-  :class:`StatisticalAgnosticBooster` (seed 002's Algorithm 2, §A.6: all training rows every
-  round, relabelled by the OGD iterate ``p`` over ``[-1, 1]^m``, or, as the paper's Table 3 ran
-  it (§B.5 (v), §D B-A5), by the Madaboost weight).
+- :class:`SampleEfficientBooster`, Algorithm 1 (Agnostic Boosting via Sample Reuse) as the project's
+  batch procedure (docs/papers.md): a hold-out ``D_0``, T disjoint fresh chunks, each chunk's
+  relabel probability frozen when it enters (``q_j = P(label = y_j)``, from ``w_t = (1 - sigma)
+  phi'(y H_{t-1}) - phi'(y H_t)``, the second-order pseudo-label of line 5.II averaged over
+  ``eta'``, :func:`relabel_weight`), the mixture masses ``(1 - sigma)^{t-1}`` for chunk 1 and
+  ``sigma (1 - sigma)^{t-s}`` for chunk ``s >= 2`` (:func:`chunk_masses`), the correlation threshold
+  ``tau`` with the backward step ``-sign(H_t)`` (line 9), and the final ``sign(H_{t*})`` with ``t*``
+  the best hold-out correlation (lines 12-13).
+- both ways of building the weak learner's input: ``mode="sampling"`` (the faithful one, m IID draws
+  with sampled labels) and ``mode="fractional"`` (the paper's experiments: both labels of every row
+  with weights ``M q`` and ``M (1 - q)``).
+- for small gamma Algorithm 1's ``q`` can leave [0, 1]: it is clipped to [0, 1] (``n_clipped_``
+  counts the rows).
+- the paper's experimental variant (App. J/K): unnormalised label weights ``(1 +- w) / 2``
+  (``label_weights="unnormalised"``), the adaptive step ``eta_t = kappa c_t`` with ``h_t = W_t``
+  (``step="adaptive"``) and App. K's "pick the better of ``W_t`` and ``-sign(H_t)`` on the
+  relabelled distribution" (``branching="better"``). :data:`PAPER_EXPERIMENT` collects those
+  settings.
+- the baselines of Table 3 (Sec. 7): :class:`KanadeKalaiBooster` ([KK09]: a fresh chunk every round,
+  relabelled with the Madaboost weight ``min(1, exp(-y H))``, the better of ``W_t`` and
+  ``-sign(H_t)``) and :class:`StatisticalAgnosticBooster` (Algorithm 2 of BCHM20, *Online Agnostic
+  Boosting via Regret Minimization*: all training rows every round, relabelled by the OGD iterate
+  ``p`` over ``[-1, 1]^m``, or, as the paper's Table 3 ran it, by the Madaboost weight).
 
-Labels inside are in {-1, +1}; ``sign(0) = +1`` (§B.1). Every random choice comes from one
+Labels inside are in {-1, +1}; ``sign(0) = +1``. Every random choice comes from one
 ``numpy.random.Generator`` seeded by ``random_state``; no I/O. Fitted boosters pickle.
 
 >>> import numpy as np
@@ -69,7 +70,7 @@ __all__ = [
     "sign",
 ]
 
-#: The settings of the paper's experiments (§B.5 "experimental variant" (i)-(iii), App. J/K).
+#: The settings of the paper's experiments (App. J/K).
 PAPER_EXPERIMENT: dict[str, str] = {
     "mode": "fractional",
     "label_weights": "unnormalised",
@@ -78,7 +79,7 @@ PAPER_EXPERIMENT: dict[str, str] = {
 }
 
 
-# ---- the potential (§B.1) -----------------------------------------------------------------------
+# ---- the potential (Eq. (1)) --------------------------------------------------------------------
 
 
 def potential(z: np.ndarray | float) -> np.ndarray:
@@ -115,7 +116,7 @@ def potential_second_derivative(z: np.ndarray | float) -> np.ndarray:
 
 
 def madaboost_weight(margin: np.ndarray | float) -> np.ndarray:
-    """``-phi'_mad(y H) = min(1, exp(-y H))``, the baselines' weight (§B.5 (v)).
+    """``-phi'_mad(y H) = min(1, exp(-y H))``, the baselines' weight (Madaboost).
 
     >>> madaboost_weight(np.array([-3.0, 0.0, 1.0])).round(4).tolist()
     [1.0, 1.0, 0.3679]
@@ -124,7 +125,7 @@ def madaboost_weight(margin: np.ndarray | float) -> np.ndarray:
 
 
 def sign(z: np.ndarray) -> np.ndarray:
-    """``+1.0`` where ``z >= 0``, else ``-1.0`` (the spec's convention, §B.1).
+    """``+1.0`` where ``z >= 0``, else ``-1.0`` (our convention).
 
     >>> sign(np.array([-0.5, 0.0, 2.0])).tolist()
     [-1.0, 1.0, 1.0]
@@ -132,13 +133,13 @@ def sign(z: np.ndarray) -> np.ndarray:
     return np.where(np.asarray(z) >= 0.0, 1.0, -1.0)
 
 
-# ---- the reuse mechanism (§B.3, §B.5 steps 3a-3b) -----------------------------------------------
+# ---- the reuse mechanism (Algorithm 1) -----------------------------------------------------------
 
 
 def relabel_weight(
     y: np.ndarray, H_prev: np.ndarray, H_cur: np.ndarray, sigma: float
 ) -> np.ndarray:
-    """``w_t(x, y) = (1 - sigma) phi'(y H_{t-1}(x)) - phi'(y H_t(x))`` (§B.3, §B.5 step 3a).
+    """``w_t(x, y) = (1 - sigma) phi'(y H_{t-1}(x)) - phi'(y H_t(x))`` (Algorithm 1).
 
     ``E[label | x, y] = y w / (eta + sigma)``: line 5.II's second-order pseudo-label averaged over
     ``eta' ~ U[0, eta]``. With ``H = 0`` it is ``sigma``.
@@ -155,9 +156,9 @@ def keep_probability(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(q, clipped)``: ``q = P(label = y)`` clipped to [0, 1], and where clipping happened.
 
-    ``normalised``: ``q = 1/2 + w / (2 (eta + sigma))`` (Algorithm 1, §B.5 step 3a), which can
-    leave [0, 1] for small gamma (§B.3 "Validity warning", §D B-A2); otherwise the experiments'
-    ``q = (1 + w) / 2`` (§B.5 (i)), always in [0, 1] since ``|w| <= 1``.
+    ``normalised``: ``q = 1/2 + w / (2 (eta + sigma))`` (Algorithm 1), which can
+    leave [0, 1] for small gamma (then clipped); otherwise the experiments'
+    ``q = (1 + w) / 2`` (App. J), always in [0, 1] since ``|w| <= 1``.
 
     >>> q, clipped = keep_probability(np.array([0.1, 0.5, -0.7]), eta=0.1, sigma=0.2)
     >>> q.round(4).tolist(), clipped.tolist()
@@ -172,7 +173,7 @@ def keep_probability(
 
 
 def chunk_masses(t: int, sigma: float) -> np.ndarray:
-    """``M_{t,1} = (1 - sigma)^{t-1}``, ``M_{t,s} = sigma (1 - sigma)^{t-s}`` (§B.3, §B.5 step 3b).
+    """``M_{t,1} = (1 - sigma)^{t-1}``, ``M_{t,s} = sigma (1 - sigma)^{t-s}`` (Algorithm 1's reuse).
 
     The unrolled recursion of line 5; the masses sum to 1.
 
@@ -305,14 +306,14 @@ class _AgnosticBoosterBase:
             y0_pm = np.where(y0 == classes[1], 1.0, -1.0)
             return X, y_pm, X0, y0_pm, rng
         n0 = int(round(self.holdout * X.shape[0]))
-        if n0 == 0:  # select in-sample (§B.5 step 1: "or select in-sample if data is scarce")
+        if n0 == 0:  # select in-sample (scarce data)
             return X, y_pm, X, y_pm, rng
         perm = rng.permutation(X.shape[0])
         ho, tr = perm[:n0], perm[n0:]
         return X[tr], y_pm[tr], X[ho], y_pm[ho], rng
 
     def _chunks(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
-        """T disjoint, near-equal chunks of a random permutation of ``range(n)`` (§B.5 step 1)."""
+        """T disjoint, near-equal chunks of a random permutation of ``range(n)``."""
         if n < self.n_rounds:
             raise ValueError(
                 f"n_rounds ({self.n_rounds}) must not exceed the number of training rows ({n})"
@@ -325,7 +326,7 @@ class _AgnosticBoosterBase:
         self, idx: np.ndarray, y: np.ndarray, q: np.ndarray, mass: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Both labels of every row: ``(x, y)`` with weight ``mass q``, ``(x, -y)`` with
-        ``mass (1 - q)``; rows of weight 0 dropped (§B.5 (c), fractional mode)."""
+        ``mass (1 - q)``; rows of weight 0 dropped (fractional mode)."""
         rows = np.concatenate([idx, idx])
         labels = np.concatenate([y[idx], -y[idx]])
         weights = np.concatenate([mass * q, mass * (1.0 - q)])
@@ -433,7 +434,7 @@ class _AgnosticBoosterBase:
         return H - eta_t * sign(H)
 
     def staged_decision_function(self, X) -> Iterator[np.ndarray]:
-        """``H_1(X) = 0, H_2(X), .., H_{T+1}(X)``: the steps replayed in order (§B.5 step 5)."""
+        """``H_1(X) = 0, H_2(X), .., H_{T+1}(X)``: the steps replayed in order."""
         X = self._check_X(X)
         H = np.zeros(X.shape[0])
         yield H
@@ -458,11 +459,11 @@ class _AgnosticBoosterBase:
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
 
-# ---- Algorithm 1 of seed 003 ---------------------------------------------------------------------
+# ---- Algorithm 1 of Ghai & Singh 2024 ---------------------------------------------------------
 
 
 class SampleEfficientBooster(_AgnosticBoosterBase):
-    """Agnostic boosting via sample reuse (Ghai & Singh 2024, Algorithm 1; spec §B.2, §B.5).
+    """Agnostic boosting via sample reuse (Ghai & Singh 2024, Algorithm 1).
 
     Parameters
     ----------
@@ -483,7 +484,7 @@ class SampleEfficientBooster(_AgnosticBoosterBase):
         "threshold" (line 9: ``W_t`` if ``c_t > tau``, else ``-sign(H_t)``), "better" (App. K:
         whichever correlates better on the relabelled input) or "weak" (always ``W_t``).
     tau
-        The threshold of ``branching="threshold"``, on the mean scale (§D B-A3).
+        The threshold of ``branching="threshold"``, on the mean scale (the paper leaves it open).
     mode
         "sampling" (faithful: ``n_samples`` IID draws from ``D_t`` with sampled labels) or
         "fractional" (both labels of every row, weighted; the paper's experiments).
@@ -495,7 +496,7 @@ class SampleEfficientBooster(_AgnosticBoosterBase):
     holdout
         Fraction of the rows held out as ``D_0`` for choosing the round; 0 selects in-sample.
     include_final
-        Whether ``H_{T+1}`` is a candidate besides ``H_1 .. H_T`` (§D B-A6: ambiguous).
+        Whether ``H_{T+1}`` is a candidate besides ``H_1 .. H_T`` (the paper is ambiguous).
     weak_learner
         ``fit(X, y, sample_weight, seed) -> model`` with ``model.predict`` in {-1, +1}; default
         :class:`learners.stumps.DecisionStump`.
@@ -598,14 +599,14 @@ class SampleEfficientBooster(_AgnosticBoosterBase):
 
 
 class KanadeKalaiBooster(_AgnosticBoosterBase):
-    """Potential-based agnostic boosting of Kanade & Kalai 2009 as the spec describes it (§B.6).
+    """Potential-based agnostic boosting of Kanade & Kalai 2009 (Ghai & Singh 2024, Sec. 7).
 
     Every round uses a *fresh* chunk only (no reuse): its rows are relabelled with the Madaboost
-    weight ``w = min(1, exp(-y H_t(x)))`` (``P(label = y) = (1 + w) / 2``, §B.5 (v)), the weak
+    weight ``w = min(1, exp(-y H_t(x)))`` (``P(label = y) = (1 + w) / 2``), the weak
     learner is fitted on them, and the better of ``W_t`` and ``-sign(H_t)`` on the same relabelled
     chunk is added (KK09's branching, with App. A's fix of fresh samples every round). Parameters
     as in :class:`SampleEfficientBooster`; the defaults are the paper's experimental ones
-    (fractional labels, adaptive step). [MINE]: the spec gives no more detail of KK09 (the
+    (fractional labels, adaptive step). Our choice: the paper gives no more detail of KK09 (the
     original uses separate samples for the branching test; here the round's chunk serves both).
 
     >>> import numpy as np
@@ -673,19 +674,19 @@ class KanadeKalaiBooster(_AgnosticBoosterBase):
 
 
 class StatisticalAgnosticBooster(KanadeKalaiBooster):
-    """Seed 002's statistical agnostic booster (BCHM20 Algorithm 2, agnostic; spec §A.6).
+    """BCHM20's statistical agnostic booster (Algorithm 2, agnostic).
 
-    Every round uses *all* training rows (the same samples in all rounds, §B.6).
+    Every round uses *all* training rows (the same samples in all rounds, as in Table 3).
 
     - ``weights="oco"`` (Algorithm 2): row ``j`` keeps its label with probability
-      ``(1 + p(j)) / 2``; after ``W_t``, projected OGD on ``[-1, 1]^m`` with the spec's step
+      ``(1 + p(j)) / 2``; after ``W_t``, projected OGD on ``[-1, 1]^m`` with the step
       ``gamma / sqrt t``: ``p(j) <- clip(p(j) + (gamma - W_t(x_j) y_j) / sqrt t)``; start
-      ``p_1 = 1`` ([MINE] in the spec); the output ``Pi(sum_t W_t / (gamma T))`` is reported by
-      its sign (§D A4), so every step adds ``W_t / (gamma T)`` (``step`` and ``branching`` are
+      ``p_1 = 1`` (our choice); the output ``Pi(sum_t W_t / (gamma T))`` is reported by
+      its sign, so every step adds ``W_t / (gamma T)`` (``step`` and ``branching`` are
       not used).
-    - ``weights="madaboost"`` (how S003's Table 3 ran it, §B.5 (v), §D B-A5): keep probability
+    - ``weights="madaboost"`` (how Ghai & Singh's Table 3 ran it): keep probability
       ``(1 + min(1, exp(-y H))) / 2``, the step rule of ``step`` and always ``W_t``
-      ([MINE]: BCHM20 has no backward step).
+      (our choice: BCHM20 has no backward step).
 
     ``mode="sampling"`` draws ``n_samples`` (m0; default: the number of training rows) IID rows
     with sampled labels, as Algorithm 2 does; "fractional" weights both labels.

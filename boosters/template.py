@@ -1,13 +1,14 @@
-"""Algorithm 1 of seed 001, the online bandit boosting template, shared by all four boosters.
+"""Algorithm 1 of Zhang et al. 2019, the online bandit boosting template of all four boosters.
 
-Implements ../shared/specs/bandit_boosting.md §2 (steps 1-12): every weak learner predicts, the
-expert votes ``s^j = sum_{i <= j} alpha^i e_{h^i}`` are formed with the current weights, an expert
-is chosen, its label is explored by eq. 2, and after the bandit bit every weak learner receives the
-estimated cost vector ``C^i (1 - lhat)`` (eq. 5) turned into a (label, weight) pair (§2.1).
+Implements Sec. 3.1 (Algorithm 1) of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
+Feedback* (AISTATS 2019); docs/papers.md: every weak learner predicts, the expert votes ``s^j =
+sum_{i <= j} alpha^i e_{h^i}`` are formed with the current weights, an expert is chosen, its label
+is explored by eq. 2, and after the bandit bit every weak learner receives the estimated cost vector
+``C^i (1 - lhat)`` (eq. 5) turned into a (label, weight) pair (App. B.3).
 
-The full-information twins (§7.6) run the same code path with the true loss vector ``1 - e_y``
-in place of the estimate. Subclasses supply the cost matrices, the weights ``alpha``, the expert
-choice and the booster's own update.
+The full-information twins (as in the authors' code) run the same code path with the true loss
+vector ``1 - e_y`` in place of the estimate. Subclasses supply the cost matrices, the weights
+``alpha``, the expert choice and the booster's own update.
 
 Decision-time internals logged with every decision: ``weak`` (each learner's label ``h``),
 ``experts`` (each expert's label), ``expert`` (the chosen index), ``yhat`` (the booster's
@@ -64,9 +65,9 @@ def _check_real(name: str, value, low: float, high: float, *, open_low=False, op
 
 
 class BoostingTemplate(OnlineBooster):
-    """Common machinery of BanditBBM, AdaBandit, OnlineMBBM and Adaboost.OLM (spec §2)."""
+    """Common machinery of BanditBBM, AdaBandit, OnlineMBBM and Adaboost.OLM (Algorithm 1)."""
 
-    #: "argmax" (spec §2.1, the bandit boosters) or "cost_sensitive" (spec §7.6, the twins).
+    #: "argmax" (App. B.3, the bandit boosters) or "cost_sensitive" (authors' code, the twins).
     default_weak_prediction = "argmax"
     default_tree_profile = "bandit"
 
@@ -165,7 +166,7 @@ class BoostingTemplate(OnlineBooster):
         """Booster state update after the weak learners learned (alpha, Hedge)."""
 
     def _labels_weights(self, costs, u, known_label):
-        """(label, weight) per learner from the estimated costs (N, k); spec §2.1."""
+        """(label, weight) per learner from the estimated costs (N, k); App. B.3."""
         return cost_to_label_weight(
             costs,
             u,
@@ -188,9 +189,9 @@ class BoostingTemplate(OnlineBooster):
     def _weak_predictions(self, x: dict, u: np.ndarray, alpha: np.ndarray) -> np.ndarray:
         """Each learner's label; ``u`` (N, k) are the uniform draws for random ties."""
         k = self.n_actions
-        if self.weak_prediction == "argmax":  # spec §2.1: argmax of the tree's class distribution
+        if self.weak_prediction == "argmax":  # App. B.3: argmax of the tree's class distribution
             return argmax_random_ties(proba_matrix(self._trees, x, k), u)
-        # cost-sensitive rule of the twins (§7.6): h^i = argmin_l sum_r P(r | x) C^i[l, r]
+        # cost-sensitive rule of the twins (authors' code): h^i = argmin_l sum_r P(r | x) C^i[l, r]
         weak = np.empty(self.n_learners, dtype=np.int64)
         s = np.zeros((1, k), dtype=alpha.dtype)
         for i, wl in enumerate(self.learners):

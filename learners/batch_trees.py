@@ -1,16 +1,17 @@
 """Batch tree base learners for boosted off-policy learning (BOPL), on action-augmented rows.
 
-Implements ../shared/specs/bopl.md §3.0 (action representation ``[x; e_a]``, one row per example
-and action, example-major order), §3.5 (base-learner software of the paper's Appendix G) and the
-single-booster fast path of §3.1/§7.7 used by :mod:`boosters.bopl`:
+Implements base learners of London et al., *Boosted Off-Policy Learning* (AISTATS 2023;
+docs/papers.md): the action representation ``[x; e_a]`` of Appendix F.5 (one row per example
+and action, example-major order), the base-learner software of Appendix G, and the project's
+single-booster fast path of Algorithm 3 used by :mod:`boosters.bopl`:
 
 - :func:`augment_actions`: the (n*k, d+k) design matrix, row ``i*k + a`` = ``[x_i; e_a]``.
 - :class:`LeastSquaresTree`: one exact weighted least-squares regression tree per call, fitted by
   XGBoost with ``n_estimators = 1``, ``tree_method = "exact"``, ``learning_rate = 1`` and
-  ``base_score = 0`` (§3.5: those four settings are [not in paper], the exact single tree is).
+  ``base_score = 0`` (those four settings are not in the paper; the exact single tree is).
 - :class:`WeightedTreeClassifier`: a weighted scikit-learn ``DecisionTreeClassifier`` on labels
-  +-1 with predictions cast to +-1.0 (§3.5; ``min_samples_leaf`` stands in for the paper's
-  "min_child_weight", criterion gini, both [not in paper]).
+  +-1 with predictions cast to +-1.0 (Appendix G; ``min_samples_leaf`` stands in for the
+  paper's "min_child_weight", criterion gini, both not in the paper).
 - :meth:`LeastSquaresTree.boost`: many rounds inside *one* XGBoost booster driven by a custom
   gradient callback (the functional-gradient formulation; see :mod:`boosters.bopl`).
 
@@ -110,7 +111,7 @@ class FittedBooster:
 
 
 class LeastSquaresTree:
-    """One exact weighted least-squares regression tree per round, fitted by XGBoost (spec §3.5).
+    """One exact weighted least-squares regression tree per round, fitted by XGBoost (BOPL App. G).
 
     Parameters
     ----------
@@ -126,8 +127,8 @@ class LeastSquaresTree:
     n_jobs
         XGBoost threads. The exact method is deterministic for a fixed thread count.
 
-    Settings fixed by the spec: ``objective = reg:squarederror``, ``tree_method = exact``,
-    ``base_score = 0`` (a nonzero base score inflates D(f) and shrinks alpha, §7.7), ``gamma = 0``.
+    Settings fixed here: ``objective = reg:squarederror``, ``tree_method = exact``,
+    ``base_score = 0`` (a nonzero base score inflates D(f) and shrinks alpha), ``gamma = 0``.
 
     >>> LeastSquaresTree(max_depth=0)
     Traceback (most recent call last):
@@ -240,7 +241,7 @@ class LeastSquaresTree:
 
 
 class GradientBoostedRegressor:
-    """XGBoost gradient-boosted regression trees, squared error, exact splits (BRR-xgb, spec §5.5).
+    """XGBoost gradient-boosted regression trees, squared error, exact splits (BRR-xgb of BOPL).
 
     Parameters mirror Table 4's BRR-xgb rows: ``n_estimators``, ``max_depth``,
     ``min_child_weight``, ``reg_lambda`` (XGBoost's default 1), ``learning_rate``. The intercept
@@ -310,7 +311,7 @@ class FittedClassifier:
 
 
 class WeightedTreeClassifier:
-    """A weighted scikit-learn ``DecisionTreeClassifier`` on labels +-1 (spec §3.3, §3.5).
+    """A weighted scikit-learn ``DecisionTreeClassifier`` on labels +-1 (BOPL Algorithm 4, App. G).
 
     Parameters
     ----------
@@ -318,7 +319,7 @@ class WeightedTreeClassifier:
         Maximum depth (the paper tunes 6-25).
     min_samples_leaf
         Minimum rows per leaf; [not in paper] the likely mapping of the paper's
-        "min_child_weight" for scikit-learn (spec §8.3).
+        "min_child_weight" for scikit-learn.
     criterion
         Split criterion, ``"gini"`` (scikit-learn's default; the paper does not say) or
         ``"entropy"``/``"log_loss"``.

@@ -1,7 +1,7 @@
 """Binary weak learner over River's Hoeffding tree, predicting in {-1, +1}.
 
-Implements ../shared/specs/agnostic_boosting.md Part A, §A.5 ("Implementation notes for River
-Hoeffding-tree weak learners", faithful mode): the weak learner of the online agnostic booster is
+The weak learner of the online agnostic booster of BCHM20 (*Online Agnostic Boosting via Regret
+Minimization*, NeurIPS 2020; docs/papers.md) is, by the project's choice (faithful mode),
 ``river.tree.HoeffdingTreeClassifier`` trained on labels in {-1, +1}. ``predict_proba_one`` gives
 nothing before a class has been seen; that (and any exact tie) is a fair coin in {-1, +1}, drawn
 by the caller's uniform number ``u`` so that all randomness stays with the booster's seeded
@@ -38,7 +38,7 @@ __all__ = ["BinaryHoeffdingTree", "BinaryWeakLearner", "margins", "signs_random_
 
 @runtime_checkable
 class BinaryWeakLearner(Protocol):
-    """What the OCO boosters need from a weak learner (spec §A.2: predictions in {-1, +1})."""
+    """What the OCO boosters need from a weak learner (BCHM20 Def. 1: predictions in {-1, +1})."""
 
     def margin_one(self, x: dict) -> float:
         """Score in [-1, 1]; its sign is the prediction, 0 is a tie (a fair coin)."""
@@ -50,7 +50,7 @@ class BinaryWeakLearner(Protocol):
 class BinaryHoeffdingTree:
     """A Hoeffding tree on labels {-1, +1} (information gain, majority-class leaves).
 
-    The tree settings follow the seed-001 weak learner (:class:`learners.hoeffding.
+    The tree settings follow the Zhang et al. 2019 weak learner (:class:`learners.hoeffding.
     CostSensitiveTree`), so the per-tree hyperparameter profiles of
     :func:`learners.hoeffding.sample_tree_params` apply unchanged. ``tree`` is the River object;
     the boosters train it through :meth:`learn_one`, which calls ``tree.learn_one``.

@@ -3,7 +3,7 @@
 A grown River ``HoeffdingTreeClassifier`` is mostly learning state: every leaf keeps one
 attribute observer per feature (per-value class counts for nominal features, per-class Gaussian
 estimators for numeric ones) to find its next split. Deciding needs none of it. With the
-majority-class leaves our boosters use (spec §7.5 mapping to River, :func:`learners.hoeffding.
+majority-class leaves our boosters use (the authors' VFDT in River, :func:`learners.hoeffding.
 make_vfdt`), a prediction is the path of branch tests from the root to a leaf plus that leaf's
 class counts, normalised.
 

@@ -1,10 +1,11 @@
 """Multiclass weak learner over River's Hoeffding tree, with per-tree random hyperparameters.
 
-Implements spec ../shared/specs/bandit_boosting.md §2.1 (weak-learner prediction rule and the
-cost-sensitive reduction, via :mod:`learners.reduction`) and §7.5 (VFDT hyperparameters drawn per
-tree; mapping to ``river.tree.HoeffdingTreeClassifier``). The per-tree random draws are the
-authors' code, not the paper; :func:`sample_tree_params` with ``fixed=True`` gives every tree the
-middle of each range instead.
+Implements the VFDT weak learner of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
+Feedback* (AISTATS 2019; docs/papers.md), App. B.3: the weak-learner prediction rule and the
+cost-sensitive reduction, via :mod:`learners.reduction`; and the VFDT hyperparameters drawn per
+tree as in the authors' code, mapped to ``river.tree.HoeffdingTreeClassifier``. The per-tree
+random draws are the authors' code, not the paper; :func:`sample_tree_params` with ``fixed=True``
+gives every tree the middle of each range instead.
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -36,7 +37,7 @@ __all__ = [
     "proba_matrix",
 ]
 
-#: Ranges of spec §7.5: grace period U[a, b]; tie threshold tau and split confidence delta
+#: Ranges of the authors' code: grace period U[a, b]; tie threshold tau and split confidence delta
 #: log-uniform on [a, b].
 TREE_PROFILES: dict[str, dict[str, tuple[float, float]]] = {
     # OptBandit, AdaBandit on Balance/Car/Nursery/Movement
@@ -51,7 +52,7 @@ TREE_PROFILES: dict[str, dict[str, tuple[float, float]]] = {
 def sample_tree_params(
     profile: str, rng: np.random.Generator, fixed: bool = False
 ) -> dict[str, float]:
-    """Draw one tree's hyperparameters from ``profile`` (spec §7.5).
+    """Draw one tree's hyperparameters from ``profile`` (authors' code).
 
     With ``fixed=True`` no randomness is used: the grace period is the middle of its range and
     tau, delta the geometric middle of theirs.
@@ -111,7 +112,7 @@ def make_vfdt(
     nominal_attributes: list | None = None,
     fast_trees: bool = True,
 ) -> HoeffdingTreeClassifier:
-    """River's Hoeffding tree set up as the authors' VFDT (spec §7.5 mapping): information gain,
+    """River's Hoeffding tree set up as the authors' VFDT: information gain,
     majority-class leaves, the given grace period, split confidence and tie threshold.
 
     ``fast_trees=True`` (default): leaves with array statistics and vectorised split evaluation
@@ -157,8 +158,8 @@ class CostSensitiveTree:
     """A cost-sensitive multiclass online learner: one Hoeffding tree on weighted labels.
 
     It predicts one label in ``0 .. n_classes - 1`` and learns from a full cost vector through
-    the (label, weight) reduction of spec §2.1 (:func:`learners.reduction.cost_to_label_weight`).
-    The tree uses information gain and majority-class leaves (spec §7.5 mapping to River).
+    the (label, weight) reduction of App. B.3 (:func:`learners.reduction.cost_to_label_weight`).
+    The tree uses information gain and majority-class leaves (the authors' VFDT in River).
     """
 
     def __init__(
@@ -210,7 +211,7 @@ class CostSensitiveTree:
     def learn_cost_one(
         self, x: dict, cost: np.ndarray, u: np.ndarray, true_label: int | None = None
     ) -> None:
-        """Learn from one cost vector (length ``n_classes``) through the reduction of spec §2.1.
+        """Learn from one cost vector (length ``n_classes``) through the reduction of App. B.3.
 
         ``u`` holds one uniform draw per label, for the random tie rule.
         """

@@ -1,12 +1,13 @@
 """Cost vector -> (label, importance weight) for a weak learner that takes weighted labels.
 
-Implements spec ../shared/specs/bandit_boosting.md §2.1 ("What a weak learner receives", App. B.3):
+Implements App. B.3 of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit Feedback*
+(AISTATS 2019; docs/papers.md):
 the tree is trained on the argmin label of the (clipped) estimated cost vector, weighted by how much
 more all the other labels cost. Vectorised over the N weak learners of a booster.
 
 Two orders of operations are available:
 
-``"reference"`` (default; the authors' code, spec §2.1 "Exact ref-code order")
+``"reference"`` (default; the authors' code's order)
     label: clip to ``[-clip, clip]``, round to ``decimals``, argmin with the tie rule;
     weight: shift by the row minimum, round to ``decimals``, clip to ``[-clip, clip]``, sum,
     divide by ``scale``, floor at ``weight_floor``.
@@ -15,7 +16,7 @@ Two orders of operations are available:
     weight = sum of excesses over the minimum of the clipped vector, divided by ``scale``, floored.
 
 Passing ``clip=None`` and ``decimals=None`` disables clipping and rounding (the full-information
-twins train on exact cost vectors, spec §7.6).
+twins train on exact cost vectors, as in the authors' code).
 
 Tie rule (paper, App. B.3): in a correct round (the true label is known) pick the true label when
 it is among the minimisers; otherwise pick uniformly at random among the minimisers, using the

@@ -1,8 +1,8 @@
 """Weighted decision stumps (scikit-learn) as weak learners on labels in {-1, +1}.
 
-Implements the weak learner of ../shared/specs/agnostic_boosting.md §B.5 ("a weak learner that
-accepts sample weights (e.g. sklearn ``DecisionTreeClassifier(max_depth=1)``)") and §B.6 (the
-paper's experiments use scikit-learn decision stumps). Used by :mod:`boosters.sample_efficient`.
+Implements the weak learner of Ghai & Singh, *Sample-Efficient Agnostic Boosting* (NeurIPS 2024;
+docs/papers.md): a weak learner that accepts sample weights; the paper's experiments (Sec. 7)
+use scikit-learn decision stumps. Used by :mod:`boosters.sample_efficient`.
 
 A weak learner here is any object with ``fit(X, y, sample_weight, seed) -> model`` where ``model``
 has ``predict(X) -> ndarray of +-1.0``. :class:`DecisionStump` fits a scikit-learn tree of depth 1
@@ -85,7 +85,7 @@ def _constant(y: np.ndarray, w: np.ndarray) -> FittedStump:
 
 
 class DecisionStump:
-    """A weighted depth-1 ``DecisionTreeClassifier`` (spec §B.5, §B.6).
+    """A weighted depth-1 ``DecisionTreeClassifier`` (Ghai & Singh 2024, Sec. 7).
 
     Parameters
     ----------

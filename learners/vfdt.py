@@ -4,7 +4,7 @@ River's ``HoeffdingTreeClassifier`` calls ``_enforce_size_limit`` after *every* 
 routine walks every leaf, computes each one's split promise, sorts them, and then finds how many
 leaves may stay active within ``max_size``: the first ``len(leaves) - max_active`` (the least
 promising) are deactivated, and every other inactive leaf above ``max_depth`` is re-activated.
-Profiling the boosters of seed 001 (importance-weighted samples make the trees split often)
+Profiling the boosters of Zhang et al. 2019 (importance-weighted samples make the trees split often)
 shows this routine at ~80% of a tree's learning time.
 
 When every leaf fits as an active leaf (the usual case: the trees stay far below River's default

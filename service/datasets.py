@@ -13,12 +13,12 @@ The file format is the one of the bundled UCI datasets in ``service/data/``:
 * class labels are mapped to ``0 .. k-1`` in the sorted order of the class strings (as
   strings: ``"10"`` sorts before ``"9"``).
 
-The bundled Car and Nursery are the exception to the numeric rule: the spec (§7.2, §7.5) treats
-all their features as nominal, but their CSVs encode some categories as numbers (Car's
-``doors`` is 2/3/4/5, presumably ``5`` for "5more"). Their entry in :data:`BUNDLED_NOMINAL` forces
-every feature nominal (kept as the raw string, e.g. ``"2"``). ``load_dataset(..., nominal=...)``
-overrides this for any file: ``"auto"`` (the numeric rule), ``"all"``, or a list of columns that
-are nominal in addition to those the rule finds.
+The bundled Car and Nursery are the exception to the numeric rule: Zhang et al. 2019 (App. B.1)
+and the authors' code treat all their features as nominal, but their CSVs encode some
+categories as numbers (Car's ``doors`` is 2/3/4/5, presumably ``5`` for "5more"). Their entry
+in :data:`BUNDLED_NOMINAL` forces every feature nominal (kept as the raw string, e.g. ``"2"``).
+``load_dataset(..., nominal=...)`` overrides this for any file: ``"auto"`` (the numeric rule),
+``"all"``, or a list of columns that are nominal in addition to those the rule finds.
 
 A numeric column holding a non-finite value (``nan``, ``inf``) is rejected, since contexts must
 be finite (:func:`boosters.base.check_context`).

@@ -10,8 +10,9 @@ One training run (:func:`train_and_evaluate`):
    whole logged probability vector and the excluded actions.
 2. **Split in time.** The most recent ``holdout_fraction`` of the window is the hold-out slice; the
    policy, its featurizer and the reward model of DR see only the older part.
-3. **Fit** the configured BOPL variant (``bopl``/``bopls`` x ``regr``/``class``, spec §2-§3) with
-   reward translation ``c`` (spec §4; default ``-mean training reward``, training only).
+3. **Fit** the configured BOPL variant (``bopl``/``bopls`` x ``regr``/``class``; London et al. 2023,
+   Algorithms 1-4) with reward translation ``c`` (its Sec. 5.2; default ``-mean training
+   reward``, training only).
 4. **Evaluate** on the hold-out, with raw rewards, the policy as it will be served: softmax at
    ``temperature`` mixed with the floor ``min_propensity`` (restricted to the actions that were
    allowed for each event and renormalised, as serving does with ``excluded_actions``):

@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 __all__ = ["Y_LABEL", "plot_learning_curves"]
 
-#: Y-axis label of the learning curves (spec §7.3, "Learning curves").
+#: Y-axis label of the learning curves (Zhang et al. 2019, Sec. 4.2).
 Y_LABEL = "moving-average accuracy (window 0.2 × rounds)"
 
 

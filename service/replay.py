@@ -43,16 +43,16 @@ Learner replay (:func:`replay_learner`, ``--booster``)
       ``decision.internals``; none of the registered boosters' internals depend on the drawn
       action. So every event is learned with ``Decision(logged action, logged probability vector,
       the booster's own internals from deciding on that context)``: the loss estimates divide by
-      the *logging* propensity, which keeps them unbiased (seed 001's eq. 4 estimate,
-      ../shared/specs/bandit_boosting.md §1.3, is unbiased under any distribution the played label
-      is drawn from, given ``yhat``, as long as it gives every label positive probability; the
-      baselines weight by ``r / p`` the same way). With partial logged vectors (OBP tables give
-      only the chosen action's propensity) only ``p[action]`` matters to the boosters.
-      Caveat: the seed-001 boosters assume one correct action per context (a reward of 1 names
-      the label, eq. 4). Where several actions pay at random, every rewarded explored action is
-      read as the label, and learning from another policy's broad exploration can then be worse
-      than learning on-policy from the matched events; tests/test_replay.py's world has one
-      correct action per context.
+      the *logging* propensity, which keeps them unbiased (eq. (4) of Zhang et al. 2019,
+      *Online Multiclass Boosting with Bandit Feedback*, is unbiased under any distribution the
+      played label is drawn from, given ``yhat``, as long as it gives every label positive
+      probability; the baselines weight by ``r / p`` the same way). With partial logged vectors
+      (OBP tables give only the chosen action's propensity) only ``p[action]`` matters to the
+      boosters. Caveat: the Zhang et al. 2019 boosters assume one correct action per context (a
+      reward of 1 names the label, eq. 4). Where several actions pay at random, every rewarded
+      explored action is read as the label, and learning from another policy's broad exploration
+      can then be worse than learning on-policy from the matched events; tests/test_replay.py's
+      world has one correct action per context.
 
     Full-information boosters (``adaboostolm``, ``onlinembbm``, ``oco_full``) need true labels,
     which logged bandit data does not have; they are refused. A context's excluded actions (a
@@ -62,11 +62,11 @@ Learner replay (:func:`replay_learner`, ``--booster``)
 Policy replay (:func:`replay_policy`, ``--policy``)
     A trained BOPL policy (a :class:`~service.offline.PolicyBundle` published by the offline
     worker) is fixed, so its value is estimated at once, off-policy, with
-    ../shared/specs/bopl.md §1 (IPS, Eq. 6) and §4 (SNIPS, doubly robust) as implemented in
+    IPS (London et al. 2023, *Boosted Off-Policy Learning*, Eq. (6)), SNIPS and doubly robust as in
     :mod:`boosters.ope`: per event the policy's probabilities pi(.|x) as it would be served
     (softmax at ``temperature`` mixed with the floor ``min_propensity``; by default the values it
     was evaluated with) restricted to the allowed actions. DR's reward model is the boosted
-    reward regression of the worker (:class:`boosters.brr.RewardRegression`, spec §5.5 BRR-xgb),
+    reward regression of the worker (:class:`boosters.brr.RewardRegression`, the paper's BRR-xgb),
     *cross-fitted*: the events are split in two seeded halves and each half gets predictions from
     the model fitted on the other, so no event is scored by a model that saw it. Where does the
     policy come from (:func:`load_policy`): ``MODEL[:VERSION]`` names a published policy in Redis

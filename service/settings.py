@@ -180,7 +180,9 @@ class Settings(BaseSettings):
     worker_max_depth: int = Field(default=6, ge=1, description="Depth of BOPL's base trees.")
     worker_reward_translation: float | None = Field(
         default=None, allow_inf_nan=False,
-        description="Training reward shift c (spec §4); empty: -(mean training reward).",
+        description=(
+            "Training reward shift c (BOPL reward translation); empty: -(mean training reward)."
+        ),
     )
     worker_level: float = Field(default=0.95, gt=0, lt=1, description="Interval level.")
     worker_publish_estimator: Literal["dr", "snips"] = Field(

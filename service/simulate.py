@@ -1,4 +1,4 @@
-"""Supervised-to-bandit simulation (spec §7.3, "Protocol").
+"""Supervised-to-bandit simulation (Zhang et al. 2019, Sec. 4).
 
 The rows of a classification dataset are duplicated ``dup`` times, the duplicated list is
 shuffled once with ``numpy.random.default_rng(seed).permutation`` and streamed once. Every round
@@ -74,7 +74,7 @@ class SimulationResult:
         )
 
     def default_window(self) -> int:
-        """``int(0.2 * rounds)``, at least 1: the spec's learning-curve window."""
+        """``int(0.2 * rounds)``, at least 1: the last-20% window of Zhang et al. 2019's Table 1."""
         return max(1, int(0.2 * self.rounds))
 
     def moving_average(self, window: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,4 @@
-"""Tests of AdaBandit and Adaboost.OLM (spec §4, §7.6): gradient, OGD step, clipping, Hedge.
+"""Tests of AdaBandit and Adaboost.OLM (Zhang et al. 2019): gradient, OGD step, clipping, Hedge.
 
 Expected gradients are central finite differences of the logistic loss written with
 :func:`logistic_loss`, or closed forms written out here; the library's cost matrices are only
@@ -34,7 +34,7 @@ def _fd_alpha_gradient(s_prev, h, a, omega) -> float:
 
 
 def _ref_code_gradient(s_prev, h, a, omega) -> float:
-    """The authors' derivative: the j = h branch uses exp(s_l - a - s_h) (spec §4.3)."""
+    """The authors' derivative: the j = h branch uses exp(s_l - a - s_h) (eq. (11))."""
     k = len(s_prev)
     total = 0.0
     for j in range(k):
@@ -105,7 +105,7 @@ def test_cost_matrix_column_is_loss_gradient():
 
 
 def test_closed_form_alpha_derivative():
-    """[C(s + a e_h) omega]_h equals d/da of the estimated loss (spec §4.3)."""
+    """[C(s + a e_h) omega]_h equals d/da of the estimated loss (eq. (11))."""
     rng = np.random.default_rng(2)
     for _ in range(60):
         k = int(rng.integers(3, 7))
@@ -118,7 +118,7 @@ def test_closed_form_alpha_derivative():
         template = (logistic_cost_matrices(moved[None, :])[0] @ omega)[h]
         expected = _fd_alpha_gradient(s, h, a, omega)
         assert template == pytest.approx(expected, rel=1e-6, abs=1e-7)
-        # the spec's closed form g_j, written out
+        # the closed form g_j, written out
         g = [
             1.0 / (1.0 + math.exp(s[j] - s[h] - a))
             if j != h

@@ -1,7 +1,7 @@
 """The array-leaf Hoeffding tree grows River's trees: split for split, at the same example.
 
-The battery runs River's class (``fast_trees=False``) and ours side by side on the seed-001
-datasets and River's synthetic streams, with unit and random importance weights, the three tree
+The battery runs River's class (``fast_trees=False``) and ours side by side on the Zhang et al.
+2019 datasets and River's synthetic streams, with unit and random importance weights, the three tree
 profiles, a depth limit, missing and late features, unseen values and constant features. After
 every example the leaf counts agree; every few examples (and at the end) the whole trees agree
 node for node (branch kind, feature, threshold or value, leaf class weights) and predict alike.

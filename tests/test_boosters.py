@@ -1,5 +1,6 @@
 """Protocol-level tests of the four boosters (BanditBBM, AdaBandit, OnlineMBBM, Adaboost.OLM)
-and of the cost -> (label, weight) reduction (spec §2, §2.1, §7.6).
+and of the cost -> (label, weight) reduction (Zhang et al. 2019,
+Algorithm 1 and App. B.3; the twins as in the authors' code).
 
 The stream is the bundled Car dataset (service/data/car.csv), shuffled with a fixed seed.
 """
@@ -280,7 +281,7 @@ def test_adabandit_beats_uniform_on_car(car):
     assert ours > 0.74, ours
 
 
-# --- the reduction cost -> (label, weight), spec §2.1 ---------------------------------------------
+# --- the reduction cost -> (label, weight), App. B.3 ---------------------------------------------
 
 
 def _grid(m):
@@ -320,7 +321,7 @@ def test_tie_rule(order):
 
 
 def _reference_by_hand(c, clip=100.0, decimals=2):
-    """Spec §2.1 "Exact ref-code order", one vector, written independently."""
+    """The authors' code's order, one vector, written independently."""
     lab = np.round(np.clip(c, -clip, clip), decimals)
     shifted = np.round(c - c.min(), decimals)
     weight = max(float(np.minimum(shifted, clip).sum()), 1e-10)

@@ -1,6 +1,7 @@
 """BOPL / BOPL-S (boosters/bopl.py), policies, BRR-xgb and the batch tree learners.
 
-Spec: ../shared/specs/bopl.md §1-§4 and the checks of §7.8.
+Paper: London et al. 2023, *Boosted Off-Policy Learning* (Algorithms 1-4, Eq. (6), (16)-(17);
+docs/papers.md).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ REGR = LeastSquaresTree(max_depth=4, min_child_weight=1.0)
 CLASS = WeightedTreeClassifier(max_depth=4, min_samples_leaf=2)
 
 
-# ------------------------------------------------------------------ alpha identities (§7.8a)
+# ------------------------------------------------------------------ alpha identities
 
 
 @pytest.mark.parametrize("solver", ["per-round", "xgb-objective"])
@@ -83,7 +84,7 @@ def test_alpha_compensates_learning_rate_and_grows_with_leaf_penalty(logs):
     assert np.all(model.alphas_ > 2.0)
 
 
-# ------------------------------------------------------------------ objective decreases (§7.8b/c)
+# ------------------------------------------------------------------ objective decreases
 
 VARIANTS = [(BOPL, REGR), (BOPLS, REGR), (BOPL, CLASS), (BOPLS, CLASS)]
 
@@ -119,7 +120,7 @@ def test_classification_alpha_matches_adaboost_form(logs):
     np.testing.assert_allclose(model.scale_, z)
 
 
-# ------------------------------------------------------------------ gradients (§1, §2.2)
+# ------------------------------------------------------------------ gradients (Eq. (6), (16)-(17))
 
 
 @pytest.mark.parametrize(
@@ -169,7 +170,7 @@ def test_xgb_objective_solver_matches_per_round(logs, cls):
     assert np.array_equal(fast.predict(X), slow.predict(X))
 
 
-# ------------------------------------------------------------------ reward translation (§4)
+# ------------------------------------------------------------------ reward translation
 
 
 def test_reward_translation_changes_training_not_evaluation(logs):
@@ -243,7 +244,7 @@ def test_early_stop_when_gradient_vanishes(solver):
     assert model.predict_proba(X[:1])[0, 0] > 0.98
 
 
-# ------------------------------------------------------------------ policies (§1, §7.1)
+# ------------------------------------------------------------------ policies (Sec. 3.1)
 
 
 def test_softmax_policy_is_stable_floored_and_consistent():
@@ -325,11 +326,11 @@ def test_fit_validates_logged_data(logs):
         BOPL(K, REGR).scores(X)
 
 
-# ------------------------------------------------------------------ end to end on digits (§9)
+# ------------------------------------------------------------------ end to end on digits
 
 
 def test_digits_bopl_beats_logging_policy():
-    """Supervised-to-bandit conversion of sklearn's digits (spec §5.3, §7.13), softmax logging."""
+    """Supervised-to-bandit conversion of sklearn's digits (App. F.3), softmax logging."""
     from sklearn.datasets import load_digits
     from sklearn.linear_model import LogisticRegression
 

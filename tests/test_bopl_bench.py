@@ -1,7 +1,8 @@
 """Data conversion of the BOPL reproduction (benchmarks/bopl_repro.py) and the speed helpers.
 
-Spec: ../shared/specs/bopl.md §5.2-§5.4 (splits, logging policy, reward structure), §4 / §7.5
-(propensity floor) and §3.1 (the alpha identity, which must survive the hist split method).
+Paper: London et al. 2023, *Boosted Off-Policy Learning*, Sec. 5 and Appendix F (splits, logging
+policy, reward structure, propensity floor) and the alpha identity of Algorithm 3, which must
+survive the hist split method.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from benchmarks import bopl_repro as br
 from benchmarks import bopl_speed as bs
 from boosters.bopl import BOPLS
 
-# ------------------------------------------------------------------ rewards (§5.4)
+# ------------------------------------------------------------------ rewards (App. F.4)
 
 
 def test_fashion_near_miss_groups():
@@ -85,7 +86,7 @@ def test_read_idx_rejects_truncated(tmp_path):
         br.read_idx(path)
 
 
-# ------------------------------------------------------------------ logging policy (§5.3)
+# ------------------------------------------------------------------ logging policy (App. F.3)
 
 
 def _toy(n: int = 400, k: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -152,7 +153,7 @@ def test_hist_tree_keeps_alpha_identity_and_staged_scores_add_up():
     model = br.make_method("bopls-regr", hp, 4, seed=0, tree_method="hist")
     model.fit(bandit.X, bandit.actions, bandit.propensities, bandit.rewards)
     assert isinstance(model, BOPLS) and model.solver_ == "xgb-objective"
-    np.testing.assert_allclose(model.alphas_, 1.0, rtol=1e-5)  # spec §3.1, kappa = 1
+    np.testing.assert_allclose(model.alphas_, 1.0, rtol=1e-5)  # Algorithm 3, kappa = 1
     Z = br.augment_actions(X, 4).astype(np.float32)
     stages = [F.copy() for F in br.staged_scores(model, Z, 4)]
     assert len(stages) == 5

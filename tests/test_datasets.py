@@ -77,7 +77,7 @@ def test_car_is_all_nominal():
 def test_nursery_is_all_nominal():
     ds = load_dataset("nursery")
     assert len(ds) == 12960 and len(ds.nominal) == 8 == len(ds.features)
-    assert ds.n_classes == 5  # 'recommend' has 2 rows but is a label value (spec §7.2)
+    assert ds.n_classes == 5  # 'recommend' has 2 rows but is a label value
 
 
 def test_mice_is_numeric():

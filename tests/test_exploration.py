@@ -1,7 +1,8 @@
 """Tests of eq. 2 (exploration), eqs. 3-4 (loss estimators) and eq. 5 (estimated costs).
 
-Spec: shared/specs/bandit_boosting.md §1.2-1.4. Expectations are computed exactly by enumerating
-the played label ``ytilde`` under ``p``, never by sampling.
+Paper: Zhang et al. 2019, *Online Multiclass Boosting with Bandit Feedback*, Sec. 2.2.
+Expectations are computed exactly by enumerating the played label
+``ytilde`` under ``p``, never by sampling.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def test_naive_estimator_is_zero_in_mistake_rounds(k, rho):
         assert np.allclose(correct, expected)
 
 
-# --- the four cases of the spec's table (§1.3) ----------------------------------------------------
+# --- the four cases of eq. (4) -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("k", KS)
@@ -110,7 +111,7 @@ def test_four_cases_of_the_table(k, rho):
             # else case D: lhat = 0, omega = 1
             assert np.allclose(lhat, expected_l), (y, yhat, ytilde)
             assert np.allclose(omega, expected_w), (y, yhat, ytilde)
-            # boundedness (§1.3): largest entry (k - 1) / rho, deviation <= k / rho
+            # boundedness: largest entry (k - 1) / rho, deviation <= k / rho
             assert lhat.max() <= (k - 1) / rho + 1e-9
             assert np.abs(lhat - _one_minus_e(y, k)).max() <= k / rho + 1e-9
 

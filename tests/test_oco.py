@@ -1,5 +1,5 @@
-"""Tests of the online agnostic OCO booster (seed 002, spec Part A) and its multiclass bandit form
-(spec Part C, the project's own extension).
+"""Tests of the online agnostic OCO booster (BCHM20, docs/papers.md) and its multiclass bandit form
+(the project's own extension).
 
 Expectations are computed exactly (over the uniform draw that drives a coin, or over the
 exploration distribution), never by sampling; the learning tests use short streams.
@@ -69,7 +69,7 @@ class Recorder:
         self.calls.append((y, w))
 
 
-# --- the randomized projection Pi and the relabelling (spec §A.3) ------------------------------
+# --- the randomized projection Pi and the relabelling (Algorithm 1) ----------------------------
 
 
 def test_projection_expectation_is_clip_exactly():
@@ -143,7 +143,7 @@ def test_ogd_iterates_stay_in_range_and_are_causal(low, high, step):
 
 
 def test_ogd_matches_the_spec_closed_form():
-    """p^1 = 0, p^{i+1} = clip(p^i + (gamma - w_i y) / sqrt(i)) (spec §A.3), by a plain loop."""
+    """p^1 = 0, p^{i+1} = clip(p^i + (gamma - w_i y) / sqrt(i)) (Algorithm 1), by a plain loop."""
     rng = np.random.default_rng(2)
     gamma = 0.2
     booster = OCOBooster(n_learners=9, gamma=gamma, seed=0)
@@ -196,7 +196,7 @@ def test_accuracy_approaches_the_perfect_expert(realizable):
     assert expected[-120:].mean() > expected[:50].mean()
 
 
-# --- the bandit form (spec Part C) ----------------------------------------------------------------
+# --- the bandit form (our extension) -------------------------------------------------------------
 
 
 @pytest.mark.parametrize("k, rho", [(2, 0.3), (3, 0.1), (5, 0.5), (4, 0.9)])

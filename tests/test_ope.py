@@ -1,4 +1,4 @@
-"""Off-policy estimators (boosters/ope.py, spec bopl.md §1, §4, §5.6) on simulated logs, and the
+"""Off-policy estimators (boosters/ope.py) on simulated logs, and the
 paired difference behind the worker's publish rule."""
 
 from __future__ import annotations

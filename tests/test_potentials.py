@@ -1,4 +1,5 @@
-"""Tests of the boost-by-majority potentials and of both cost matrices (spec §3.2-3.3, §4.1).
+"""Tests of the boost-by-majority potentials and of both cost matrices (Zhang et al. 2019, eq. (9)
+and (10)).
 
 The reference values come from a brute-force enumeration of all ``k^n`` vote sequences written
 here, independent of the library's recursion and of its binomial dynamic programme.
@@ -101,7 +102,7 @@ def test_hopeless_and_certain_states():
     ],
 )
 def test_spec_sanity_values(k, n, expected):
-    # spec §3.2 prints 0.661 for k = 8, N = 10; the exact value is 0.66048 (a rounding slip)
+    # a rounded 0.661 was quoted for k = 8, N = 10; the exact value is 0.66048
     pot = BBMPotentials(k, GAMMA)
     for y in (0, k - 1):
         assert abs(pot.value(y, n, (0,) * k) - expected) < 1e-3

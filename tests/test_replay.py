@@ -41,7 +41,7 @@ from service.store import ModelConfig
 ACTIONS = ["a", "b", "c"]
 
 # --- a simulated world with known values -------------------------------------------------------
-# x ~ U(-1, 1); one correct action per context, as in seed 001's multiclass bandit setting:
+# x ~ U(-1, 1); one correct action per context, as in Zhang et al. 2019's bandit setting:
 # a for x > 1/3, b for x < -1/3, c in between; reward 1 for the correct action, else 0.
 
 SKEWED_VALUE = 0.6 / 3 + 0.1 / 6 + 0.6 / 6 + 0.3 / 3  # the skewed logging policy's value

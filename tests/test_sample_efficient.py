@@ -1,11 +1,11 @@
-"""Tests of boosters/sample_efficient.py (spec ../shared/specs/agnostic_boosting.md Part B, §A.6).
+"""Tests of boosters/sample_efficient.py (Ghai & Singh 2024; BCHM20 Algorithm 2).
 
-- §B.3 "Unit test": with every chunk the same dataset and no clipping, the weak learner's input
+- the reuse invariant: with every chunk the same dataset and no clipping, the weak learner's input
   distribution satisfies ``cor_{D_t}(h) = sigma/(eta+sigma) (-Phi'(H_t, h))
   + (1-sigma)^{t-1} eta/(eta+sigma) cor(h)`` exactly (fractional mode) or up to Monte Carlo error
   (sampling mode);
-- §B.3: the closed form of the relabel probability is the ``eta'``-average of line 5.II's;
-- §B.1 Lemma 2 (the potential); §B.3 / §D B-A2 (clipping);
+- the closed form of the relabel probability is the ``eta'``-average of line 5.II's;
+- Lemma 2 (the potential); clipping;
 - line 13 (hold-out selection), determinism, pickling, parameter validation, and that boosting
   stumps beats one stump on a small noisy dataset.
 
@@ -46,7 +46,7 @@ def noisy_data(n=600, seed=0):
 
 
 class SameChunks(SampleEfficientBooster):
-    """Every round's 'fresh' chunk is the whole training set (the spec's unit-test condition)."""
+    """Every round's 'fresh' chunk is the whole training set (the reuse invariant's condition)."""
 
     def _chunks(self, n, rng):
         return [np.arange(n)] * self.n_rounds
@@ -69,7 +69,7 @@ def test_potential_lemma2():
 
 
 def test_closed_form_is_the_eta_prime_average():
-    """§B.3: averaging line 5.II's p_t over eta' ~ U[0, eta] gives 1/2 + y w / (2(eta+sigma))."""
+    """Averaging line 5.II's p_t over eta' ~ U[0, eta] gives 1/2 + y w / (2(eta+sigma))."""
     rng = np.random.default_rng(3)
     eta, sigma = 0.3, 0.4
     y = rng.choice([-1.0, 1.0], size=50)
@@ -92,11 +92,11 @@ def test_chunk_masses_sum_to_one():
             assert m.shape == (t,) and abs(m.sum() - 1) < 1e-12 and np.all(m >= 0)
 
 
-# ---- seed 003's invariant (§B.3 "Unit test") ---------------------------------------------------
+# ---- Ghai & Singh 2024's reuse invariant ---------------------------------------------------------
 
 
 def invariant_gap(model, X, y_pm, hs):
-    """max over rounds and h of |cor_{D_t}(h) - the spec's closed form|."""
+    """max over rounds and h of |cor_{D_t}(h) - the closed form|."""
     eta, sigma = model.eta, model.sigma
     worst = 0.0
     staged = list(model.staged_decision_function(X))
@@ -156,7 +156,7 @@ def test_invariant_sampling_monte_carlo():
     assert invariant_gap(model, X_tr, y_pm, hs) < 5 / np.sqrt(m)  # 5 standard deviations
 
 
-# ---- clipping (§B.3 "Validity warning", §D B-A2) -----------------------------------------------
+# ---- clipping of q to [0, 1] ---------------------------------------------------------------------
 
 
 def test_keep_probability_is_clipped():
