@@ -1,4 +1,4 @@
-"""Command line: ``boostbandit simulate`` runs one supervised-to-bandit simulation (spec §7.3);
+"""Command line: ``boostbandit simulate`` runs one supervised-to-bandit simulation (Zhang et al. 2019, Sec. 4);
 ``boostbandit serve`` runs the decision service (API + learner, :mod:`service.app`),
 ``boostbandit learner`` the learner alone (:mod:`service.learner`), ``boostbandit worker`` the
 offline BOPL worker (:mod:`service.worker`), ``boostbandit export`` / ``boostbandit import`` move
