@@ -1,6 +1,6 @@
-"""Command line: ``boostbandit simulate`` runs one supervised-to-bandit simulation (Zhang et
-al. 2019, Sec. 4); ``boostbandit serve`` runs the decision service (API + learner,
-:mod:`service.app`), ``boostbandit learner`` the learner alone (:mod:`service.learner`), ``boostbandit worker`` the
+"""Command line: ``boostbandit simulate`` runs one supervised-to-bandit simulation (Zhang et al.
+2019, Sec. 4); ``boostbandit serve`` runs the decision service (API + learner, :mod:`service.app`),
+``boostbandit learner`` the learner alone (:mod:`service.learner`), ``boostbandit worker`` the
 offline BOPL worker (:mod:`service.worker`), ``boostbandit export`` / ``boostbandit import`` move
 joined events out of and into a model's log (jsonl, DSJSON, OBP CSV; :mod:`service.interchange`),
 and ``boostbandit replay`` runs a booster or a trained policy over a logged stream
