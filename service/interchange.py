@@ -82,7 +82,6 @@ import io
 import json
 import math
 import os
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -97,6 +96,7 @@ from boosters.exploration import complete_probabilities
 from service.domain import ModelConfig, reward_from_client
 from service.eventlog import EventLog
 from service.events import decision_event, dumps, joined_event, loads
+from service.progress import bar as progress_bar
 
 __all__ = [
     "ExportReport",
@@ -195,17 +195,13 @@ def export_events(
     Constant memory: XRANGE in pages of ``page`` entries. ``progress`` draws a tqdm bar on
     stderr (None: only when stderr is a terminal).
     """
-    from tqdm import tqdm
-
     if fmt not in ("jsonl", "dsjson"):
         raise ValueError(f"unknown export format {fmt!r}")
-    if progress is None:
-        progress = sys.stderr.isatty()
     total = None if since else log.stream_length(name, "joined")
     # the next --since even when nothing is new: the given id, or the start of the stream
     report = ExportReport(last_id=since if since is not None else "0-0")
     after = since
-    with tqdm(total=total, unit="ev", disable=not progress, file=sys.stderr) as bar:
+    with progress_bar(total, None, progress) as bar:
         while True:
             batch = log.joined_raw(name, after, page)
             if not batch:
@@ -790,8 +786,6 @@ def import_events(
     (unless ``force``), bad lines with ``on_error="fail"``, or a write that failed half-way
     (rolled back). ``fail_after`` (tests) simulates a Redis failure after that many batches.
     """
-    from tqdm import tqdm
-
     if fmt not in ("jsonl", "dsjson", "obp"):
         raise ImportError_(f"unknown import format {fmt!r}")
     if on_error not in ("skip", "fail"):
@@ -802,15 +796,13 @@ def import_events(
     path = Path(path)
     if not path.is_file():
         raise ImportError_(f"no such file: {path}")
-    if progress is None:
-        progress = sys.stderr.isatty()
     report = ImportReport(import_id=uuid.uuid4().hex[:12], format=fmt)
 
     # pass 1: validate everything (constant memory but for the set of event-id digests)
     digest = hashlib.sha256()
     seen: set[bytes] = set()
     bad_lines: set[int] = set()
-    with tqdm(unit="line", desc="validate", disable=not progress, file=sys.stderr) as bar:
+    with progress_bar(None, "validate", progress, unit="line") as bar:
         for n, item in _events(path, fmt, config, reward_map, action_index, report.import_id,
                                digest):
             report.lines += 1
@@ -846,8 +838,8 @@ def import_events(
     written_batches = 0
     try:
         pending: list[dict[str, Any]] = []
-        with tqdm(total=report.lines - len(bad_lines) - report.ignored, unit="ev", desc="import",
-                  disable=not progress, file=sys.stderr) as bar:
+        to_write = report.lines - len(bad_lines) - report.ignored
+        with progress_bar(to_write, "import", progress) as bar:
             for n, item in _events(path, fmt, config, reward_map, action_index,
                                    report.import_id):
                 if n in bad_lines or item is None or isinstance(item, LineError):

@@ -120,7 +120,6 @@ import hashlib
 import json
 import math
 import pickle
-import sys
 import threading
 import time
 import uuid
@@ -144,6 +143,7 @@ from service.interchange import (
     check_reward_map,
 )
 from service.offline import restrict
+from service.progress import bar as progress_bar
 from service.store import ModelConfig
 
 __all__ = [
@@ -403,14 +403,6 @@ class LogScan:
     repeats: Repeats = field(default_factory=Repeats)
 
 
-def _bar(total: int | None, desc: str, progress: bool | None, unit: str = "ev") -> Any:
-    from tqdm import tqdm
-
-    if progress is None:
-        progress = sys.stderr.isatty()
-    return tqdm(total=total, desc=desc, unit=unit, disable=not progress, file=sys.stderr)
-
-
 def scan_log(
     path: str | Path,
     fmt: str,
@@ -426,7 +418,7 @@ def scan_log(
     ids, detect uniform logging."""
     scan = LogScan(repeats=Repeats(repeated_ids))
     started = time.perf_counter()
-    with _bar(None, "validate", progress, unit="line") as bar:
+    with progress_bar(None, "validate", progress, unit="line") as bar:
         for _, item in iter_log(
             path, fmt, actions, reward_map=reward_map, action_index=action_index,
             repeats=scan.repeats,
@@ -800,7 +792,7 @@ def replay_learner(
     decide, learn = booster.decide_one, booster.learn_one
     started = time.perf_counter()
     t = 0
-    with _bar(n, "replay", progress) as bar:
+    with progress_bar(n, "replay", progress) as bar:
         for _, ev in iter_log(path, fmt, actions, reward_map=reward_map, action_index=action_index,
                               repeats=Repeats(repeated_ids)):
             if ev is None or isinstance(ev, LineError):
@@ -1058,7 +1050,7 @@ def replay_policy(
 
     started = time.perf_counter()
     events = 0
-    with _bar(None, "replay", progress, unit="line") as bar:
+    with progress_bar(None, "replay", progress, unit="line") as bar:
         for _, item in iter_log(
             path, fmt, actions, reward_map=reward_map, action_index=action_index,
             repeats=repeats,
@@ -1287,7 +1279,7 @@ def replay_target(
                     bar.update(1)
 
         started = time.perf_counter()
-        with _bar(n, "replay", progress) as bar:
+        with progress_bar(n, "replay", progress) as bar:
             if concurrency == 1:
                 work(main, bar)
             else:

@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from boosters.base import OnlineBooster
 from service.datasets import Dataset
+from service.progress import shows
 
 __all__ = ["SimulationResult", "shuffled_order", "simulate"]
 
@@ -150,8 +151,7 @@ def simulate(
     full_information = bool(booster.full_information)
     correct = bytearray(rounds)
 
-    if progress is None:
-        progress = sys.stderr.isatty()
+    progress = shows(progress)
     stream = (
         tqdm(order, total=rounds, file=sys.stderr, unit="round", desc=dataset.name)
         if progress
