@@ -82,6 +82,19 @@ def _logged_prob(scores: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, n
     return P, P[np.arange(P.shape[0]), actions]
 
 
+def _g_vectors(scores: np.ndarray, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``q_i = pi(a_i|x_i)`` (n,) and the rows ``g_i = e_{a_i} - pi(x_i)`` (n, k).
+
+    >>> q, G = _g_vectors(np.zeros((1, 2)), np.array([1]))
+    >>> q.tolist(), G.tolist()
+    ([0.5], [[-0.5, 0.5]])
+    """
+    P, q = _logged_prob(scores, actions)
+    G = -P
+    G[np.arange(P.shape[0]), actions] += 1.0
+    return q, G
+
+
 def ips_risk(
     scores: np.ndarray, actions: np.ndarray, propensities: np.ndarray, rewards: np.ndarray
 ) -> float:
@@ -98,10 +111,8 @@ def ips_risk_gradient(
     scores: np.ndarray, actions: np.ndarray, propensities: np.ndarray, rewards: np.ndarray
 ) -> np.ndarray:
     """Gradient of :func:`ips_risk` with respect to ``scores``: -(1/n)(r_i/p_i) q_i g_i (Eq. 57)."""
-    P, q = _logged_prob(scores, actions)
-    G = -P
-    G[np.arange(P.shape[0]), actions] += 1.0
-    return -(rewards * q / propensities)[:, None] * G / P.shape[0]
+    q, G = _g_vectors(scores, actions)
+    return -(rewards * q / propensities)[:, None] * G / G.shape[0]
 
 
 def surrogate_risk(
@@ -128,11 +139,9 @@ def surrogate_risk_gradient(
 
     xi_i = q_i if r_i < 0 else 1.
     """
-    P, q = _logged_prob(scores, actions)
-    G = -P
-    G[np.arange(P.shape[0]), actions] += 1.0
+    q, G = _g_vectors(scores, actions)
     xi = np.where(rewards < 0, q, 1.0)
-    return -(rewards * xi / propensities)[:, None] * G / P.shape[0]
+    return -(rewards * xi / propensities)[:, None] * G / G.shape[0]
 
 
 # --------------------------------------------------------------------------- validation
@@ -288,9 +297,7 @@ class BOPL:
         self, F: np.ndarray, a: np.ndarray, p: np.ndarray, r: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """``S = c_i g_i`` (n, k) and ``d_i`` (n,) for BOPL: c = (r/p) q, d = |r|/p."""
-        P, q = _logged_prob(F, a)
-        G = -P
-        G[np.arange(F.shape[0]), a] += 1.0
+        q, G = _g_vectors(F, a)
         return (r * q / p)[:, None] * G, np.abs(r) / p
 
     def _objective(self, F: np.ndarray, a: np.ndarray, p: np.ndarray, r: np.ndarray) -> float:
@@ -498,9 +505,7 @@ class BOPLS(BOPL):
     def _coefficients(
         self, F: np.ndarray, a: np.ndarray, p: np.ndarray, r: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        P, q = _logged_prob(F, a)
-        G = -P
-        G[np.arange(F.shape[0]), a] += 1.0
+        q, G = _g_vectors(F, a)
         negative = r < 0
         xi = np.where(negative, q, 1.0)
         sigma = np.where(negative, 0.5, 1.0)
