@@ -460,6 +460,19 @@ def _fail_on_errors(errors: list[LineError], on_error: str) -> None:
         )
 
 
+def _usable_scan(
+    path: Path, fmt: str, actions: list[str], on_error: str, **options: Any
+) -> LogScan:
+    """:func:`scan_log` (``options``: its keyword arguments), then the checks both replays make:
+    the bad lines under ``on_error``, the repeated event ids, at least one event."""
+    scan = scan_log(path, fmt, actions, **options)
+    _fail_on_errors(scan.errors, on_error)
+    scan.repeats.check()
+    if scan.events == 0:
+        raise ReplayError(f"{path} holds no usable event")
+    return scan
+
+
 def _check_common(limit: int | None, level: float) -> None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
@@ -767,20 +780,10 @@ def replay_learner(
         raise ValueError(
             f"the booster has {booster.n_actions} actions but the log has {k}: {', '.join(actions)}"
         )
-    scan = scan_log(
-        path,
-        fmt,
-        actions,
-        reward_map=reward_map,
-        action_index=action_index,
-        limit=limit,
-        progress=progress,
-        repeated_ids=repeated_ids,
+    scan = _usable_scan(
+        path, fmt, actions, on_error, reward_map=reward_map, action_index=action_index,
+        limit=limit, progress=progress, repeated_ids=repeated_ids,
     )
-    _fail_on_errors(scan.errors, on_error)
-    scan.repeats.check()
-    if scan.events == 0:
-        raise ReplayError(f"{path} holds no usable event")
     chosen = ("rejection" if scan.uniform else "weighted") if mode == "auto" else mode
     n = scan.events
     rewards = np.empty(n)
@@ -1193,20 +1196,10 @@ def replay_target(
             )
         actions = _check_actions(info.json()["actions"])
         index = {aid: i for i, aid in enumerate(actions)}
-        scan = scan_log(
-            path,
-            fmt,
-            actions,
-            reward_map=reward_map,
-            action_index=action_index,
-            limit=limit,
-            progress=progress,
-            repeated_ids=repeated_ids,
+        scan = _usable_scan(
+            path, fmt, actions, on_error, reward_map=reward_map, action_index=action_index,
+            limit=limit, progress=progress, repeated_ids=repeated_ids,
         )
-        _fail_on_errors(scan.errors, on_error)
-        scan.repeats.check()
-        if scan.events == 0:
-            raise ReplayError(f"{path} holds no usable event")
         n = scan.events
         prefix = event_prefix if event_prefix is not None else f"replay-{uuid.uuid4().hex[:8]}-"
         rewards, props = np.empty(n), np.empty(n)
