@@ -534,6 +534,16 @@ def _played(pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.zeros(pi.shape[0], dtype=np.intp), pi[:, None]
 
 
+def _ess(w: np.ndarray) -> float:
+    """Effective sample size of the importance weights ``w``: (sum w)^2 / sum w^2 (0 if all 0).
+
+    >>> _ess(np.array([1.0, 1.0, 0.0])), _ess(np.zeros(2))
+    (2.0, 0.0)
+    """
+    total, squares = float(w.sum()), float(np.dot(w, w))
+    return total * total / squares if squares > 0 else 0.0
+
+
 def _running_ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     cn, cd = np.cumsum(num), np.cumsum(den)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -851,8 +861,7 @@ def replay_learner(
             notes.append(f"SNIPS undefined: {exc}")
         estimates["ips"] = ips(column, props, rewards, played, level=level)
         primary = "snips"
-        total, squares = float(w.sum()), float(np.dot(w, w))
-        ess = total * total / squares if squares > 0 else 0.0
+        ess = _ess(w)
         curve = _running_ratio(w * rewards, w)
     estimates["logged"] = mean_estimate(rewards, level)
     if not_learned:
@@ -1107,7 +1116,6 @@ def replay_policy(
     estimates["logged"] = mean_estimate(r, level)
     seconds = time.perf_counter() - started
     w = target[np.arange(events), a] / p
-    total, squares = float(w.sum()), float(np.dot(w, w))
     features = _feature_coverage(wanted, present)
     if features["absent"]:
         notes.append(_coverage_note(features))
@@ -1126,7 +1134,7 @@ def replay_policy(
         estimates=estimates,
         primary=primary,
         seconds=seconds,
-        ess=total * total / squares if squares > 0 else 0.0,
+        ess=_ess(w),
         curve=_downsample(_running_ratio(w * r, w)),
         logged_curve=_downsample(_running_mean(r)),
         params={"temperature": temp, "min_propensity": floor},
@@ -1307,8 +1315,7 @@ def replay_target(
             estimates["snips"] = snips(column, p, r, played, level=level)
         except ValueError as exc:
             notes.append(f"SNIPS undefined: {exc}")
-        total, squares = float(w.sum()), float(np.dot(w, w))
-        ess = total * total / squares if squares > 0 else 0.0
+        ess = _ess(w)
         curve_w = w
     estimates["logged"] = mean_estimate(r, level)
     primary = "replay" if scan.uniform or "snips" not in estimates else "snips"
