@@ -534,6 +534,15 @@ def _played(pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.zeros(pi.shape[0], dtype=np.intp), pi[:, None]
 
 
+def _scan_fields(scan: LogScan, path: Path, fmt: str, actions: list[str]) -> dict[str, Any]:
+    """The :class:`ReplayResult` fields that come from the validation pass ``scan``."""
+    return {
+        "log": str(path), "format": fmt, "actions": actions, "uniform_log": scan.uniform,
+        "lines": scan.lines, "ignored": scan.ignored, "skipped": scan.errors,
+        "scan_seconds": scan.seconds,
+    }
+
+
 def _ess(w: np.ndarray) -> float:
     """Effective sample size of the importance weights ``w``: (sum w)^2 / sum w^2 (0 if all 0).
 
@@ -873,18 +882,11 @@ def replay_learner(
         kind="learner",
         name=name or type(booster).__name__,
         mode=chosen,
-        log=str(path),
-        format=fmt,
-        actions=actions,
-        uniform_log=scan.uniform,
-        lines=scan.lines,
+        **_scan_fields(scan, path, fmt, actions),
         events=t,
-        ignored=scan.ignored,
-        skipped=scan.errors,
         estimates=estimates,
         primary=primary,
         seconds=seconds,
-        scan_seconds=scan.seconds,
         matches=int(matched.sum()),
         learned=learned,
         ess=ess,
@@ -1329,18 +1331,11 @@ def replay_target(
         kind="target",
         name=f"{base} model {model}",
         mode="target",
-        log=str(path),
-        format=fmt,
-        actions=actions,
-        uniform_log=scan.uniform,
-        lines=scan.lines,
+        **_scan_fields(scan, path, fmt, actions),
         events=events,
-        ignored=scan.ignored,
-        skipped=scan.errors,
         estimates=estimates,
         primary=primary,
         seconds=seconds,
-        scan_seconds=scan.seconds,
         matches=int(m.sum()),
         learned=int(fed.sum()),
         ess=ess,
