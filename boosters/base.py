@@ -239,10 +239,11 @@ class OnlineBooster(abc.ABC):
         return self.decide_one(x).action
 
     def _feedback(self, decision: Decision, reward, label) -> tuple[bool, int | None]:
-        correct, known = resolve_feedback(decision, reward, label, self.n_actions, self._rng)
-        if self.full_information and known is None:
+        if self.full_information and label is None and reward != 1.0:
+            validate_feedback(decision, reward, label, self.n_actions)  # bad input named first
+            # refused before the fractional reward is rounded: no draw, no change, no luck
             raise ValueError(
                 f"{type(self).__name__} is a full-information booster: it needs the true label "
                 "(or a reward of 1 on the played action)"
             )
-        return correct, known
+        return resolve_feedback(decision, reward, label, self.n_actions, self._rng)

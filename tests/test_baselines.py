@@ -1,9 +1,9 @@
-"""Tests of the baselines: UniformPolicy, EpsilonGreedyTree and RiverPolicy."""
+"""Tests of the baselines: UniformPolicy, EpsilonGreedyTree and RiverPolicy (the protocol
+properties they share with every booster are in tests/test_booster_protocol.py)."""
 
 from __future__ import annotations
 
 import math
-import pickle
 
 import numpy as np
 import pytest
@@ -15,79 +15,10 @@ from boosters.baselines import EpsilonGreedyTree, RiverPolicy, UniformPolicy
 RIVER_POLICIES = RiverPolicy.POLICIES
 
 
-def _make(name: str, seed: int = 0, n_actions: int = 3):
-    if name == "egreedy_tree":
-        return EpsilonGreedyTree(n_actions, seed=seed, grace_period=50)
-    if name == "uniform":
-        return UniformPolicy(n_actions, seed=seed)
-    return RiverPolicy(n_actions, policy=name, seed=seed)
-
-
-ALL = ("uniform", "egreedy_tree", *RIVER_POLICIES)
-
-
-def _contextual_reward(i: int, action: int) -> float:
-    """Action i % 3 is right; fractional rewards on some rounds to exercise that path."""
-    r = float(action == i % 3)
-    return r * 0.75 if i % 5 == 0 else r
-
-
-def _run(booster, rounds: int, start: int = 0) -> list[tuple[int, list[float]]]:
-    trace = []
-    for i in range(start, start + rounds):
-        x = {"f": i % 3, "g": float(i % 7)}
-        d = booster.decide_one(x)
-        trace.append((d.action, d.probabilities.tolist()))
-        if i % 4 == 0:
-            booster.learn_one(x, d, label=i % 3)
-        else:
-            booster.learn_one(x, d, reward=_contextual_reward(i, d.action))
-    return trace
-
-
 def _update(policy: RiverPolicy, arm: int, reward: float) -> None:
     """Feed ``reward`` on ``arm`` through a uniform decision (for hand-built states)."""
     k = policy.n_actions
     policy.learn_one({}, Decision(arm, np.full(k, 1.0 / k)), reward=reward)
-
-
-# --- protocol properties shared by all ------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_propensities_are_a_distribution_and_played_action_positive(name):
-    booster = _make(name)
-    for action, probabilities in _run(booster, 150):
-        p = np.asarray(probabilities)
-        assert p.shape == (3,)
-        assert np.all(p >= 0.0)
-        assert p.sum() == pytest.approx(1.0, abs=1e-12)
-        assert p[action] > 0.0
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_deterministic_for_a_fixed_seed(name):
-    assert _run(_make(name, seed=7), 150) == _run(_make(name, seed=7), 150)
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_pickle_round_trip_mid_stream(name):
-    booster = _make(name, seed=3)
-    _run(booster, 120)
-    clone = pickle.loads(pickle.dumps(booster))
-    assert _run(clone, 120, start=120) == _run(booster, 120, start=120)
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_bad_feedback_is_rejected(name):
-    booster = _make(name)
-    d = booster.decide_one({"f": 0})
-    with pytest.raises(ValueError, match="reward"):
-        booster.learn_one({"f": 0}, d, reward=1.5)
-    with pytest.raises(ValueError, match="exactly one"):
-        booster.learn_one({"f": 0}, d, reward=1.0, label=0)
-    with pytest.raises(ValueError, match="label"):
-        booster.learn_one({"f": 0}, d, label=3)
 
 
 # --- EpsilonGreedyTree ----------------------------------------------------------------------
