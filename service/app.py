@@ -30,7 +30,7 @@ from starlette.routing import Match
 
 from service import metrics
 from service.apidocs import add_docs
-from service.deps import personalizer_schemes, require_metrics_key
+from service.deps import require_metrics_key
 from service.eventlog import EventLog, OutcomeUnknown, connect, connect_async
 from service.heap import HeapFreezer
 from service.learner import Learner, limits
@@ -257,10 +257,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(decisions.router)
     app.include_router(policies.router)
-    app.include_router(personalizer.router, dependencies=[Depends(personalizer_schemes)],
-                       responses={401: {"model": personalizer.PersonalizerError,
-                                        "description": "Keys are configured and the request "
-                                        "has no valid key."}})
+    app.include_router(personalizer.router)
 
     @app.exception_handler(redis.ConnectionError)
     @app.exception_handler(redis.TimeoutError)

@@ -27,6 +27,7 @@ from service.store import ModelStore, ServedModel
 
 __all__ = [
     "BEARER",
+    "BearerCredentials",
     "SUBSCRIPTION_KEY",
     "KeyDep",
     "LogDep",
@@ -38,7 +39,8 @@ __all__ = [
     "get_model",
     "get_settings",
     "get_store",
-    "personalizer_schemes",
+    "bearer_token",
+    "key_matches",
     "require_admin",
     "require_key",
     "require_metrics_key",
@@ -98,11 +100,13 @@ SUBSCRIPTION_KEY = APIKeyHeader(
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)]
 
 
-def _matches(token: str, keys: set[str]) -> bool:
+def key_matches(token: str, keys: set[str]) -> bool:
+    """Whether ``token`` is one of ``keys`` (compared in constant time)."""
     return any(secrets.compare_digest(token.encode(), key.encode()) for key in keys)
 
 
-def _token(credentials: HTTPAuthorizationCredentials | None) -> str | None:
+def bearer_token(credentials: HTTPAuthorizationCredentials | None) -> str | None:
+    """The key of `Authorization: Bearer <key>` (parsed by :data:`BEARER`), or None."""
     token = credentials.credentials.strip() if credentials is not None else ""
     return token or None
 
@@ -113,8 +117,8 @@ async def require_key(
     """With keys configured: a valid `Authorization: Bearer <key>` or 401."""
     if not settings.auth_enabled:
         return None
-    token = _token(credentials)
-    if token is None or not _matches(token, settings.user_keys):
+    token = bearer_token(credentials)
+    if token is None or not key_matches(token, settings.user_keys):
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             "missing or invalid API key (Authorization: Bearer <key>)",
@@ -128,31 +132,23 @@ KeyDep = Annotated[str | None, Depends(require_key)]
 
 async def require_admin(token: KeyDep, settings: SettingsDep) -> None:
     """With keys configured: an admin key or 403."""
-    if settings.auth_enabled and (token is None or not _matches(token, settings.admins)):
+    if settings.auth_enabled and (token is None or not key_matches(token, settings.admins)):
         raise HTTPException(status.HTTP_403_FORBIDDEN, "this route needs an admin API key")
 
 
-async def personalizer_schemes(
-    subscription_key: Annotated[str | None, Security(SUBSCRIPTION_KEY)],
-    credentials: BearerCredentials,
-) -> None:
-    """Declares the Personalizer operations' two ways to send a key (either one) to the
-    OpenAPI; the check itself is the Personalizer router's."""
-
-
-def _presented_key(request: Request) -> str | None:
-    """The key of `Authorization: Bearer <key>`, or the password of `Authorization: Basic`
-    (what a browser's login prompt and Prometheus's `basic_auth` send)."""
+def _presented_key(request: Request, credentials: HTTPAuthorizationCredentials | None
+                   ) -> str | None:
+    """The bearer key, or the password of `Authorization: Basic` (what a browser's login
+    prompt and Prometheus's `basic_auth` send)."""
+    token = bearer_token(credentials)
     scheme, _, value = request.headers.get("authorization", "").partition(" ")
-    value = value.strip()
-    if scheme.lower() == "basic":
-        try:
-            value = base64.b64decode(value, validate=True).decode().partition(":")[2]
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-    elif scheme.lower() != "bearer":
+    if token is not None or scheme.lower() != "basic":
+        return token
+    try:
+        password = base64.b64decode(value.strip(), validate=True).decode().partition(":")[2]
+    except (binascii.Error, UnicodeDecodeError):
         return None
-    return value or None
+    return password or None
 
 
 def require_one_of(
@@ -166,8 +162,8 @@ def require_one_of(
         accepted = keys(settings)
         if accepted is None:
             return
-        token = _presented_key(request)
-        if token is None or not _matches(token, accepted):
+        token = _presented_key(request, credentials)
+        if token is None or not key_matches(token, accepted):
             raise HTTPException(
                 status.HTTP_401_UNAUTHORIZED,
                 f"missing or invalid key for {what} (Authorization: Bearer <key>, or the "

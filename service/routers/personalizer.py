@@ -67,7 +67,7 @@ import uuid
 from typing import Annotated, Any
 
 import redis
-from fastapi import APIRouter, Depends, Path, Request, Response, status
+from fastapi import APIRouter, Depends, Path, Request, Response, Security, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -76,8 +76,15 @@ from starlette.exceptions import HTTPException  # FastAPI's is a subclass
 from boosters.base import check_context
 from boosters.registry import booster_class, names
 from service import creation, metrics, runtime
-from service.deps import LogDep, SettingsDep, StoreDep
-from service.deps import _matches as key_matches
+from service.deps import (
+    SUBSCRIPTION_KEY,
+    BearerCredentials,
+    LogDep,
+    SettingsDep,
+    StoreDep,
+    bearer_token,
+    key_matches,
+)
 from service.domain import reward_from_client
 from service.eventlog import EventLog, OutcomeUnknown
 from service.events import decision_event, iso_timestamp
@@ -190,15 +197,16 @@ class PersonalizerRoute(APIRoute):
         return handler
 
 
-def require_personalizer_key(request: Request, settings: SettingsDep) -> str | None:
+async def require_personalizer_key(
+    subscription_key: Annotated[str | None, Security(SUBSCRIPTION_KEY)],
+    credentials: BearerCredentials,
+    settings: SettingsDep,
+) -> str | None:
     """With keys configured: ``Ocp-Apim-Subscription-Key`` or ``Authorization: Bearer`` (the
-    key is returned; None without auth)."""
+    key is returned; None without auth). Both schemes are declared to the OpenAPI."""
     if not settings.auth_enabled:
         return None
-    token = request.headers.get("ocp-apim-subscription-key", "").strip()
-    if not token:
-        scheme, _, rest = request.headers.get("authorization", "").partition(" ")
-        token = rest.strip() if scheme.lower() == "bearer" else ""
+    token = (subscription_key or "").strip() or bearer_token(credentials)
     if not token or not key_matches(token, settings.user_keys):
         raise PersonalizerFailure(
             401, "Unauthorized",
