@@ -1,0 +1,150 @@
+"""The house rules, checked on the source itself: module and
+function sizes, no private name imported across modules, Redis only behind service/eventlog/,
+imports pointing down only (service -> boosters -> learners)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("boosters", "learners", "service")
+#: the two research modules allowed past the module limit
+LONG_MODULES = {"boosters/batch/bopl.py", "boosters/batch/sample_efficient.py"}
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+#: modules that may import redis for types only (the API's lifespan and exception handlers)
+REDIS_TYPE_USERS = {"service/api/lifespan.py", "service/api/errors.py"}
+#: a package may import only the packages listed for it
+ALLOWED_IMPORTS = {"learners": set(), "boosters": {"learners"}, "service": {"boosters", "learners"}}
+
+
+def sources(packages=PACKAGES) -> list[Path]:
+    return sorted(path for package in packages for path in (ROOT / package).rglob("*.py"))
+
+
+def relative(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def long_modules(paths) -> list[str]:
+    found = []
+    for path in paths:
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_MODULE_LINES and relative(path) not in LONG_MODULES:
+            found.append(f"{relative(path)}: {lines} lines")
+    return found
+
+
+def long_functions(paths) -> list[str]:
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    found.append(f"{relative(path)}:{node.lineno} {node.name}: {lines} lines")
+    return found
+
+
+def _imported(tree, path):
+    """(module, name) of every import in ``tree``, relative imports resolved."""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, None
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                prefix = package[: len(package) - node.level + 1]
+                base = ".".join(prefix + ([base] if base else []))
+            for alias in node.names:
+                yield base, alias.name
+
+
+def private_imports(paths) -> list[str]:
+    """``from a.b import _c`` and imports of another package's private module."""
+    found = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for module, name in _imported(tree, path):
+            last = module.rsplit(".", 1)[-1]
+            private_name = name and name.startswith("_") and not name.startswith("__")
+            private_module = last.startswith("_") and not last.startswith("__")
+            if private_module and module.split(".")[0] in PACKAGES:
+                owner = module.rsplit(".", 1)[0]
+                if not module_name(path).startswith(owner):
+                    found.append(f"{relative(path)}: imports private module {module}")
+            if private_name and module.split(".")[0] in PACKAGES:
+                found.append(f"{relative(path)}: imports {name} from {module}")
+    return found
+
+
+def redis_imports(paths) -> list[str]:
+    found = []
+    for path in paths:
+        rel = relative(path)
+        if rel.startswith("service/eventlog/") or rel in REDIS_TYPE_USERS:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for module, _ in _imported(tree, path):
+            if module.split(".")[0] == "redis":
+                found.append(f"{rel}: imports {module}")
+    return found
+
+
+def upward_imports(paths) -> list[str]:
+    found = []
+    for path in paths:
+        own = relative(path).split("/")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for module, _ in _imported(tree, path):
+            top = module.split(".")[0]
+            if top in PACKAGES and top != own and top not in ALLOWED_IMPORTS[own]:
+                found.append(f"{relative(path)}: imports {module}")
+    return found
+
+
+def test_the_checks_catch_what_they_forbid(tmp_path):
+    package = tmp_path / "service"
+    package.mkdir()
+    module = package / "bad.py"
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    module.write_text(
+        "import redis\nfrom service.other import _hidden\nfrom service import _private\n"
+        f"def long():\n{body}\n"
+    )
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        paths = [module]
+        assert long_functions(paths) == ["service/bad.py:4 long: 81 lines"]
+        assert redis_imports(paths) == ["service/bad.py: imports redis"]
+        assert private_imports(paths) == [
+            "service/bad.py: imports _hidden from service.other",
+            "service/bad.py: imports _private from service",
+        ]
+        assert long_modules(paths) == []
+        module.write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+        assert long_modules(paths) == [f"service/bad.py: {MAX_MODULE_LINES + 1} lines"]
+    finally:
+        ROOT = saved
+
+
+@pytest.mark.parametrize(
+    "check",
+    [long_modules, long_functions, private_imports, redis_imports, upward_imports],
+    ids=lambda check: check.__name__,
+)
+def test_the_house_rules_hold(check):
+    found = check(sources())
+    assert not found, "\n".join(found)
