@@ -44,8 +44,8 @@ import httpx
 import redis
 
 from benchmarks.load import LOOPBACK, Processes, free_port, start_redis
-from service.datasets import load_dataset
 from service.eventlog import keys
+from service.sim.datasets import load_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = "fresh-car"

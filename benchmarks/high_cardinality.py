@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.results import replace_block  # noqa: E402
 from boosters.registry import make_booster  # noqa: E402
-from service.datasets import load_dataset  # noqa: E402
-from service.simulate import shuffled_order  # noqa: E402
+from service.sim.datasets import load_dataset  # noqa: E402
+from service.sim.loop import shuffled_order  # noqa: E402
 
 
 def run(seed: int, dup: int, with_id: bool, fast: bool, n_ids: int = 5000) -> dict:

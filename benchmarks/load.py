@@ -1290,7 +1290,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from service.datasets import load_dataset
+    from service.sim.datasets import load_dataset
 
     started = time.monotonic()
     started_at = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -39,8 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.results import replace_block  # noqa: E402
 from boosters.registry import make_booster  # noqa: E402
-from service.datasets import load_dataset  # noqa: E402
-from service.simulate import shuffled_order  # noqa: E402
+from service.sim.datasets import load_dataset  # noqa: E402
+from service.sim.loop import shuffled_order  # noqa: E402
 
 #: dataset -> (duplication for the timed stream, rho, tree profile) as in Zhang et al. 2019, Table 4
 SETTINGS = {"car": (2, 0.001, "bandit"), "mice": (1, 0.1, "numeric")}  # dup, rho, profile

@@ -40,9 +40,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from learners.frozen import dumps_serving, release  # noqa: E402
-from service.datasets import load_dataset  # noqa: E402
 from service.events import decision_event, joined_event  # noqa: E402
 from service.heap import HeapFreezer  # noqa: E402
+from service.sim.datasets import load_dataset  # noqa: E402
 from service.store import ModelConfig, ServedModel  # noqa: E402
 
 

@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from boosters.registry import booster_params, make_booster  # noqa: E402
-from service.datasets import load_dataset  # noqa: E402
-from service.simulate import simulate  # noqa: E402
+from service.sim.datasets import load_dataset  # noqa: E402
+from service.sim.loop import simulate  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
 

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.results import replace_block  # noqa: E402
-from service.plots import plot_learning_curves  # noqa: E402
+from service.sim.plots import plot_learning_curves  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
 

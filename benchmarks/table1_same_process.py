@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.table1 import DATASETS, config  # noqa: E402
 from boosters.registry import booster_params, make_booster  # noqa: E402
-from service.datasets import load_dataset  # noqa: E402
-from service.simulate import simulate  # noqa: E402
+from service.sim.datasets import load_dataset  # noqa: E402
+from service.sim.loop import simulate  # noqa: E402
 
 
 def run(dataset: str, booster: str, seed: int, fast: bool):

@@ -24,7 +24,7 @@ from learners.array_leaf import ArrayLeaf
 from learners.frozen import freeze
 from learners.hoeffding import make_vfdt, sample_tree_params
 from learners.vfdt import ArrayHoeffdingTreeClassifier, FastHoeffdingTreeClassifier
-from service.datasets import load_dataset
+from service.sim.datasets import load_dataset
 
 
 def signature(node):

@@ -18,7 +18,7 @@ import pytest
 from boosters.base import Decision
 from boosters.registry import make_booster
 from learners.reduction import cost_to_label_weight, pick_among
-from service.datasets import load_dataset
+from service.sim.datasets import load_dataset
 
 NAMES = ("banditbbm", "adabandit", "onlinembbm", "adaboostolm")
 BANDIT = ("banditbbm", "adabandit")

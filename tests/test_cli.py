@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from boosters.base import Decision, OnlineBooster
 from service.cli import app, select_params
-from service.plots import Y_LABEL, plot_learning_curves
+from service.sim.plots import Y_LABEL, plot_learning_curves
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -96,10 +96,10 @@ FAKES: dict[str, type[OnlineBooster]] = {
 @pytest.fixture
 def fakes(monkeypatch):
     """Extra boosters seen by the CLI: the fakes above, and "ghost", whose module is missing."""
-    import service.cli
+    from service.cli import simulate as command
 
-    real_names, real_class = service.cli.names, service.cli.booster_class
-    real_params, real_make = service.cli.booster_params, service.cli.make_booster
+    real_names, real_class = command.names, command.booster_class
+    real_params, real_make = command.booster_params, command.make_booster
 
     def names():
         return sorted([*real_names(), *FAKES, "ghost"])
@@ -123,7 +123,7 @@ def fakes(monkeypatch):
         return FAKES[name](n_actions=n_actions, **params)
 
     for function in (names, booster_class, booster_params, make_booster):
-        monkeypatch.setattr(service.cli, function.__name__, function)
+        monkeypatch.setattr(command, function.__name__, function)
     FakeBandit.built.clear()
     FakeFull.built.clear()
 
@@ -356,12 +356,12 @@ def test_plot_path_is_a_directory(tmp_path):
 
 
 def test_validation_happens_before_any_work(tmp_path, monkeypatch):
-    import service.simulate
+    import service.sim.loop
 
     def no_work(*args, **kwargs):
         raise AssertionError("the simulation must not start")
 
-    monkeypatch.setattr(service.simulate, "simulate", no_work)
+    monkeypatch.setattr(service.sim.loop, "simulate", no_work)
     out = tmp_path / "missing" / "x.png"
     assert_one_line_error(uniform("--plot", str(out)), "does not exist")
     assert_one_line_error(run("--data", "nope.csv", "--booster", "uniform"), "not found")

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from service.cli import _version, app
+from service.cli import app
+from service.cli.base import _version
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("river", "fastapi", "matplotlib", "sklearn", "xgboost", "scipy", "uvicorn", "rich")

@@ -1,4 +1,5 @@
-"""Tests of the dataset loader (service/datasets.py) and the simulation (service/simulate.py)."""
+"""Tests of the dataset loader (service/sim/datasets.py) and the simulation loop
+(service/sim/loop.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from boosters.base import Decision, OnlineBooster
 from boosters.registry import make_booster
-from service.datasets import (
+from service.sim.datasets import (
     BUNDLED,
     MISSING_NOMINAL,
     Dataset,
@@ -19,7 +20,7 @@ from service.datasets import (
     load_dataset,
     resolve_path,
 )
-from service.simulate import SimulationResult, shuffled_order, simulate
+from service.sim.loop import SimulationResult, shuffled_order, simulate
 
 
 def write_csv(tmp_path: Path, text: str, name: str = "data.csv") -> Path:

@@ -282,7 +282,7 @@ def test_cli_commands_without_a_running_serve_say_so(tmp_path, monkeypatch):
     for args in (["export", "--model", "m", "-"], ["import", str(ROOT / "README.md"),
                                                    "--model", "m"],
                  ["worker", "--once"], ["learner"],
-                 ["replay", str(ROOT / "README.md"), "--policy", "m:1"]):
+                 ["replay", "policy", str(ROOT / "README.md"), "--policy", "m:1"]):
         result = CliRunner().invoke(app, [*args, "--data-dir", str(data)])
         assert result.exit_code == 2, (args, result.output)
         line = result.stderr.strip()

@@ -16,7 +16,7 @@ from river.tree import HoeffdingTreeClassifier
 from boosters.registry import booster_params, make_booster, names
 from learners.frozen import FrozenHoeffdingTree, dumps_serving, freeze
 from learners.hoeffding import make_vfdt
-from service.datasets import load_dataset
+from service.sim.datasets import load_dataset
 
 
 def _row(rng: np.random.Generator, drop: float) -> dict:

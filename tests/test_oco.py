@@ -26,8 +26,8 @@ from boosters.oco import (
 )
 from boosters.oco_bandit import OCOBandit, OCOFull, rounding_probability, weighted_label
 from learners.binary import BinaryHoeffdingTree, BinaryWeakLearner, signs_random_ties
-from service.datasets import load_dataset
-from service.simulate import simulate
+from service.sim.datasets import load_dataset
+from service.sim.loop import simulate
 
 
 @pytest.fixture(scope="module")

@@ -487,6 +487,7 @@ def test_cli_replay_learner_json_and_plot(uniform_log: Path, tmp_path: Path) -> 
         cli,
         [
             "replay",
+            "learner",
             str(uniform_log),
             "--booster",
             "adabandit",
@@ -511,6 +512,7 @@ def test_cli_replay_learner_json_and_plot(uniform_log: Path, tmp_path: Path) -> 
         cli,
         [
             "replay",
+            "learner",
             str(uniform_log),
             "--booster",
             "uniform",
@@ -526,18 +528,23 @@ def test_cli_replay_learner_json_and_plot(uniform_log: Path, tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ([], "give exactly one of --booster, --policy or --target"),
-        (["--booster", "uniform", "--policy", "x"], "(got --booster, --policy)"),
-        (["--booster", "nope"], "unknown booster 'nope'"),
-        (["--booster", "adaboostolm"], "full-information booster"),
-        (["--policy", "p", "--mode", "weighted"], "--mode only applies with --booster"),
-        (["--booster", "uniform", "--temperature", "1"], "--temperature only applies with"),
-        (["--target", "http://x"], "--target needs --model NAME"),
-        (["--booster", "uniform", "--level", "1.5"], "--level must be in (0, 1)"),
-        (["--booster", "uniform", "--param", "rho"], "--param must be KEY=VALUE"),
-        (["--booster", "uniform", "--param", "nope=1"], "unknown parameter(s) for uniform: nope"),
-        (["--booster", "uniform", "--actions", "a"], "at least 2 distinct action ids"),
-        (["--policy", "sim:1"], "start `boostbandit serve"),
+        (["LOG"], "replay takes a subcommand first: learner ("),
+        (["LOG", "--booster", "uniform"], "is now `boostbandit replay learner LOG --booster"),
+        (["LOG", "--policy", "x"], "is now `boostbandit replay policy LOG --policy ...`"),
+        (["LOG", "--target", "http://x"], "is now `boostbandit replay target LOG --target"),
+        (["learner", "LOG", "--booster", "nope"], "unknown booster 'nope'"),
+        (["learner", "LOG", "--booster", "adaboostolm"], "full-information booster"),
+        (["policy", "LOG", "--policy", "p", "--mode", "weighted"], "No such option: --mode"),
+        (["learner", "LOG", "--booster", "uniform", "--temperature", "1"],
+         "No such option: --temperature"),
+        (["target", "LOG", "--target", "http://x"], "Missing option '--model'"),
+        (["learner", "LOG", "--booster", "uniform", "--level", "1.5"], "--level must be in (0, 1)"),
+        (["learner", "LOG", "--booster", "uniform", "--param", "rho"], "--param must be KEY=VALUE"),
+        (["learner", "LOG", "--booster", "uniform", "--param", "nope=1"],
+         "unknown parameter(s) for uniform: nope"),
+        (["learner", "LOG", "--booster", "uniform", "--actions", "a"],
+         "at least 2 distinct action ids"),
+        (["policy", "LOG", "--policy", "sim:1"], "start `boostbandit serve"),
     ],
 )
 def test_cli_usage_errors(
@@ -545,7 +552,9 @@ def test_cli_usage_errors(
 ) -> None:
     monkeypatch.delenv("REDIS_URL", raising=False)
     monkeypatch.setenv("BOOSTBANDIT_DATA_DIR", str(uniform_log.parent / "no-serve-here"))
-    result = CliRunner().invoke(cli, ["replay", str(uniform_log), *args])
+    log = str(uniform_log)
+    result = CliRunner().invoke(cli, ["replay", *(log if arg == "LOG" else arg for arg in args)])
+    message = message.replace("LOG", log)
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("error: ") and message in result.stderr
     assert result.stderr.count("\n") == 1
@@ -553,7 +562,8 @@ def test_cli_usage_errors(
 
 def test_cli_bad_lines_exit_1(tmp_path: Path) -> None:
     result = CliRunner().invoke(
-        cli, ["replay", str(_bad_log(tmp_path)), "--booster", "uniform", "--actions", "a,b,c"]
+        cli, ["replay", "learner", str(_bad_log(tmp_path)), "--booster", "uniform", "--actions",
+              "a,b,c"]
     )
     assert result.exit_code == 1
     assert result.stderr.splitlines()[0].startswith("line 2: malformed JSON")
@@ -562,6 +572,7 @@ def test_cli_bad_lines_exit_1(tmp_path: Path) -> None:
         cli,
         [
             "replay",
+            "learner",
             str(_bad_log(tmp_path)),
             "--booster",
             "uniform",
@@ -577,7 +588,7 @@ def test_cli_bad_lines_exit_1(tmp_path: Path) -> None:
 
 
 def test_cli_target_unreachable(uniform_log: Path) -> None:
-    args = ["replay", str(uniform_log), "--target", "http://127.0.0.1:9", "--model", "m"]
+    args = ["replay", "target", str(uniform_log), "--target", "http://127.0.0.1:9", "--model", "m"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 1 and result.stderr.startswith("error: cannot reach")
 
@@ -590,13 +601,14 @@ def test_cli_policy_from_redis(
     log.store_policy("sim", 1, {"variant": "bopl-regr"}, pickle.dumps(bundle), publish=True)
     monkeypatch.setenv("REDIS_URL", redis_url)
     result = CliRunner().invoke(
-        cli, ["replay", str(skewed_log), "--policy", "sim", "--json", "--limit", "1000"]
+        cli, ["replay", "policy", str(skewed_log), "--policy", "sim", "--json", "--limit", "1000"]
     )
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout)
     assert record["name"] == "sim:1" and record["primary"] == "dr"
     assert set(record["estimates"]) == {"ips", "snips", "dr", "logged"}
-    missing = CliRunner().invoke(cli, ["replay", str(skewed_log), "--policy", "sim:9"])
+    missing = CliRunner().invoke(cli, ["replay", "policy", str(skewed_log), "--policy",
+                                              "sim:9"])
     assert missing.exit_code == 2 and "has no policy version 9" in missing.stderr
 
 
@@ -638,13 +650,13 @@ def test_repeated_event_ids_are_flagged_and_skipped_kept_or_refused(
 
 def test_cli_repeated_ids(tmp_path: Path) -> None:
     log = str(_repeated_log(tmp_path))
-    result = CliRunner().invoke(cli, ["replay", log, "--booster", "uniform", "--json"])
+    result = CliRunner().invoke(cli, ["replay", "learner", log, "--booster", "uniform", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["repeated_ids"]["count"] == 43
-    failed = CliRunner().invoke(cli, ["replay", log, "--booster", "uniform",
+    failed = CliRunner().invoke(cli, ["replay", "learner", log, "--booster", "uniform",
                                       "--repeated-ids", "fail"])
     assert failed.exit_code == 1 and "43 event(s) repeat" in failed.stderr
-    bad = CliRunner().invoke(cli, ["replay", log, "--booster", "uniform",
+    bad = CliRunner().invoke(cli, ["replay", "learner", log, "--booster", "uniform",
                                    "--repeated-ids", "drop"])
     assert bad.exit_code == 2 and "--repeated-ids must be skip, keep or fail" in bad.stderr
 

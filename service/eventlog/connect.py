@@ -15,7 +15,11 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-__all__ = ["connect", "connect_async"]
+__all__ = ["RedisError", "connect", "connect_async"]
+
+#: The base class of every error the clients raise (for callers outside this package, which
+#: do not import redis themselves).
+RedisError = redis.RedisError
 
 
 def connect(url: str, timeout: float) -> redis.Redis:

@@ -8,7 +8,7 @@ the *played* action (exploration included), and the booster learns from the band
 true label.
 
 >>> from boosters.registry import make_booster
->>> from service.datasets import load_dataset
+>>> from service.sim.datasets import load_dataset
 >>> ds = load_dataset("balance")
 >>> result = simulate(make_booster("uniform", n_actions=ds.n_classes, seed=0), ds, dup=2, seed=0)
 >>> result.rounds
@@ -30,8 +30,8 @@ import numpy as np
 from tqdm import tqdm
 
 from boosters.base import OnlineBooster
-from service.datasets import Dataset
 from service.progress import shows
+from service.sim.datasets import Dataset
 
 __all__ = ["SimulationResult", "shuffled_order", "simulate"]
 

@@ -1,6 +1,6 @@
 """Load a classification CSV into contexts and integer labels for the bandit simulation.
 
-The file format is the one of the bundled UCI datasets in ``service/data/``:
+The file format is the one of the bundled UCI datasets in ``service/sim/data/``:
 
 * a header row naming the columns;
 * the class in column 0, the features in the other columns;
@@ -202,30 +202,43 @@ def load_dataset(source: str | Path, nominal: str | Sequence[str] | None = None)
     >>> load_dataset("no/such/file.csv")
     Traceback (most recent call last):
     ...
-    service.datasets.DatasetError: dataset file not found: no/such/file.csv (bundled names: ...)
+    service.sim.datasets.DatasetError: dataset file not found: no/such/file.csv (bundled names: ...)
     """
     name, path = resolve_path(source)
-    if nominal is None:
-        policy = BUNDLED_NOMINAL.get(str(source), "auto")
-    else:
-        policy = nominal
+    policy = BUNDLED_NOMINAL.get(str(source), "auto") if nominal is None else nominal
     header, rows = _read_rows(path)
     _check_header(path, header)
     features = header[1:]
+    forced = _forced_nominal(path, features, policy)
+    classes = _check_rows(path, header, rows)
+    import numpy as np
+
+    index = {label: i for i, label in enumerate(classes)}
+    y = np.fromiter((index[cells[0]] for _, cells in rows), dtype=np.int64, count=len(rows))
+    columns, nominal_features = _columns(path, features, rows, forced)
+    X = [dict(zip(features, values, strict=True)) for values in zip(*columns, strict=True)]
+    return Dataset(name=name, X=X, y=y, classes=classes, nominal=nominal_features)
+
+
+def _forced_nominal(path: Path, features: list[str], policy: str | Sequence[str]) -> set[str]:
+    """The features ``policy`` makes nominal whatever their values."""
     if isinstance(policy, str):
         if policy not in ("auto", "all"):
             raise DatasetError(
                 f"nominal must be 'auto', 'all' or a list of features, got {policy!r}"
             )
-        forced = set(features) if policy == "all" else set()
-    else:
-        forced = set(policy)
-        unknown = sorted(forced - set(features))
-        if unknown:
-            raise DatasetError(f"{path}: no such feature(s) to make nominal: {', '.join(unknown)}")
+        return set(features) if policy == "all" else set()
+    forced = set(policy)
+    unknown = sorted(forced - set(features))
+    if unknown:
+        raise DatasetError(f"{path}: no such feature(s) to make nominal: {', '.join(unknown)}")
+    return forced
+
+
+def _check_rows(path: Path, header: list[str], rows: list[tuple[int, list[str]]]) -> list[str]:
+    """The sorted class strings, after checking every row's width and class value."""
     if not rows:
         raise DatasetError(f"{path}: no data rows after the header")
-
     width = len(header)
     for line, cells in rows:
         if len(cells) != width:
@@ -234,17 +247,18 @@ def load_dataset(source: str | Path, nominal: str | Sequence[str] | None = None)
             )
         if cells[0] in MISSING_TOKENS:
             raise DatasetError(f"{path}, line {line}: missing class value {cells[0]!r}")
-
     classes = sorted({cells[0] for _, cells in rows})
     if len(classes) < 2:
         raise DatasetError(
             f"{path}: need at least 2 classes, found {len(classes)} ({', '.join(classes)})"
         )
-    import numpy as np
+    return classes
 
-    index = {label: i for i, label in enumerate(classes)}
-    y = np.fromiter((index[cells[0]] for _, cells in rows), dtype=np.int64, count=len(rows))
 
+def _columns(
+    path: Path, features: list[str], rows: list[tuple[int, list[str]]], forced: set[str]
+) -> tuple[list[list[float] | list[str]], list[str]]:
+    """The feature columns (numeric: floats; nominal: strings) and the nominal features."""
     columns: list[list[float] | list[str]] = []
     nominal: list[str] = []
     for j, feature in enumerate(features, start=1):
@@ -262,6 +276,4 @@ def load_dataset(source: str | Path, nominal: str | Sequence[str] | None = None)
         else:
             nominal.append(feature)
             columns.append([MISSING_NOMINAL if value in MISSING_TOKENS else value for value in raw])
-
-    X = [dict(zip(features, values, strict=True)) for values in zip(*columns, strict=True)]
-    return Dataset(name=name, X=X, y=y, classes=classes, nominal=nominal)
+    return columns, nominal

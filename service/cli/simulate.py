@@ -1,0 +1,204 @@
+"""``boostbandit simulate``: one supervised-to-bandit simulation (Zhang et al. 2019, Sec. 4) of a
+booster over a bundled dataset or a CSV (:mod:`service.sim`).
+
+>>> from typer.testing import CliRunner
+>>> result = CliRunner().invoke(app, ["simulate", "--data", "balance", "--booster", "uniform",
+...                                   "--json", "--no-progress"])
+>>> result.exit_code, json.loads(result.stdout)["rounds"]
+(0, 625)
+>>> result = CliRunner().invoke(app, ["simulate", "--data", "balance", "--booster", "uniform",
+...                                   "--dup", "0"])
+>>> result.exit_code, result.stderr
+(2, 'error: --dup must be >= 1, got 0\\n')
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+# light imports only (numpy at most): the simulation itself is imported when it runs
+from boosters.registry import booster_class, booster_params, make_booster, names
+from service.cli.base import ProgressOption, app, check_open_interval, check_plot, fail
+from service.sim.datasets import BUNDLED
+
+__all__ = ["TREE_PROFILES", "select_params", "simulate_command"]
+
+#: Accepted values of ``--tree-profile``.
+TREE_PROFILES: tuple[str, ...] = ("bandit", "numeric", "full")
+
+
+def select_params(name: str, candidates: dict[str, Any]) -> dict[str, Any]:
+    """The subset of ``candidates`` that booster ``name``'s constructor accepts.
+
+    >>> select_params("uniform", {"seed": 3, "n_learners": 20, "rho": 0.1})
+    {'seed': 3}
+    """
+    accepted = booster_params(name)
+    return {key: value for key, value in candidates.items() if key in accepted}
+
+
+DataOption = Annotated[str, typer.Option(
+    "--data", metavar="PATH_OR_NAME",
+    help=f"CSV file (class in column 0, header row) or a bundled name: {', '.join(BUNDLED)}.",
+)]
+BoosterOption = Annotated[str, typer.Option(
+    "--booster", metavar="NAME", help=f"One of: {', '.join(names())}.",
+)]
+LearnersOption = Annotated[int, typer.Option(
+    "--learners", metavar="N", help="Number of weak learners.",
+)]
+RhoOption = Annotated[float, typer.Option(
+    "--rho", metavar="R",
+    help="Exploration rate, in (0, 1); ignored by full-information boosters.",
+)]
+GammaOption = Annotated[float | None, typer.Option(
+    "--gamma", metavar="G",
+    help="Edge of the weak learners (banditbbm: 0.1) or the OCO boosters' gamma (oco: 0.8),"
+    " in (0, 1); default: the booster's own.",
+)]
+DupOption = Annotated[int, typer.Option(
+    "--dup", metavar="D", help="Duplicate the dataset D times.",
+)]
+SeedOption = Annotated[int, typer.Option(
+    "--seed", metavar="S", help="Seed of the shuffle and the booster.",
+)]
+TreeProfileOption = Annotated[str | None, typer.Option(
+    "--tree-profile", metavar="PROFILE",
+    help="Weak-learner hyperparameter profile: bandit, numeric or full "
+    "(default: full for full-information boosters, else bandit).",
+    show_default=False,
+)]
+FixedTreesOption = Annotated[bool, typer.Option(
+    "--fixed-trees/--random-trees",
+    help="Fixed tree hyperparameters instead of per-tree random draws.",
+)]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+PlotOption = Annotated[Path | None, typer.Option(
+    "--plot", metavar="FILE.png", help="Write the moving-average learning curve to this PNG.",
+)]
+
+
+@app.command("simulate")
+def simulate_command(
+    data: DataOption,
+    booster: BoosterOption = "adabandit",
+    learners: LearnersOption = 20,
+    rho: RhoOption = 0.1,
+    gamma: GammaOption = None,
+    dup: DupOption = 1,
+    seed: SeedOption = 0,
+    tree_profile: TreeProfileOption = None,
+    fixed_trees: FixedTreesOption = False,
+    as_json: JsonOption = False,
+    plot: PlotOption = None,
+    progress: ProgressOption = None,
+) -> None:
+    """Stream a dataset (duplicated, shuffled once) through a booster with bandit feedback."""
+    # --- validation, before any work -------------------------------------------------------
+    full_information = _check_options(booster, learners, rho, gamma, dup, seed)
+    if tree_profile is None:
+        tree_profile = "full" if full_information else "bandit"
+    elif tree_profile not in TREE_PROFILES:
+        fail(f"--tree-profile must be one of {', '.join(TREE_PROFILES)}, got {tree_profile!r}")
+    check_plot(plot, "curve.png")
+    from service.sim.datasets import DatasetError, load_dataset
+
+    try:
+        dataset = load_dataset(data)
+    except DatasetError as exc:
+        fail(exc)
+    candidates: dict[str, Any] = {
+        "n_learners": learners, "rho": rho, "gamma": gamma, "seed": seed,
+        "tree_profile": tree_profile, "fixed_trees": fixed_trees,
+        "nominal_attributes": list(dataset.nominal),
+    }
+    if gamma is None:
+        del candidates["gamma"]  # the booster's own default
+    if full_information:
+        del candidates["rho"]  # full-information boosters keep their own rho (they exploit)
+    params = select_params(booster, candidates)
+    try:
+        model = make_booster(booster, n_actions=dataset.n_classes, **params)
+    except (ValueError, TypeError) as exc:
+        fail(f"cannot build booster {booster!r}: {exc}")
+
+    # --- the run ---------------------------------------------------------------------------
+    from service.sim.loop import simulate
+
+    result = simulate(model, dataset, dup=dup, seed=seed, progress=progress)
+    if plot is not None:
+        _plot(result, plot, f"{booster} on {dataset.name} (dup {dup}, seed {seed})", booster)
+    _print_result(result, booster, dataset, params, dup, seed, plot, as_json)
+
+
+def _check_options(
+    booster: str, learners: int, rho: float, gamma: float | None, dup: int, seed: int
+) -> bool:
+    """Usage errors of the booster's options; whether the booster is full-information."""
+    if booster not in names():
+        fail(f"unknown booster {booster!r}; choose from: {', '.join(names())}")
+    try:
+        cls = booster_class(booster)
+    except (ImportError, AttributeError) as exc:
+        fail(f"booster {booster!r} cannot be loaded: {exc}")
+    full_information = bool(getattr(cls, "full_information", False))
+    if learners < 1:
+        fail(f"--learners must be >= 1, got {learners}")
+    if not full_information:
+        check_open_interval("--rho", rho)
+    if gamma is not None:
+        check_open_interval("--gamma", gamma)
+    if dup < 1:
+        fail(f"--dup must be >= 1, got {dup}")
+    if seed < 0:
+        fail(f"--seed must be >= 0, got {seed}")
+    return full_information
+
+
+def _plot(result: Any, plot: Path, title: str, booster: str) -> None:
+    """Write the run's moving-average curve to ``plot`` (one-line error when it cannot)."""
+    from service.sim.plots import plot_learning_curves
+
+    steps, values = result.moving_average()
+    try:
+        plot_learning_curves({booster: (steps, values)}, plot, title)
+    except OSError as exc:
+        fail(f"cannot write --plot {plot}: {exc.strerror or exc}")
+
+
+def _print_result(
+    result: Any, booster: str, dataset: Any, params: dict[str, Any], dup: int, seed: int,
+    plot: Path | None, as_json: bool,
+) -> None:
+    """One JSON object, or a few aligned lines, on stdout."""
+    if as_json:
+        record: dict[str, Any] = {
+            "booster": booster,
+            "dataset": dataset.name,
+            "n_actions": dataset.n_classes,
+            "dup": dup,
+            "seed": seed,
+            **result.summary(),
+            "params": params,
+        }
+        if plot is not None:
+            record["plot"] = str(plot)
+        typer.echo(json.dumps(record))
+        return
+    shown = ", ".join(f"{k}={v}" for k, v in params.items() if k != "nominal_attributes")
+    lines = [
+        f"booster:           {booster}" + (f" ({shown})" if shown else ""),
+        f"dataset:           {dataset.name} ({len(dataset)} rows, {len(dataset.features)} "
+        f"features, {dataset.n_classes} classes, dup {dup})",
+        f"rounds:            {result.rounds}",
+        f"accuracy:          {result.accuracy:.4f}",
+        f"last-20% accuracy: {result.last20_accuracy:.4f}",
+        f"rounds/s:          {result.rounds_per_second:.1f}",
+    ]
+    if plot is not None:
+        lines.append(f"plot:              {plot}")
+    typer.echo("\n".join(lines))
