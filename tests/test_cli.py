@@ -1,9 +1,10 @@
-"""Tests of the ``boostbandit`` command line (service/cli.py) and the learning-curve plot."""
+"""Tests of the ``boostbandit`` command line (service/cli/) and the learning-curve plot."""
 
 from __future__ import annotations
 
 import inspect
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -399,3 +400,43 @@ def test_plot_learning_curves(tmp_path):
         plot_learning_curves({}, tmp_path / "d.png", "none")
     with pytest.raises(ValueError):
         plot_learning_curves({"bad": (steps, steps[:-1])}, tmp_path / "e.png", "bad")
+
+
+# --- replay: one subcommand per kind, each with its own options -----------------------------
+
+REPLAY_COMMON = {"--format", "--limit", "--level", "--reward-map", "--action-index", "--on-error",
+                 "--repeated-ids", "--json", "--plot", "--progress", "--no-progress", "--help"}
+REPLAY_OWN_OPTIONS = {
+    "learner": {"--booster", "--actions", "--mode", "--learners", "--rho", "--gamma", "--param",
+                "--seed"},
+    "policy": {"--policy", "--temperature", "--min-propensity", "--dr", "--no-dr", "--seed",
+               "--data-dir"},
+    "target": {"--target", "--model", "--api-key", "--concurrency"},
+}
+
+
+def help_options(*command: str) -> set[str]:
+    """The options a command's ``--help`` lists (both names of a ``--x/--no-x`` flag)."""
+    result = runner.invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    found = re.finditer(r"^  (--[a-z-]+)(?: / (--[a-z-]+))?", result.stdout, re.MULTILINE)
+    return {name for match in found for name in match.groups() if name}
+
+
+@pytest.mark.parametrize("kind", sorted(REPLAY_OWN_OPTIONS))
+def test_replay_subcommands_take_only_their_own_options(kind):
+    assert help_options("replay", kind) == REPLAY_COMMON | REPLAY_OWN_OPTIONS[kind]
+
+
+@pytest.mark.parametrize(
+    ("flat", "kind"),
+    [(["--booster", "uniform"], "learner"), (["--policy", "news:3"], "policy"),
+     (["--target", "http://127.0.0.1:9", "--model", "m"], "target")],
+)
+def test_the_flat_replay_form_names_the_subcommand(flat, kind):
+    result = runner.invoke(app, ["replay", "news.jsonl", *flat])
+    assert_one_line_error(result, f"is now `boostbandit replay {kind} news.jsonl {flat[0]} ...`")
+    first = runner.invoke(app, ["replay", *flat, "news.jsonl"])
+    assert_one_line_error(first, f"is now `boostbandit replay {kind} LOG {flat[0]} ...`")
+    bare = runner.invoke(app, ["replay", "news.jsonl"])
+    assert_one_line_error(bare, "replay takes a subcommand first: learner (LOG --booster NAME)")
