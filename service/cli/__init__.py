@@ -9,7 +9,10 @@
 Importing it loads no heavy package (each command imports what it needs), so ``--help`` is fast.
 """
 
-from service.cli import logs, processes, replay, simulate
+# isort: off
+# the commands register on `app` in this order, the order `boostbandit --help` lists them
+from service.cli import simulate, processes, logs, replay
+# isort: on
 from service.cli.base import app
 from service.cli.simulate import TREE_PROFILES, select_params
 

@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - older typer on top of click
 from typer.core import TyperGroup
 
 __all__ = [
+    "ActionIndexOption",
     "DataDirOption",
     "OneLineErrorGroup",
     "ProgressOption",
@@ -170,6 +171,11 @@ ProgressOption = Annotated[
         show_default=False,
     ),
 ]
+
+#: ``--action-index``, shared by import and replay
+ActionIndexOption = Annotated[bool, typer.Option(
+    "--action-index", help="obp: the action column holds 0-based indices.",
+)]
 
 #: ``--data-dir``, shared by serve and by every command that uses Redis
 DataDirOption = Annotated[

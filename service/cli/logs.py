@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from service.cli.base import (
+    ActionIndexOption,
     DataDirOption,
     ProgressOption,
     app,
@@ -106,9 +107,6 @@ ImportRewardMapOption = Annotated[str, typer.Option(
     help="identity (rewards in [0, 1]); personalizer (rewards x in [-1, 1] read by the "
     "model's negative_rewards rule); clip or rescale (that rule for [-1, 1]: a negative "
     "reward is 0, or (x + 1) / 2).",
-)]
-ActionIndexOption = Annotated[bool, typer.Option(
-    "--action-index", help="obp: the action column holds 0-based indices.",
 )]
 ForceOption = Annotated[bool, typer.Option(
     "--force", help="Import a file already imported into this model.",

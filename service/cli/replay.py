@@ -19,6 +19,7 @@ from typer.core import TyperGroup
 
 from boosters.registry import booster_class, make_booster, names
 from service.cli.base import (
+    ActionIndexOption,
     DataDirOption,
     ProgressOption,
     UsageError,
@@ -96,9 +97,6 @@ RewardMapOption = Annotated[str, typer.Option(
     "--reward-map", metavar="MAP",
     help="identity (rewards in [0, 1]); clip or rescale (Personalizer's [-1, 1]: a negative "
     "reward is 0, or (x + 1) / 2); personalizer = clip.",
-)]
-ActionIndexOption = Annotated[bool, typer.Option(
-    "--action-index", help="obp: the action column holds 0-based indices.",
 )]
 OnErrorOption = Annotated[str, typer.Option(
     "--on-error", metavar="MODE",
