@@ -585,7 +585,7 @@ def export_command(
 
     import redis
 
-    from service.interchange import export_events
+    from service.eventlog.transfer import export_events
 
     if fmt not in ("jsonl", "dsjson"):
         _fail(f"--format must be jsonl or dsjson, got {fmt!r}")
@@ -681,7 +681,7 @@ def import_command(
     """
     import redis
 
-    from service.interchange import ImportError_, import_events
+    from service.eventlog.transfer import ImportError_, import_events
 
     if fmt not in ("jsonl", "dsjson", "obp"):
         _fail(f"--format must be jsonl, dsjson or obp, got {fmt!r}")
@@ -726,7 +726,7 @@ def import_command(
 
 def _check_reward_map(reward_map: str) -> None:
     """Usage error for an unknown ``--reward-map``."""
-    from service.interchange import check_reward_map
+    from service.formats import check_reward_map
 
     try:
         check_reward_map(reward_map)
@@ -745,7 +745,7 @@ def _create_model(
     from pydantic import ValidationError
 
     from service.creation import InvalidModel, ModelExists, create_model
-    from service.interchange import ImportError_, file_actions
+    from service.eventlog.transfer import ImportError_, file_actions
     from service.schemas import CreateModel
     from service.store import ModelStore
 
@@ -991,7 +991,7 @@ def replay_command(
             )
             params.update(extra)
             try:
-                path, log_fmt, _ = rp._open_log(log, fmt, action_list, action_index)
+                path, log_fmt, _ = rp.open_log(log, fmt, action_list, action_index)
                 action_list = action_list or rp.infer_actions(path, log_fmt, action_index)
                 learner = make_booster(booster, n_actions=len(action_list), **params)
             except (ValueError, TypeError) as exc:
