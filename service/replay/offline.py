@@ -43,6 +43,7 @@ from service.progress import bar as progress_bar
 from service.replay.reading import (
     LogFormat,
     LoggedEvent,
+    LogScan,
     OnError,
     RepeatedIds,
     Repeats,
@@ -310,18 +311,13 @@ def _coverage_note(features: dict[str, Any]) -> str:
 
 @dataclass
 class _PolicyPass:
-    """One pass of a policy over a log, in chunks: the lines' outcomes, the policy's
+    """One pass of a policy over a log, in chunks: the lines' outcomes (``scan``), the policy's
     probabilities on each event (restricted to its allowed actions), the logged data."""
 
     bundle: Any
     policy: Any
     keep_features: bool
-    repeats: Repeats
-    lines: int = 0
-    ignored: int = 0
-    events: int = 0
-    uniform: bool = True
-    errors: list[LineError] = field(default_factory=list)
+    scan: LogScan
     present: set[str] = field(default_factory=set)
     parts: dict[str, list[np.ndarray]] = field(
         default_factory=lambda: {"a": [], "p": [], "r": [], "target": [], "X": []}
@@ -329,17 +325,11 @@ class _PolicyPass:
     pending: list[LoggedEvent] = field(default_factory=list)
 
     def add(self, item: LoggedEvent | LineError | None, wanted: set[str]) -> None:
-        self.lines += 1
-        if isinstance(item, LineError):
-            self.errors.append(item)
-        elif item is None:
-            self.ignored += 1
-        else:
-            self.uniform = self.uniform and item.uniform
+        self.scan.count(item)
+        if isinstance(item, LoggedEvent):
             if len(self.present) < len(wanted):
                 self.present.update(name for name in item.context if name in wanted)
             self.pending.append(item)
-            self.events += 1
 
     def flush(self) -> None:
         """The policy's probabilities on the pending events."""
@@ -417,40 +407,40 @@ def replay_policy(
     actions = check_actions(list(bundle.actions))
     temp = float(bundle.temperature if temperature is None else temperature)
     floor = float(bundle.min_propensity if min_propensity is None else min_propensity)
-    run = _PolicyPass(bundle, bundle.model.policy(temp, floor), dr, Repeats(repeated_ids))
+    scan = LogScan(repeats=Repeats(repeated_ids))
+    run = _PolicyPass(bundle, bundle.model.policy(temp, floor), dr, scan)
     wanted = _policy_features(bundle)  # the names the policy reads, to find in the log
     started = time.perf_counter()
     with progress_bar(None, "replay", progress, unit="line") as bar:
         for _, item in iter_log(path, fmt, actions, reward_map=reward_map,
-                                action_index=action_index, repeats=run.repeats):
+                                action_index=action_index, repeats=scan.repeats):
             run.add(item, wanted)
             bar.update(1)
             if len(run.pending) >= chunk:
                 run.flush()
-            if limit is not None and run.events >= limit:
+            if limit is not None and scan.events >= limit:
                 break
         if run.pending:
             run.flush()
-    fail_on_errors(run.errors, on_error)
-    run.repeats.check()
-    if run.events == 0:
+    fail_on_errors(scan.errors, on_error)
+    scan.repeats.check()
+    if scan.events == 0:
         raise ReplayError(f"{path} holds no usable event")
     dr_started = time.perf_counter()
     estimates, primary, notes = _policy_estimates(run, len(actions), dr, reward_model_rounds,
                                                   seed, level)
     dr_seconds = time.perf_counter() - dr_started
     a, p, r = run.array("a"), run.array("p"), run.array("r")
-    w = run.array("target")[np.arange(run.events), a] / p
+    w = run.array("target")[np.arange(scan.events), a] / p
     features = _feature_coverage(wanted, run.present)
     return ReplayResult(
-        kind="policy", name=name, mode="policy", log=str(path), format=fmt, actions=actions,
-        uniform_log=run.uniform, lines=run.lines, events=run.events, ignored=run.ignored,
-        skipped=run.errors, estimates=estimates, primary=primary,
+        kind="policy", name=name, mode="policy", **scan_fields(scan, path, fmt, actions),
+        events=scan.events, estimates=estimates, primary=primary,
         seconds=time.perf_counter() - started, ess=effective_size(w),
         curve=downsample(running_ratio(w * r, w)), logged_curve=downsample(running_mean(r)),
         params={"temperature": temp, "min_propensity": floor},
-        extra={"dr_seconds": round(dr_seconds, 4), "repeated_ids": run.repeats.to_dict(),
+        extra={"dr_seconds": round(dr_seconds, 4), "repeated_ids": scan.repeats.to_dict(),
                "policy_features": features},
         notes=notes + ([_coverage_note(features)] if features["absent"] else [])
-        + run.repeats.notes(),
+        + scan.repeats.notes(),
     )
