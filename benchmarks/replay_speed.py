@@ -254,7 +254,7 @@ def io_bench(path: Path, n: int, repeats: int, tmp: Path) -> dict[str, Any]:
     import redis
 
     from service.eventlog import EventLog
-    from service.interchange import export_events, import_events
+    from service.eventlog.transfer import export_events, import_events
     from service.store import ModelConfig
 
     proc, port = start_redis(tmp)

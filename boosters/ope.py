@@ -19,6 +19,10 @@ interval at ``level``). Everything is vectorised: a million logged events take w
 - :func:`paired_difference`: value(target) - value(baseline) on the *same* events, from per-event
   differences of the two policies' DR (or linearised SNIPS) terms, with a one-sided lower
   confidence bound: the test "is the target better than the baseline?" at a stated level.
+- :func:`estimate_all`: several of the above on the same events (Open Bandit Pipeline style).
+- :func:`mean_estimate`: a mean with its normal interval (the rejection replay's estimate).
+- :func:`cross_fitted_predictions`: reward predictions for DM/DR, each half of the events
+  predicted by a model fitted on the other half.
 
 >>> import numpy as np
 >>> a = np.array([0, 1, 0, 1]); p = np.full(4, 0.5); r = np.array([1.0, 0.0, 1.0, 0.0])
@@ -37,19 +41,25 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
 __all__ = [
     "DIFFERENCE_ESTIMATORS",
+    "ESTIMATORS",
     "Difference",
     "Estimate",
     "clipped_ips",
+    "cross_fitted_predictions",
     "direct_method",
     "doubly_robust",
+    "estimate_all",
     "ips",
+    "mean_estimate",
     "paired_difference",
     "snips",
 ]
@@ -72,6 +82,30 @@ class Estimate:
     def covers(self, true_value: float) -> bool:
         """Whether ``true_value`` lies in the interval."""
         return self.low <= true_value <= self.high
+
+    @classmethod
+    def undefined(cls, level: float, n: int) -> Estimate:
+        """No estimate on ``n`` events: a NaN value, the whole line as its interval."""
+        return cls(math.nan, math.inf, -math.inf, math.inf, level, n)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (non-finite numbers become None).
+
+        >>> Estimate.undefined(0.9, 0).to_dict()
+        {'value': None, 'stderr': None, 'low': None, 'high': None, 'level': 0.9, 'n': 0}
+        """
+        return {
+            "value": _finite(self.value),
+            "stderr": _finite(self.stderr),
+            "low": _finite(self.low),
+            "high": _finite(self.high),
+            "level": self.level,
+            "n": self.n,
+        }
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
 
 
 def _check_level(level: float) -> float:
@@ -114,6 +148,19 @@ def _interval(value: float, terms: np.ndarray, level: float) -> Estimate:
     stderr = float(np.std(terms, ddof=1) / math.sqrt(n)) if n > 1 else math.inf
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
     return Estimate(float(value), stderr, value - z * stderr, value + z * stderr, level, n)
+
+
+def mean_estimate(values: np.ndarray, level: float = 0.95) -> Estimate:
+    """The mean of ``values`` with its normal interval (undefined for no value).
+
+    >>> est = mean_estimate(np.array([1.0, 0.0, 1.0, 0.0]))
+    >>> est.value, round(est.stderr, 4), est.n
+    (0.5, 0.2887, 4)
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return Estimate.undefined(level, 0)
+    return _interval(float(values.mean()), values, level)
 
 
 def _weights(a: np.ndarray, p: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -227,6 +274,101 @@ def doubly_robust(
     return _interval(float(terms.mean()), terms, level)
 
 
+#: The estimators :func:`estimate_all` runs by name; ``dm`` and ``dr`` need reward predictions.
+ESTIMATORS: dict[str, Callable[..., Estimate]] = {
+    "ips": ips,
+    "clipped_ips": clipped_ips,
+    "snips": snips,
+    "dm": direct_method,
+    "dr": doubly_robust,
+}
+_MODEL_BASED = ("dm", "dr")
+
+
+def estimate_all(
+    actions: np.ndarray,
+    propensities: np.ndarray,
+    rewards: np.ndarray,
+    target: np.ndarray,
+    reward_predictions: np.ndarray | None = None,
+    *,
+    estimators: Sequence[str] = ("ips", "snips", "dr"),
+    level: float = 0.95,
+) -> tuple[dict[str, Estimate], dict[str, str]]:
+    """Several estimators of :data:`ESTIMATORS` on the same logged events (the meta-estimator
+    of Open Bandit Pipeline): ``(estimates by name in the order asked, undefined)``.
+
+    The inputs are checked once (ValueError). An estimator whose value is undefined on these
+    events (SNIPS when the target gives no logged action positive probability) gets
+    :meth:`Estimate.undefined` and its reason in ``undefined``.
+
+    >>> a = np.array([0, 1]); p = np.full(2, 0.5); r = np.array([1.0, 0.0])
+    >>> est, undefined = estimate_all(a, p, r, np.array([[0.0, 1.0]] * 2), estimators=("snips",))
+    >>> est["snips"].value, undefined
+    (0.0, {})
+    >>> est, undefined = estimate_all(a[:1], p[:1], r[:1], np.array([[0.0, 1.0]]),
+    ...                               estimators=("ips", "snips"))
+    >>> est["ips"].value, undefined["snips"]
+    (0.0, 'snips needs the target to give positive probability to a logged action')
+    """
+    unknown = [name for name in estimators if name not in ESTIMATORS]
+    if unknown:
+        raise ValueError(f"unknown estimator {unknown[0]!r}; choose from {', '.join(ESTIMATORS)}")
+    level = _check_level(level)
+    a, p, r, target = _check(actions, propensities, rewards, target)
+    if reward_predictions is None and any(name in _MODEL_BASED for name in estimators):
+        raise ValueError("dm and dr need reward_predictions")
+    estimates: dict[str, Estimate] = {}
+    undefined: dict[str, str] = {}
+    for name in estimators:
+        extra = (reward_predictions,) if name in _MODEL_BASED else ()
+        try:
+            estimates[name] = ESTIMATORS[name](a, p, r, target, *extra, level=level)
+        except ValueError as exc:
+            estimates[name] = Estimate.undefined(level, a.shape[0])
+            undefined[name] = str(exc)
+    return estimates, undefined
+
+
+def cross_fitted_predictions(
+    X: np.ndarray,
+    actions: np.ndarray,
+    propensities: np.ndarray,
+    rewards: np.ndarray,
+    fit: Callable[..., Callable[[np.ndarray], np.ndarray]],
+    *,
+    seed: int = 0,
+) -> np.ndarray | None:
+    """Reward predictions (n, k) for DM and DR with no event scored by a model that saw it:
+    the rows are split in two seeded halves, each predicted by a model fitted on the other.
+
+    ``fit(X, actions, propensities, rewards)`` fits a reward model and returns its prediction
+    function (m rows -> (m, k)). None when a half has fewer than 2 rows to fit on or none to
+    predict.
+
+    >>> def fit(X, a, p, r):                  # the mean reward of each action, whatever x
+    ...     means = np.array([r[a == j].mean() for j in range(2)])
+    ...     return lambda rows: np.tile(means, (len(rows), 1))
+    >>> X = np.zeros((8, 1)); a = np.array([0, 1] * 4); r = np.array([1.0, 0.0] * 4)
+    >>> cross_fitted_predictions(X, a, np.full(8, 0.5), r, fit, seed=1)[:2]
+    array([[1., 0.],
+           [1., 0.]])
+    """
+    n = actions.shape[0]
+    fold = np.random.default_rng([int(seed), 0xD2]).integers(2, size=n)
+    q: np.ndarray | None = None
+    for f in (0, 1):
+        train, test = fold != f, fold == f
+        if train.sum() < 2 or test.sum() < 1:
+            return None
+        predict = fit(X[train], actions[train], propensities[train], rewards[train])
+        scores = np.asarray(predict(X[test]), dtype=np.float64)
+        if q is None:
+            q = np.empty((n, scores.shape[1]))
+        q[test] = scores
+    return q
+
+
 @dataclass(frozen=True, slots=True)
 class Difference:
     """value(target) - value(baseline), paired on the same events, with a one-sided interval.
@@ -335,7 +477,13 @@ def paired_difference(
     else:
         t_value, t_terms = _snips_influence(w_t, r, "target")
         b_value, b_terms = _snips_influence(w_b, r, "baseline")
-    d = t_terms - b_terms
+    return _one_sided(t_terms - b_terms, t_value, b_value, estimator, level)
+
+
+def _one_sided(
+    d: np.ndarray, t_value: float, b_value: float, estimator: str, level: float
+) -> Difference:
+    """The :class:`Difference` of the per-event differences ``d`` (mean t_value - b_value)."""
     n = d.shape[0]
     value = t_value - b_value  # = mean(d), without its rounding
     stderr = float(np.std(d, ddof=1) / math.sqrt(n)) if n > 1 else math.inf

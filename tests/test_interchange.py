@@ -1,4 +1,4 @@
-"""``boostbandit export`` / ``boostbandit import`` (service/interchange.py) against a real
+"""``boostbandit export`` / ``boostbandit import`` (service/eventlog/transfer.py) against a real
 redis-server, and the DSJSON lines checked with Vowpal Wabbit's own parser."""
 
 from __future__ import annotations
@@ -18,12 +18,8 @@ from service.app import create_app
 from service.cli import app as cli
 from service.eventlog import EventLog
 from service.eventlog.keys import keys
-from service.interchange import (
-    ImportError_,
-    export_events,
-    import_events,
-    to_dsjson,
-)
+from service.eventlog.transfer import ImportError_, export_events, import_events
+from service.formats import to_dsjson
 from service.settings import Settings
 from service.store import ModelConfig, apply_joined, restore
 from tests.test_service_api import FAST, wait_for

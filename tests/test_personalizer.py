@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from service.app import create_app
 from service.domain import ModelConfig
 from service.eventlog.keys import MODELS_KEY, keys
-from service.interchange import ImportError_, export_events, import_events
+from service.eventlog.transfer import ImportError_, export_events, import_events
 from service.routers.personalizer import action_set_model_name
 from service.settings import Settings
 from tests.test_service_api import FAST, wait_for

@@ -1,4 +1,4 @@
-"""``boostbandit replay`` (service/replay.py): learner, fixed-policy and live-service replays of
+"""``boostbandit replay`` (service/replay/): learner, fixed-policy and live-service replays of
 simulated logs whose true values are known, line errors, determinism, and the CLI."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from service.app import create_app
 from service.cli import app as cli
 from service.eventlog import EventLog
 from service.events import decision_event, dumps, joined_event
-from service.interchange import to_dsjson
+from service.formats import to_dsjson
 from service.offline import TrainConfig, train_and_evaluate
 from service.replay import (
     ReplayError,

@@ -143,7 +143,7 @@ def check_plot(plot: Path | None, example: str) -> None:
 
 def check_reward_map(reward_map: str) -> None:
     """Usage error for an unknown ``--reward-map``."""
-    from service.interchange import check_reward_map as check
+    from service.formats import check_reward_map as check
 
     try:
         check(reward_map)

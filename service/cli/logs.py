@@ -1,5 +1,5 @@
 """``boostbandit export`` and ``boostbandit import``: joined events out of and into a model's log
-(jsonl, DSJSON, OBP CSV; :mod:`service.interchange`)."""
+(jsonl, DSJSON, OBP CSV; :mod:`service.formats`, :mod:`service.eventlog.transfer`)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def export_command(
     import os
 
     from service.eventlog.connect import RedisError
-    from service.interchange import export_events
+    from service.eventlog.transfer import export_events
 
     if fmt not in ("jsonl", "dsjson"):
         fail(f"--format must be jsonl or dsjson, got {fmt!r}")
@@ -145,7 +145,7 @@ def import_command(
     0 otherwise (with --on-error skip, even with bad lines).
     """
     from service.eventlog.connect import RedisError
-    from service.interchange import ImportError_, import_events
+    from service.eventlog.transfer import ImportError_, import_events
 
     if fmt not in ("jsonl", "dsjson", "obp"):
         fail(f"--format must be jsonl, dsjson or obp, got {fmt!r}")
@@ -188,7 +188,7 @@ def _create_model(
     from pydantic import ValidationError
 
     from service.creation import InvalidModel, ModelExists, create_model
-    from service.interchange import ImportError_, file_actions
+    from service.eventlog.transfer import ImportError_, file_actions
     from service.schemas import CreateModel
     from service.store import ModelStore
 

@@ -34,7 +34,7 @@ Mapping onto our models
   (auth disabled) anyone creates models, as before.
 * **Context.** ``contextFeatures`` (a list of objects) is merged and flattened into our flat
   features (``{"user": {"age": 3}}`` -> ``user.age``; see
-  :func:`service.interchange.flatten_context`). Action ``features`` are accepted but not used:
+  :func:`service.formats.flatten_context`). Action ``features`` are accepted but not used:
   our boosters decide from the context over a fixed action list.
 * **Ranking.** The chosen action first (``rewardActionId``), then the others by decreasing
   probability, excluded actions last with probability 0. The event id seeds the decision's
@@ -88,7 +88,7 @@ from service.deps import (
 from service.domain import reward_from_client
 from service.eventlog import EventLog, OutcomeUnknown
 from service.events import decision_event, iso_timestamp
-from service.interchange import flatten_context
+from service.formats import flatten_context
 from service.personalizer_schemas import (
     ERROR_RESPONSES,
     PersonalizerError,
