@@ -416,7 +416,7 @@ def serve_command(
 
     import uvicorn
 
-    from service.app import create_app
+    from service.api.app import create_app
 
     settings = _settings(data_dir, run_learner=True)
     embedded = None
@@ -744,9 +744,9 @@ def _create_model(
     of the models the Personalizer routes create."""
     from pydantic import ValidationError
 
+    from service.api.schemas import CreateModel
     from service.creation import InvalidModel, ModelExists, create_model
     from service.interchange import ImportError_, file_actions
-    from service.schemas import CreateModel
     from service.store import ModelStore
 
     settings = _settings()
