@@ -535,8 +535,8 @@ def start_service(
 
     Default: ``python -m service serve`` (API + learner thread in one process, the embedded
     default's shape). ``split``: the scaled-out shape of docker-compose.yml, an API process
-    (``uvicorn --factory service.app:create_app``, one worker, reloading the learner's snapshots)
-    and a separate ``python -m service learner`` process.
+    (``uvicorn --factory service.api.app:create_app``, one worker, reloading the learner's
+    snapshots) and a separate ``python -m service learner`` process.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOOSTBANDIT_")}
     env["REDIS_URL"] = redis_url
@@ -544,7 +544,7 @@ def start_service(
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     port = free_port()
     if split:
-        argv = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app"]
+        argv = [sys.executable, "-m", "uvicorn", "--factory", "service.api.app:create_app"]
         argv += ["--host", LOOPBACK, "--port", str(port), "--log-level", "warning"]
         learner_argv = [sys.executable, "-m", "service", "learner"]
         if learner_nice:
@@ -1051,7 +1051,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"{len(cfg['actions'])} classes; contexts = Car rows (seeded shuffle), reward 1 iff the "
         "played action is the row's class. Service: "
         + (
-            "`uvicorn --factory service.app:create_app` (API, one worker) and a separate "
+            "`uvicorn --factory service.api.app:create_app` (API, one worker) and a separate "
             "`python -m service learner` process"
             if cfg.get("split")
             else "`python -m service serve` (API + learner thread, one process)"

@@ -60,7 +60,7 @@ def serve(settings: Any) -> Iterator[str]:
     """The app of ``settings`` under uvicorn in a thread on a free loopback port; its URL."""
     import uvicorn
 
-    from service.app import create_app
+    from service.api.app import create_app
 
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
@@ -106,7 +106,7 @@ def run_sdk(base: str, data: list[tuple[dict, int]], miss: float, sync: bool) ->
     from azure.cognitiveservices.personalizer.models import RankableAction, RankRequest
     from msrest.authentication import CognitiveServicesCredentials
 
-    from service.routers.personalizer import action_set_model_name
+    from service.personalizer.mapping import action_set_model_name
 
     client = PersonalizerClient(base, CognitiveServicesCredentials("unused-key"))
     actions = [RankableAction(id=a, features=[{"name": a}]) for a in ACTIONS]

@@ -29,7 +29,7 @@ from typing import Any
 import redis
 
 from learners.frozen import dumps_serving
-from service import metrics
+from service.api import metrics
 from service.eventlog import EventLog, Limits, keys
 from service.eventlog.consumer import StreamConsumer
 from service.eventlog.log import LeaseLost

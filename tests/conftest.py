@@ -110,7 +110,7 @@ def fuzz_target(tmp: Path, target: object, **settings: object) -> Iterator[objec
     from fastapi.testclient import TestClient
 
     from benchmarks.fuzz import seed_data
-    from service.app import create_app
+    from service.api.app import create_app
     from service.settings import Settings
 
     server = start_redis(tmp)

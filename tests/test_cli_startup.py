@@ -35,7 +35,7 @@ def test_importing_the_cli_loads_no_heavy_package():
 
 
 def test_the_export_and_import_path_loads_no_heavy_package():
-    # what `boostbandit export` / `import` run: the interchange module and the event log
+    # what `boostbandit export` / `import` run: the formats, the transfer module and the event log
     assert loaded("import service.cli, service.eventlog.transfer, service.eventlog, "
                   "service.settings") == []
 

@@ -125,7 +125,7 @@ def test_a_personalizer_model_the_settings_cannot_make_is_a_500_envelope(
         redis_url: str, params: dict, fragment: str) -> None:
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
+    from service.api.app import create_app
     from service.settings import Settings
     from tests.test_personalizer import BASE, RANK_EXAMPLE, SETTINGS
 

@@ -22,7 +22,7 @@ import httpx
 import pytest
 import uvicorn
 
-from service.app import create_app
+from service.api.app import create_app
 from service.settings import Settings
 from tests.conftest import free_port
 

@@ -16,7 +16,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from service.app import create_app
+from service.api.app import create_app
 from service.eventlog import EventLog, LeaseLost, Limits, keys
 from service.events import decision_event, loads
 from service.learner import Learner

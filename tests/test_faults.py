@@ -2,7 +2,7 @@
 
 Each scenario starts its own ``redis-server`` (appendonly; ``appendfsync always`` where it is
 killed, ``everysec`` elsewhere), an API replica (``uvicorn --factory
-service.app:create_app``, no learner in it) and one or two ``python -m service learner``
+service.api.app:create_app``, no learner in it) and one or two ``python -m service learner``
 processes, creates a small model (AdaBandit, 3 trees, a reward window of ``WAIT`` seconds), runs
 a load driver and injects one fault of docs/consistency.md during the load:
 
@@ -394,7 +394,7 @@ class Deployment:
         """An API replica on :attr:`api_port` (no learner in it)."""
         env = self._env(redis_url, run_learner="false", redis_timeout_seconds=1.0,
                         replica_refresh_seconds=0.5)
-        argv = [sys.executable, "-m", "uvicorn", "--factory", "service.app:create_app",
+        argv = [sys.executable, "-m", "uvicorn", "--factory", "service.api.app:create_app",
                 "--host", "127.0.0.1", "--port", str(self.api_port), "--log-level", "warning"]
         self.api = self._child("api", argv, env)
         return self.api

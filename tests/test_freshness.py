@@ -12,7 +12,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from service.app import create_app
+from service.api.app import create_app
 from service.eventlog import EventLog, keys
 from service.eventlog.log import LeaseLost
 from service.learner import Learner, limits

@@ -26,7 +26,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, note, settings
 
 from benchmarks.fuzz import MODEL, NEGATIVE_DATA_STATUSES, steer_case
-from service.app import create_app
+from service.api.app import create_app
 from service.settings import Settings
 from tests.conftest import fuzz_target
 

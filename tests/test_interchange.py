@@ -14,7 +14,7 @@ import redis
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from service.app import create_app
+from service.api.app import create_app
 from service.cli import app as cli
 from service.eventlog import EventLog
 from service.eventlog.keys import keys

@@ -31,7 +31,7 @@ from boosters._params import (
 from boosters.baselines import RiverPolicy
 from boosters.registry import booster_params, make_booster, names
 from learners.hoeffding import TREE_PROFILES
-from service.app import create_app
+from service.api.app import create_app
 from service.settings import Settings
 from tests.test_service_api import ACTIONS, FAST
 

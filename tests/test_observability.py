@@ -22,7 +22,7 @@ import redis
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.app import create_app
+from service.api.app import create_app
 from service.eventlog import EventLog
 from service.learner import Learner, limits
 from service.settings import Settings

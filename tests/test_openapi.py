@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from service import schemas
-from service.app import create_app
+from service.api import schemas
+from service.api.app import create_app
 from service.settings import Settings
 
 UNREACHABLE = "redis://127.0.0.1:1/0"  # the spec is built without connecting

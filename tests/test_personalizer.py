@@ -1,4 +1,4 @@
-"""The Personalizer-compatible routes (service/routers/personalizer.py) against a real redis-server,
+"""The Personalizer-compatible routes (service/personalizer/) against a real redis-server,
 with the request bodies of Personalizer's documented v1.0 examples (Rank.json, Reward.json)."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from service.app import create_app
+from service.api.app import create_app
 from service.domain import ModelConfig
 from service.eventlog.keys import MODELS_KEY, keys
 from service.eventlog.transfer import ImportError_, export_events, import_events
-from service.routers.personalizer import action_set_model_name
+from service.personalizer.mapping import action_set_model_name
 from service.settings import Settings
 from tests.test_service_api import FAST, wait_for
 

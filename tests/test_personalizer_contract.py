@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 
 from benchmarks.fuzz import PZ_EVENTS, steer_case
-from service.app import create_app
+from service.api.app import create_app
 from service.settings import Settings
 from tests.conftest import RedisServer, fuzz_target
 from tests.test_personalizer import BASE, RANK_EXAMPLE, SETTINGS

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from boosters.base import Decision, OnlineBooster, check_context
 from boosters.exploration import restrict
 from boosters.registry import make_booster
-from service.app import create_app
+from service.api.app import create_app
 from service.cli import app as cli
 from service.eventlog import EventLog
 from service.events import decision_event, dumps, joined_event

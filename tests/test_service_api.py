@@ -1,4 +1,4 @@
-"""The decision service API against a real redis-server (service/app.py and its routers)."""
+"""The decision service API against a real redis-server (service/api/: the app and its routes)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from service.app import create_app
+from service.api.app import create_app
 from service.eventlog.keys import keys
 from service.settings import Settings
 

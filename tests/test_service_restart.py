@@ -235,7 +235,7 @@ def test_separate_learner_and_api_replica(redis_server, tmp_path: Path) -> None:
     """``boostbandit learner`` alone; an API replica follows its snapshots."""
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
+    from service.api.app import create_app
     from service.settings import Settings
 
     url = redis_server.db_url(63)

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from boosters.base import Decision
-from service.app import create_app
+from service.api.app import create_app
 from service.cli import app as cli_app
 from service.eventlog.keys import keys
 from service.events import decision_event, dumps, joined_event

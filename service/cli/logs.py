@@ -187,9 +187,9 @@ def _create_model(
     of the models the Personalizer routes create."""
     from pydantic import ValidationError
 
+    from service.api.schemas import CreateModel
     from service.creation import InvalidModel, ModelExists, create_model
     from service.eventlog.transfer import ImportError_, file_actions
-    from service.schemas import CreateModel
     from service.store import ModelStore
 
     chosen = settings()

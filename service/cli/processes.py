@@ -1,4 +1,4 @@
-"""The long-running commands: ``boostbandit serve`` (API + learner, :mod:`service.app`),
+"""The long-running commands: ``boostbandit serve`` (API + learner, :mod:`service.api.app`),
 ``boostbandit learner`` (the learner alone, :mod:`service.learner`) and ``boostbandit worker``
 (the offline BOPL worker, :mod:`service.worker`)."""
 
@@ -35,7 +35,7 @@ def serve_command(
     """
     import uvicorn
 
-    from service.app import create_app
+    from service.api.app import create_app
 
     chosen = settings(data_dir, run_learner=True)
     embedded = None

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import redis
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Response, status
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from service import metrics
-from service.deps import StoreDep
-from service.schemas import Error, Health, NotReady, Ready
+from service.api import metrics
+from service.api.deps import LogDep, StoreDep
+from service.api.errors import EVENT_LOG_ERROR
+from service.api.schemas import Error, Health, NotReady, Ready
 
 router = APIRouter(tags=["health"])
 
@@ -29,12 +29,12 @@ _UNAVAILABLE = {
 
 
 @router.get("/readyz", response_model=Ready, responses={503: _UNAVAILABLE})
-def readyz(request: Request, store: StoreDep) -> JSONResponse:
+def readyz(log: LogDep, store: StoreDep) -> JSONResponse:
     """Ready: Redis answers and the models are loaded (503 otherwise, with the reason)."""
     problems = []
     try:
-        request.app.state.log.ping()
-    except redis.RedisError as exc:
+        log.ping()
+    except EVENT_LOG_ERROR as exc:
         problems.append(f"Redis unreachable: {exc}")
     if not store.ready:
         problems.append("models not loaded yet")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends, HTTPException, Response, status
 
 from service import creation
-from service.deps import (
+from service.api.deps import (
     LogDep,
     ModelDep,
     ModelName,
@@ -14,8 +14,8 @@ from service.deps import (
     require_admin,
     require_key,
 )
+from service.api.schemas import CreateModel, ModelInfo, error_responses
 from service.eventlog import EventLog
-from service.schemas import CreateModel, ModelInfo, error_responses
 from service.store import ServedModel
 
 router = APIRouter(prefix="/v1/models", tags=["models"], dependencies=[Depends(require_key)],

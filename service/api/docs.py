@@ -1,4 +1,5 @@
-"""The API's docs pages, served without internet: ``/docs`` (Swagger UI), ``/redoc`` (ReDoc) and
+"""The API's docs: its description, the OpenAPI document (with only the security requirements
+in force), and the pages, served without internet: ``/docs`` (Swagger UI), ``/redoc`` (ReDoc) and
 ``/openapi.json``.
 
 FastAPI's own pages load Swagger UI and ReDoc from a CDN (a blank page offline); these load the
@@ -17,10 +18,25 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-from service.deps import require_one_of
+from service.api.deps import require_one_of
 from service.settings import Settings
 
-__all__ = ["ASSETS", "STATIC_DIR", "add_docs"]
+__all__ = ["ASSETS", "DESCRIPTION", "STATIC_DIR", "add_docs", "auth_in_force"]
+
+DESCRIPTION = """Online decisions from boosted Hoeffding-tree bandit learners.
+
+Create a model, ask it for decisions (`predict`), report their rewards (`feedback`); the
+learner learns from the joined events, the offline worker trains policies you can serve.
+
+**Keys.** With `BOOSTBANDIT_API_KEYS` / `BOOSTBANDIT_ADMIN_KEYS` set, every operation but the
+health checks needs a key (`Authorization: Bearer <key>`; the Personalizer operations also take
+`Ocp-Apim-Subscription-Key`): use the Authorize button. Creating and deleting models and
+setting how a model serves need an admin key.
+
+**Errors.** `{"detail": "<message>"}`; a 422 has either a list of problems (`loc`, `msg`,
+`type`) for a request that does not match its schema, or a message for one that fails a check
+against the model or the settings. The Personalizer operations answer in Personalizer's
+`{"error": {"code", "message"}}`."""
 
 #: where the Swagger UI / ReDoc files are served
 ASSETS = "/docs-assets"
@@ -28,6 +44,22 @@ ASSETS = "/docs-assets"
 STATIC_DIR = Path(str(files("fastapi_offline") / "static"))
 
 require_docs_key = require_one_of(lambda settings: settings.docs_key_set, "the API docs")
+
+
+def auth_in_force(spec: dict, settings: Settings) -> dict:
+    """``spec`` without the security requirements no key enforces (no keys configured: every
+    operation is open, and the docs say so; ``/metrics`` follows its own keys)."""
+    for path, item in spec.get("paths", {}).items():
+        enforced = settings.metrics_key_set is not None if path == "/metrics" else (
+            settings.auth_enabled
+        )
+        for operation in item.values():
+            if not enforced:
+                operation.pop("security", None)
+    if not any("security" in op for item in spec.get("paths", {}).values()
+               for op in item.values()):
+        spec.get("components", {}).pop("securitySchemes", None)
+    return spec
 
 
 def add_docs(app: FastAPI, settings: Settings) -> None:

@@ -1,0 +1,187 @@
+"""What the decision routes do: check a predict against the model and the settings, decide
+(the online model, or the published policy the model serves), log the decision idempotently and
+answer from the logged event; record a feedback.
+
+Both are ``async``: what they do is short CPU work (validation, one decision of the in-memory
+model) on the event loop rather than a hop to FastAPI's thread pool and back (which under a busy
+learner thread costs a wait for the GIL each way), and one Redis round trip awaited on the async
+client, so the loop serves other requests meanwhile. A Redis server that is down answers at once
+(connection refused: 503); one that hangs fails the request after ``redis_timeout_seconds``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from fastapi import HTTPException, status
+
+from boosters.registry import booster_class
+from service import runtime
+from service.api import metrics
+from service.api.schemas import FeedbackRequest, FeedbackResponse, PredictRequest, PredictResponse
+from service.domain import ServingConfig
+from service.eventlog import EventLog, OutcomeUnknown
+from service.events import decision_event, iso_timestamp
+from service.settings import Settings
+from service.store import ModelStore, ServedModel
+
+__all__ = ["decide", "feedback", "policy_values", "predict", "response_of", "unprocessable"]
+
+log_ = logging.getLogger("boostbandit.api")
+
+
+def unprocessable(message: str) -> HTTPException:
+    """A 422 naming the problem."""
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, message)
+
+
+def policy_values(serving: ServingConfig, bundle) -> tuple[float, float]:
+    """The temperature and propensity floor a published policy serves at: the serving config's,
+    else the ones the policy was evaluated with."""
+    temperature = bundle.temperature if serving.temperature is None else serving.temperature
+    floor = bundle.min_propensity if serving.min_propensity is None else serving.min_propensity
+    return temperature, floor
+
+
+def decide(model: ServedModel, store: ModelStore, context: dict[str, Any], event_id: str,
+           excluded: list[int], serving: ServingConfig, published: int | None):
+    """``(decision, model version, policy)``: the online model decides, or, when the model
+    serves its offline policy, the published one (``policy`` names it; None for online)."""
+    config = model.config
+    bundle = None
+    if serving.mode == "policy" and published is not None:
+        bundle = store.policy(config, published)
+        if bundle is None:  # cannot happen through the API; the online model is the fallback
+            log_.warning("%s: published policy %s unavailable; serving online", config.name,
+                         published)
+    if bundle is None:
+        decision, version = model.decide(context, event_id, excluded)
+        return decision, version, None
+    temperature, floor = policy_values(serving, bundle)
+    decision, version = model.decide_policy(context, event_id, excluded, bundle, temperature,
+                                            floor)
+    return decision, version, {"version": published, "temperature": temperature,
+                               "min_propensity": floor}
+
+
+def _checked(body: PredictRequest, model: ServedModel, log: EventLog,
+             settings: Settings) -> tuple[list[int], dict[str, str]]:
+    """The excluded action indices and the feature types new to the log, or a 422."""
+    actions = model.config.actions
+    if len(body.context) > settings.max_features:
+        raise unprocessable(
+            f"too many features: {len(body.context)} > {settings.max_features} (max_features)"
+        )
+    index = {a: i for i, a in enumerate(actions)}
+    unknown = [a for a in body.excluded_actions if a not in index]
+    if unknown:
+        raise unprocessable(f"unknown action id(s) in excluded_actions: {', '.join(unknown)}")
+    excluded = sorted({index[a] for a in body.excluded_actions})
+    if len(excluded) >= len(actions):
+        raise unprocessable("excluded_actions excludes every action")
+    try:
+        runtime.check_context_sizes(body.context, settings)
+        new_types = runtime.unconfirmed_types(model, log, runtime.context_types(body.context))
+    except runtime.ContextError as exc:
+        raise unprocessable(str(exc)) from None
+    return excluded, new_types
+
+
+async def predict(body: PredictRequest, model: ServedModel, log: EventLog, store: ModelStore,
+                  settings: Settings) -> PredictResponse:
+    """Decide for ``body`` and log the decision (idempotent per event id)."""
+    config = model.config
+    excluded, new_types = _checked(body, model, log, settings)
+    event_id = body.event_id or uuid.uuid4().hex
+    serving, published = await log.serving_state_async(config.name)
+    decision, version, policy = decide(model, store, body.context, event_id, excluded, serving,
+                                       published)
+    event = decision_event(
+        event_id, time.time(), version, config.actions, body.context, decision,
+        excluded=excluded, policy=policy,
+    )
+    digest = runtime.request_digest(body.model_dump(exclude={"event_id"}))
+    try:
+        outcome = await log.append_decision_async(config, event_id, event, digest, new_types)
+    except OutcomeUnknown as exc:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"event log (Redis) did not answer ({exc}): the decision {event_id!r} may or may "
+            "not have been logged. Retry with this event_id: predict is idempotent per event "
+            "id (the same request gets the logged decision back).",
+            headers={"Retry-After": "1"},
+        ) from None
+    if outcome.status == "replay":
+        logged = outcome.event
+        if logged is None and outcome.joined_id is not None:
+            logged = log.joined_event(config.name, outcome.joined_id)
+        if logged is None:
+            raise HTTPException(status.HTTP_409_CONFLICT, f"event id {event_id!r} was used; its "
+                                "decision is no longer kept")
+        return response_of(logged)
+    if outcome.status == "conflict":
+        raise HTTPException(status.HTTP_409_CONFLICT, f"event id {event_id!r} was already used "
+                            "by a different request")
+    if outcome.status in ("type", "full"):
+        raise unprocessable(str(runtime.outcome_error(outcome, new_types, settings)))
+    runtime.confirm_types(model, new_types)
+    metrics.DECISIONS.labels(config.name).inc()
+    return response_of(event)
+
+
+def response_of(event: dict) -> PredictResponse:
+    """The answer to a predict, from its logged decision event."""
+    bb = event["bb"]
+    actions = bb["actions"]
+    p = {actions[a - 1]: prob for a, prob in zip(event["a"], event["p"], strict=True)}
+    return PredictResponse(
+        event_id=event["EventId"],
+        action=bb["action_id"],
+        probability=bb["propensity"],
+        probabilities={a: p[a] for a in actions},
+        model_version=bb["model_version"],
+        policy_version=(bb.get("policy") or {}).get("version"),
+    )
+
+
+def _label(body: FeedbackRequest, model: ServedModel) -> int | None:
+    """The index of the feedback's label (None for a reward), or a 422."""
+    config = model.config
+    if body.label is not None:
+        try:
+            return config.actions.index(body.label)
+        except ValueError:
+            raise unprocessable(f"unknown action id in label: {body.label!r}") from None
+    if getattr(booster_class(config.booster), "full_information", False) and body.reward != 1:
+        raise unprocessable(
+            f"booster {config.booster!r} is full-information: send the label "
+            "(or a reward of 1 for the played action)"
+        )
+    return None
+
+
+async def feedback(body: FeedbackRequest, model: ServedModel, log: EventLog) -> FeedbackResponse:
+    """Record the reward (or the label) of a decision; the first feedback counts."""
+    config = model.config
+    label = _label(body, model)
+    now = time.time()
+    payload = {
+        "EventId": body.event_id,
+        "Timestamp": iso_timestamp(now),
+        "ts": now,
+        "reward": None if body.reward is None else float(body.reward),
+        "label": label,
+        "label_id": body.label,
+    }
+    outcome, late = await log.append_feedback_async(config.name, body.event_id, payload)
+    if outcome == "unknown":
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND,
+            f"unknown or expired event id {body.event_id!r} for model {config.name!r}",
+        )
+    if outcome == "new":
+        metrics.REWARDS.labels(config.name).inc()
+    return FeedbackResponse(event_id=body.event_id, duplicate=outcome == "duplicate", late=late)

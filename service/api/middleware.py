@@ -1,0 +1,89 @@
+"""The API's pure ASGI middlewares: the request body limit (413) and the request metrics."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi.responses import JSONResponse
+
+from service.api import metrics
+from service.personalizer.errors import PREFIX as PERSONALIZER_PREFIX
+from service.personalizer.errors import too_large
+
+__all__ = ["BodySizeLimit", "RequestMetrics"]
+
+
+class BodySizeLimit:
+    """Pure ASGI middleware: 413 for bodies over ``limit`` bytes (declared or streamed)."""
+
+    def __init__(self, app, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        for key, value in scope.get("headers", []):
+            if key == b"content-length" and value.isdigit() and int(value) > self.limit:
+                return await self._reject(scope, receive, send)
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                return await self._reject(scope, receive, send)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
+
+    async def _reject(self, scope, receive, send) -> None:
+        if scope["path"].startswith(PERSONALIZER_PREFIX + "/"):  # Personalizer's envelope
+            return await too_large(self.limit)(scope, receive, send)
+        response = JSONResponse(
+            {"detail": f"request body too large (limit {self.limit} bytes)"}, status_code=413
+        )
+        await response(scope, receive, send)
+
+
+class RequestMetrics:
+    """Pure ASGI middleware: request counts and latency per route (Prometheus).
+
+    (Starlette's ``@app.middleware("http")`` would do the same at several times the cost per
+    request: it runs the app in a separate task and streams the response through a queue.)
+    """
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start = time.perf_counter()
+        status_code = 500
+
+        async def send_status(message) -> None:
+            nonlocal status_code
+            if message["type"] == "http.response.start":
+                status_code = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            path = getattr(scope.get("route"), "path", "unmatched")  # set by the router
+            metrics.REQUESTS.labels(path, scope["method"], str(status_code)).inc()
+            metrics.REQUEST_LATENCY.labels(path, scope["method"]).observe(
+                time.perf_counter() - start
+            )

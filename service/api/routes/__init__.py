@@ -1,0 +1,1 @@
+"""The API's routers, one per resource: models, decisions, policies (and serving), health."""

@@ -1,0 +1,8 @@
+"""The Azure Personalizer-compatible surface (``/personalizer/v1.0``), docs/personalizer.md:
+
+- :mod:`~service.personalizer.schemas`: Personalizer's v1.0 request and response bodies.
+- :mod:`~service.personalizer.mapping`: Personalizer onto our models (model per action set,
+  context, ranking, rewards, deferred activation).
+- :mod:`~service.personalizer.errors`: Personalizer's error envelope.
+- :mod:`~service.personalizer.routes`: the routes (thin).
+"""

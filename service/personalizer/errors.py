@@ -1,0 +1,116 @@
+"""Personalizer's error envelope ``{"error": {"code", "message"}}``: the failure the mapping
+raises (:class:`PersonalizerFailure`), and the route class that answers every error of the
+Personalizer routes in it (invalid requests with 400, an unavailable event log with 503)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException  # FastAPI's is a subclass
+
+from service.api.errors import EVENT_LOG_DOWN
+from service.eventlog import OutcomeUnknown
+from service.personalizer.schemas import PersonalizerError
+
+__all__ = ["PREFIX", "PersonalizerFailure", "PersonalizerRoute", "bad", "too_large"]
+
+PREFIX = "/personalizer/v1.0"
+
+
+class PersonalizerFailure(Exception):
+    """An error answered in Personalizer's envelope.
+
+    >>> PersonalizerFailure(404, "NotFound", "no such event").response().body
+    b'{"error":{"code":"NotFound","message":"no such event"}}'
+    """
+
+    def __init__(self, status_code: int, code: str, message: str,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status_code, self.code, self.message = status_code, code, message
+        self.headers = headers
+
+    def response(self) -> JSONResponse:
+        """The JSON answer."""
+        body = PersonalizerError(error={"code": self.code, "message": self.message})
+        return JSONResponse(body.model_dump(exclude_none=True), status_code=self.status_code,
+                            headers=self.headers)
+
+
+def too_large(limit: int) -> JSONResponse:
+    """The 413 answer of a Personalizer path whose body is over ``limit`` bytes."""
+    return PersonalizerFailure(413, "RequestEntityTooLarge",
+                               f"request body too large (limit {limit} bytes)").response()
+
+
+_VALIDATION_CODES = {"rank": "InvalidRankRequest", "reward": "InvalidRewardRequest",
+                     "activate": "InvalidEventIdToActivate"}
+
+
+def _json_content_type(request: Request) -> bool:
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and
+                                          kind.endswith("+json"))
+
+
+def _problem(error: dict[str, Any]) -> str:
+    """One validation error as ``field: message``.
+
+    >>> _problem({"type": "json_invalid", "loc": ("body", 1), "msg": "JSON decode error",
+    ...           "ctx": {"error": "Expecting value"}})
+    'body: not valid JSON (Expecting value at character 1)'
+    >>> _problem({"type": "missing", "loc": ("body", "value"), "msg": "Field required"})
+    'value: Field required'
+    """
+    loc = error.get("loc", ())
+    if error.get("type") == "json_invalid":
+        reason = (error.get("ctx") or {}).get("error", error.get("msg"))
+        where = f" at character {loc[1]}" if len(loc) > 1 else ""
+        return f"body: not valid JSON ({reason}{where})"
+    return f"{'.'.join(str(p) for p in loc[1:]) or 'body'}: {error.get('msg')}"
+
+
+class PersonalizerRoute(APIRoute):
+    """Answers request-validation errors and bodies that are not JSON in Personalizer's envelope
+    with HTTP 400 (instead of the app's 422 / 400 ``{"detail": ...}``), an unavailable event log
+    with 503 in the envelope, and :class:`PersonalizerFailure` as it says."""
+
+    def get_route_handler(self):  # noqa: ANN201 - Starlette's handler type
+        original = super().get_route_handler()
+        code = _VALIDATION_CODES.get(self.path.rsplit("/", 1)[-1], "BadRequest")
+
+        async def handler(request: Request) -> Response:
+            try:
+                return await original(request)
+            except RequestValidationError as exc:
+                problems = "; ".join(_problem(e) for e in exc.errors())
+                if self.body_field is not None and not _json_content_type(request):
+                    problems = ("the body must be a JSON object sent as Content-Type: "
+                                f"application/json; {problems}")
+                return PersonalizerFailure(400, code, problems or "invalid request").response()
+            except PersonalizerFailure as exc:
+                return exc.response()
+            except (*EVENT_LOG_DOWN, OutcomeUnknown) as exc:
+                return PersonalizerFailure(
+                    503, "ServiceUnavailable",
+                    f"event log (Redis) unavailable or did not answer ({exc}); retrying the "
+                    "same request is safe", headers={"Retry-After": "1"},
+                ).response()
+            except HTTPException as exc:
+                if exc.status_code != 400:  # pragma: no cover - only body parsing raises here
+                    raise
+                # a body that is not JSON: FastAPI's {"detail": "There was an error parsing
+                # the body"}, answered in the envelope like any other invalid request
+                return PersonalizerFailure(400, code, f"body: not valid JSON ({exc.detail})"
+                                           ).response()
+
+        return handler
+
+
+def bad(code: str, message: str) -> PersonalizerFailure:
+    """A 400 in the envelope."""
+    return PersonalizerFailure(400, code, message)

@@ -1,0 +1,282 @@
+"""The Personalizer <-> boostbandit mapping: which model serves an action set (created on first
+use), a Personalizer context as our features, the ranking, rewards on [-1, 1] and deferred
+activation. docs/personalizer.md describes it; the routes are in
+:mod:`service.personalizer.routes`."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+import uuid
+from typing import Any
+
+from boosters.base import check_context
+from boosters.registry import booster_class, names
+from service import creation, runtime
+from service.api import metrics
+from service.api.decide import decide
+from service.api.deps import key_matches
+from service.api.errors import EVENT_LOG_ERROR
+from service.domain import ModelConfig, reward_from_client
+from service.eventlog import EventLog
+from service.events import decision_event, iso_timestamp
+from service.formats import flatten_context
+from service.personalizer.errors import PersonalizerFailure, bad
+from service.personalizer.schemas import RankedAction, RankRequest, RankResponse, RewardRequest
+from service.settings import Settings
+from service.store import ModelStore, ServedModel
+
+__all__ = ["action_set_model_name", "activate", "may_create_models", "rank", "resolve_model",
+           "reward"]
+
+log_ = logging.getLogger("boostbandit.personalizer")
+
+
+def may_create_models(token: str | None, settings: Settings) -> bool:
+    """Whether the caller holding ``token`` may have a rank create a model: always without auth,
+    with an admin key, or with any valid key when ``personalizer_auto_create`` is ``any-key``."""
+    if not settings.auth_enabled or settings.personalizer_auto_create == "any-key":
+        return True
+    return token is not None and key_matches(token, settings.admins)
+
+
+def action_set_model_name(ids: list[str]) -> str:
+    """The model of an action set (order does not matter).
+
+    >>> action_set_model_name(["b", "a"]) == action_set_model_name(["a", "b"])
+    True
+    """
+    digest = hashlib.sha256("\x1f".join(sorted(ids)).encode()).hexdigest()
+    return f"pz-{digest[:16]}"
+
+
+def _create(name: str, ids: list[str], log: EventLog, store: ModelStore,
+            settings: Settings) -> ServedModel:
+    """Create the model of an action set (a concurrent creator may win: then use theirs)."""
+    if settings.personalizer_booster not in names():
+        raise PersonalizerFailure(500, "InternalServerError",
+                                  f"personalizer_booster {settings.personalizer_booster!r} is "
+                                  "not a registered booster")
+    made = sum(1 for n in log.configs() if n.startswith("pz-"))
+    if made >= settings.personalizer_max_models:
+        raise bad("InvalidRankRequest",
+                   f"too many distinct action sets (personalizer_max_models = "
+                   f"{settings.personalizer_max_models}); configure personalizer_model")
+    mapping = settings.personalizer_negative_rewards
+    config = ModelConfig(
+        name=name,
+        booster=settings.personalizer_booster,
+        actions=sorted(ids),
+        params=dict(settings.personalizer_params),
+        reward_wait_seconds=settings.personalizer_reward_wait_seconds,
+        default_reward=reward_from_client(settings.personalizer_default_reward, mapping),
+        negative_rewards=mapping,
+    )
+    try:
+        model = creation.create_model(log, store, config, settings.max_actions)
+    except creation.InvalidModel as exc:
+        raise PersonalizerFailure(500, "InternalServerError",
+                                  f"cannot build booster: {exc.reason}") from None
+    except creation.ModelExists:  # a concurrent creator won: use theirs
+        existing = store.get(name)
+        if existing is None:  # pragma: no cover - deleted right after a concurrent creation
+            raise PersonalizerFailure(503, "ServiceUnavailable",
+                                      "model creation raced; retry") from None
+        return existing
+    log_.info("created model %s for actions %s", name, ", ".join(config.actions))
+    return model
+
+
+def resolve_model(ids: list[str], log: EventLog, store: ModelStore,
+                  settings: Settings, may_create: bool = True) -> ServedModel:
+    """The model serving a request with action ids ``ids`` (docs/personalizer.md); a model
+    that does not exist yet is created only if ``may_create`` (else 403)."""
+    if settings.personalizer_model:
+        model = store.get(settings.personalizer_model)
+        if model is None:
+            raise PersonalizerFailure(500, "InternalServerError",
+                                      f"personalizer_model {settings.personalizer_model!r} "
+                                      "does not exist; create it with POST /v1/models")
+        unknown = [a for a in ids if a not in set(model.config.actions)]
+        if unknown:
+            raise bad("InvalidRankRequest",
+                       f"unknown action id(s) for model {model.name!r}: {', '.join(unknown)}")
+    else:
+        if len(ids) < 2:
+            raise bad("InvalidRankRequest", "rank needs at least 2 actions")
+        name = action_set_model_name(ids)
+        model = store.get(name)
+        if model is None:
+            if not may_create:
+                raise PersonalizerFailure(
+                    403, "Forbidden",
+                    f"no model serves this action set yet ({name}) and creating one needs an "
+                    "admin key (setting personalizer_auto_create = 'admin'): rank it once with "
+                    "an admin key, set BOOSTBANDIT_PERSONALIZER_AUTO_CREATE=any-key to let any "
+                    "key create models, or set personalizer_model",
+                )
+            model = _create(name, ids, log, store, settings)
+        # a model of that name made through POST /v1/models may hold other actions
+        missing = [a for a in ids if a not in set(model.config.actions)]
+        if missing:
+            raise PersonalizerFailure(
+                409, "Conflict",
+                f"model {name!r}, the model of this action set, exists with other actions "
+                f"(it was not created by rank); missing: {', '.join(missing)}",
+            )
+    if getattr(booster_class(model.config.booster), "full_information", False):
+        raise PersonalizerFailure(500, "InternalServerError",
+                                  f"model {model.name!r} uses a full-information booster; the "
+                                  "Personalizer routes need a bandit booster")
+    return model
+
+
+def _context(body: RankRequest, settings: Settings) -> dict[str, Any]:
+    """The request's ``contextFeatures`` merged and flattened into our features, checked."""
+    merged: dict[str, Any] = {}
+    for obj in body.contextFeatures or []:
+        merged.update(obj)
+    try:
+        context = flatten_context(merged)
+        check_context(context)
+    except (TypeError, ValueError) as exc:
+        raise bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
+    if len(context) > settings.max_features:
+        raise bad("InvalidRankRequest", f"too many features: {len(context)} > "
+                  f"{settings.max_features}")
+    try:
+        runtime.check_context_sizes(context, settings)
+    except runtime.ContextError as exc:
+        raise bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
+    return context
+
+
+def _excluded_ids(body: RankRequest, ids: list[str], settings: Settings) -> list[str]:
+    """The request's excluded action ids (checked against its actions), in order, once each."""
+    if len(ids) > settings.personalizer_max_actions:
+        raise bad("InvalidRankRequest", f"too many actions: {len(ids)} > "
+                  f"{settings.personalizer_max_actions}")
+    excluded_ids = list(dict.fromkeys(body.excludedActions or []))
+    unknown = [a for a in excluded_ids if a not in set(ids)]
+    if unknown:
+        raise bad("InvalidRankRequest", f"excludedActions not among actions: {', '.join(unknown)}")
+    if len(excluded_ids) >= len(ids):
+        raise bad("InvalidRankRequest", "excludedActions excludes every action")
+    return excluded_ids
+
+
+def _log_decision(model: ServedModel, log: EventLog, event_id: str, event: dict[str, Any],
+                  new_types: dict[str, str], settings: Settings) -> None:
+    """Put a (not deferred) rank's decision in the log, or the Personalizer failure why not."""
+    outcome = log.append_decision(model.config, event_id, event, new_types=new_types)
+    if outcome.status in ("type", "full"):
+        message = str(runtime.outcome_error(outcome, new_types, settings))
+        raise bad("InvalidRankRequest", f"contextFeatures: {message}")
+    if outcome.status != "logged":
+        raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
+    runtime.confirm_types(model, new_types)
+
+
+def _ranking(config: ModelConfig, decision, ids: list[str], offered: set[str]
+             ) -> list[RankedAction]:
+    """The chosen action first, then the others by decreasing probability (stable: request
+    order), excluded actions last with probability 0."""
+    p = decision.probabilities.tolist()
+    index = {a: i for i, a in enumerate(config.actions)}
+    chosen = config.actions[decision.action]
+    rest = sorted((a for a in ids if a != chosen),
+                  key=lambda a: (a not in offered, -p[index[a]]))  # stable: request order
+    return [RankedAction(id=a, probability=p[index[a]] if a in offered else 0.0)
+            for a in [chosen, *rest]]
+
+
+def rank(body: RankRequest, log: EventLog, store: ModelStore, settings: Settings,
+         token: str | None) -> RankResponse:
+    """Rank the request's actions: resolve the model, decide like predict does, log the
+    decision (or keep it until ``activate`` if ``deferActivation``)."""
+    ids = [a.id for a in body.actions]
+    excluded_ids = _excluded_ids(body, ids, settings)
+    context = _context(body, settings)
+    model = resolve_model(ids, log, store, settings, may_create_models(token, settings))
+    config = model.config
+    try:
+        new_types = runtime.unconfirmed_types(model, log, runtime.context_types(context))
+    except runtime.ContextError as exc:
+        raise bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
+    offered = set(ids) - set(excluded_ids)
+    excluded = [i for i, a in enumerate(config.actions) if a not in offered]
+    event_id = body.eventId or uuid.uuid4().hex
+    retention = config.reward_wait_seconds + settings.event_retention_seconds
+    if not log.claim_event_id(event_id, config.name, retention):
+        raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
+    try:
+        serving, published = log.serving_state(config.name)
+        decision, version, policy = decide(model, store, context, event_id, excluded, serving,
+                                           published)
+        ts = time.time()
+        event = decision_event(event_id, ts, version, config.actions, context, decision,
+                               excluded=excluded, policy=policy)
+        event["bb"]["personalizer"] = {"deferred": bool(body.deferActivation),
+                                       "baseline": next(a for a in ids if a in offered)}
+        if body.deferActivation:
+            log.defer_decision(config.name, event_id, event, ts, retention)
+        else:
+            _log_decision(model, log, event_id, event, new_types, settings)
+    except (EVENT_LOG_ERROR, PersonalizerFailure):
+        log.release_event_id(event_id)
+        raise
+    metrics.DECISIONS.labels(config.name).inc()
+    ranking = _ranking(config, decision, ids, offered)
+    return RankResponse(ranking=ranking, eventId=event_id, rewardActionId=ranking[0].id)
+
+
+def _model_of(event_id: str, log: EventLog, code: str) -> ModelConfig:
+    name = log.model_of_event(event_id)
+    config = None if name is None else log.config(name)
+    if config is None:
+        raise PersonalizerFailure(404, code, f"unknown or expired eventId {event_id!r}")
+    return config
+
+
+def reward(event_id: str, body: RewardRequest, log: EventLog) -> None:
+    """Record the reward of an event (kept until activation for a deferred one); the first
+    counts. ``value`` on [-1, 1] reaches the model as its ``negative_rewards`` says."""
+    config = _model_of(event_id, log, "NotFound")
+    now = time.time()
+    payload = {"EventId": event_id, "Timestamp": iso_timestamp(now), "ts": now,
+               "reward": config.from_client(body.value), "label": None, "label_id": None,
+               "client_reward": float(body.value)}
+    state = log.deferred_reward(config.name, event_id, payload)
+    if state == 0:
+        raise PersonalizerFailure(404, "NotFound", f"unknown or expired eventId {event_id!r}")
+    if state == 1:
+        outcome, _ = log.append_feedback(config.name, event_id, payload)
+        if outcome == "new":
+            metrics.REWARDS.labels(config.name).inc()
+
+
+def activate(event_id: str, log: EventLog) -> None:
+    """Log a deferred event's decision as made at rank time and forward a reward sent before;
+    a no-op for an event that was not deferred, a drop after the reward window."""
+    config = _model_of(event_id, log, "InvalidEventIdToActivate")
+    deferred = log.deferred(config.name, event_id)
+    if deferred is None:
+        if log.event_exists(config.name, event_id):
+            return  # not deferred / done
+        raise PersonalizerFailure(404, "InvalidEventIdToActivate",
+                                  f"unknown or expired eventId {event_id!r}")
+    ts = deferred["ts"]
+    if time.time() > ts + config.reward_wait_seconds:
+        log_.info("%s: event %s activated after its reward window; dropped", config.name,
+                  event_id)
+        log.drop_deferred(config.name, event_id)
+        return
+    # order matters: log the decision first, then forward a stashed reward (a reward arriving
+    # from now on finds the decision in the log and goes the normal way)
+    log.append_decision(config, event_id, deferred["event"], age=max(0.0, time.time() - ts))
+    if deferred["feedback"] is not None:
+        outcome, _ = log.append_feedback(config.name, event_id, deferred["feedback"])
+        if outcome == "new":
+            metrics.REWARDS.labels(config.name).inc()
+    log.drop_deferred(config.name, event_id)

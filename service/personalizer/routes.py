@@ -1,0 +1,119 @@
+"""Azure Personalizer-compatible routes: ``/personalizer/v1.0/rank``,
+``.../events/{eventId}/reward`` and ``.../events/{eventId}/activate`` (the work is in
+:mod:`service.personalizer.mapping`; errors in Personalizer's envelope,
+:mod:`service.personalizer.errors`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Response, Security, status
+
+from service.api.deps import (
+    SUBSCRIPTION_KEY,
+    BearerCredentials,
+    LogDep,
+    SettingsDep,
+    StoreDep,
+    bearer_token,
+    key_matches,
+)
+from service.personalizer import mapping
+from service.personalizer.errors import PREFIX, PersonalizerFailure, PersonalizerRoute
+from service.personalizer.schemas import (
+    ERROR_RESPONSES,
+    RankRequest,
+    RankResponse,
+    RewardRequest,
+)
+
+__all__ = ["PREFIX", "router"]
+
+
+async def require_personalizer_key(
+    subscription_key: Annotated[str | None, Security(SUBSCRIPTION_KEY)],
+    credentials: BearerCredentials,
+    settings: SettingsDep,
+) -> str | None:
+    """With keys configured: ``Ocp-Apim-Subscription-Key`` or ``Authorization: Bearer`` (the
+    key is returned; None without auth). Both schemes are declared to the OpenAPI."""
+    if not settings.auth_enabled:
+        return None
+    token = (subscription_key or "").strip() or bearer_token(credentials)
+    if not token or not key_matches(token, settings.user_keys):
+        raise PersonalizerFailure(
+            401, "Unauthorized",
+            "missing or invalid key (Ocp-Apim-Subscription-Key or Authorization: Bearer)",
+        )
+    return token
+
+
+PersonalizerKey = Annotated[str | None, Depends(require_personalizer_key)]
+
+router = APIRouter(
+    prefix=PREFIX,
+    tags=["personalizer"],
+    route_class=PersonalizerRoute,
+    dependencies=[Depends(require_personalizer_key)],
+)
+
+
+def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {c: ERROR_RESPONSES[c] for c in (*codes, 401, 413, 503, "4XX")}
+
+
+EventIdPath = Annotated[str, Path(description="The `eventId` of a rank.",
+                                  examples=["75269AD0-BFEE-4598-8196-C57383D38E10"])]
+
+
+@router.post(
+    "/rank",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RankResponse,
+    response_description="The ranking; the event is logged (unless deferred).",
+    responses=_responses(400, 403, 409, 500),
+)
+def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep,
+         token: PersonalizerKey) -> RankResponse:
+    """Rank the actions for a context. The chosen one is `rewardActionId`: it is logged with its
+    probability and learned when its reward arrives or its reward wait ends (after `activate`
+    if `deferActivation`).
+
+    The set of action ids selects the model (one per set, created on first use, unless
+    `personalizer_model` is set). A rank that needs a new model needs an admin key when keys
+    are configured, unless `personalizer_auto_create` is `any-key` (403 otherwise).
+    """
+    return mapping.rank(body, log, store, settings, token)
+
+
+@router.post(
+    "/events/{eventId}/reward",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_description="Recorded (a second reward of the same event is ignored).",
+    responses=_responses(400, 404),
+)
+def reward(eventId: EventIdPath, body: RewardRequest, log: LogDep) -> Response:  # noqa: N803
+    """Report the reward of an event's chosen action, in [-1, 1]: typically 1 for a success
+    and 0 for a failure.
+
+    The model's `negative_rewards` setting maps it onto the model's [0, 1]: `clip` (the
+    default) uses [0, 1] as sent and counts a negative reward as 0; `rescale` maps
+    (x + 1) / 2. The reward as sent is logged and exported. Only the first reward of an event
+    counts; it must arrive within the model's reward wait (else the default reward is learned).
+    """
+    mapping.reward(eventId, body, log)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/events/{eventId}/activate",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_description="Activated (also for an event that was not deferred, or activated "
+    "after its reward wait, which is then dropped).",
+    responses=_responses(404),
+)
+def activate(eventId: EventIdPath, log: LogDep) -> Response:  # noqa: N803
+    """Activate an event ranked with `deferActivation`: from now on it is logged and learned
+    like any other, with a reward sent before. Idempotent."""
+    mapping.activate(eventId, log)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,1 +1,0 @@
-"""API routers, one per resource."""
