@@ -24,9 +24,9 @@ Targets (the issue's speed target): predict/s under the pair load >= 0.5 x bare 
 latency <= 20 ms at half the saturation rate; the learner keeps up (backlog at the end of the open
 loop <= 1 s of feedback and drained), otherwise the report says how far behind it is.
 
-    python benchmarks/load.py --quick          # 5 s phases, smoke run
-    python benchmarks/load.py                  # 20 s phases, 16 connections
-    python benchmarks/load.py --results        # also update benchmarks/RESULTS.md
+    python -m benchmarks.load.service_load --quick          # 5 s phases, smoke run
+    python -m benchmarks.load.service_load                  # 20 s phases, 16 connections
+    python -m benchmarks.load.service_load --results        # also update benchmarks/RESULTS.md
 
 Writes ``benchmarks/out/load.json``; every process it starts is stopped on exit, Ctrl-C, SIGTERM
 or error (on Linux redis-server and the service also get SIGTERM if this script is killed; the
@@ -70,9 +70,7 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from benchmarks import ROOT
 
 MODEL = "load-car"
 BARE_PATH = "/healthz"
@@ -1308,7 +1306,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     warmup = min(2.0, max(0.5, args.seconds / 5))
     service_env = dict(item.split("=", 1) for item in args.service_env)
-    command = "python benchmarks/load.py" + "".join(f" {a}" for a in sys.argv[1:])
+    command = "python -m benchmarks.load.service_load" + "".join(f" {a}" for a in sys.argv[1:])
     config = {
         "command": command,
         "split": args.split,

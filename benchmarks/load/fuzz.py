@@ -11,11 +11,11 @@ and not only their 404s (invalid cases are left as generated). It prints a summa
 and per operation, with one ``curl`` reproducer per distinct failure, and writes
 ``benchmarks/out/fuzz.json``.
 
-    python benchmarks/fuzz.py                     # 1000 examples per operation, all checks
-    python benchmarks/fuzz.py --examples 200 --checks not_a_server_error
-    python benchmarks/fuzz.py --auth              # with API keys (the admin key fuzzes)
+    python -m benchmarks.load.fuzz                     # 1000 examples per operation, all checks
+    python -m benchmarks.load.fuzz --examples 200 --checks not_a_server_error
+    python -m benchmarks.load.fuzz --auth              # with API keys (the admin key fuzzes)
 
-Every process it starts is stopped on exit (see ``benchmarks/load.py``'s ``Processes``).
+Every process it starts is stopped on exit (see :class:`benchmarks.load.supervisor.Processes`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks import ROOT
+
 OUT = ROOT / "benchmarks" / "out" / "fuzz.json"
-HOOKS_MODULE = "benchmarks.fuzz"
+HOOKS_MODULE = "benchmarks.load.fuzz"
 
 # --- the seeded data and the steering, shared with tests/test_fuzz.py -------------------------
 MODEL = "fz"
@@ -162,7 +163,7 @@ if os.environ.get("SCHEMATHESIS_HOOKS") == HOOKS_MODULE:  # loaded by `schemathe
 
 
 # --- the run ----------------------------------------------------------------------------------
-def _load():  # noqa: ANN202 - benchmarks/load.py's process helpers
+def _load():  # noqa: ANN202 - benchmarks/load/service_load.py's process helpers
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import load
 
@@ -350,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.copytree(tmp, args.keep, dirs_exist_ok=True)
     result = {
         "schemathesis": metadata.version("schemathesis"),
-        "command": "python benchmarks/fuzz.py " + " ".join(argv if argv is not None
+        "command": "python -m benchmarks.load.fuzz " + " ".join(argv if argv is not None
                                                            else sys.argv[1:]),
         "examples": args.examples, "checks": args.checks, "phases": args.phases,
         "auth": args.auth, "seconds": round(seconds, 1), "exit_code": code,

@@ -33,9 +33,9 @@ One JSON line per (dataset, noise, fold, algorithm, T, sigma) goes to benchmarks
 (cells already there are skipped, so an interrupted run resumes); the report block
 ``table3`` of benchmarks/RESULTS.md is rewritten from that file at the end.
 
-    python benchmarks/table3.py --jobs 2            # the full reproduction
-    python benchmarks/table3.py --report-only       # only rewrite the RESULTS.md block
-    python benchmarks/table3.py --quick             # smoke test: Ionosphere, T = 25, 2 folds
+    python -m benchmarks.paper.table3 --jobs 2            # the full reproduction
+    python -m benchmarks.paper.table3 --report-only       # only rewrite the RESULTS.md block
+    python -m benchmarks.paper.table3 --quick             # smoke test: Ionosphere, T = 25, 2 folds
 
 The figure benchmarks/table3.png (accuracy against noise, ours beside the paper's) is redrawn with
 the report.
@@ -57,10 +57,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from boosters.sample_efficient import (  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.stats import median
+from boosters.sample_efficient import (
     PAPER_EXPERIMENT,
     KanadeKalaiBooster,
     SampleEfficientBooster,
@@ -268,7 +267,7 @@ def run_job(job: tuple) -> list[dict]:
 #: the start of the ``table3`` block: heading, protocol, the commands that made the numbers
 HEADER = """## Ghai & Singh 2024, Table 3 (batch agnostic boosting under label noise)
 
-`benchmarks/table3.py`, protocol of the paper's Section 7 / App. J as we read it
+`benchmarks/paper/table3.py`, protocol of the paper's Section 7 / App. J as we read it
 (docs/papers.md): scikit-learn decision stumps as weak learners;
 stratified k-fold cross-validation; exactly 0/5/10/20% of the training fold's labels flipped (the
 test fold stays clean); grid T in {25, 50, 100} for every algorithm and sigma in {0.1, 0.25, 0.5}
@@ -284,12 +283,13 @@ Commands (each resumes where it stopped; the last one only rewrites this block a
 `benchmarks/table3.png`):
 
 ```bash
-python benchmarks/table3.py --jobs 2 --datasets ionosphere diabetes german \\
+python -m benchmarks.paper.table3 --jobs 2 --datasets ionosphere diabetes german \\
     --algorithms kk09 bchm20 ours adaboost
-python benchmarks/table3.py --jobs 2 --datasets waveform --folds 5 --algorithms kk09 bchm20 ours
-python benchmarks/table3.py --jobs 2 --datasets ionosphere diabetes german --max-folds 10 \\
+python -m benchmarks.paper.table3 --jobs 2 --datasets waveform --folds 5 \\
+    --algorithms kk09 bchm20 ours
+python -m benchmarks.paper.table3 --jobs 2 --datasets ionosphere diabetes german --max-folds 10 \\
     --algorithms bchm20-oco ours-alg1
-python benchmarks/table3.py --report-only
+python -m benchmarks.paper.table3 --report-only
 ```
 
 Figure: `benchmarks/table3.png` (ours solid, the paper dashed)."""
@@ -385,7 +385,7 @@ def within_spread(ours: float, paper: tuple[float, float]) -> bool:
 def report(rows: list[dict]) -> str:
     """The ``table3`` block: our numbers with the paper's beside them, then the extra columns."""
     if not rows:
-        return "No runs yet: `python benchmarks/table3.py --jobs 2`."
+        return "No runs yet: `python -m benchmarks.paper.table3 --jobs 2`."
     best = best_cells(rows)
     datasets = [d for d in DATASETS if any(k[0] == d for k in best)]
     noises = sorted({k[1] for k in best})
@@ -468,7 +468,7 @@ def report(rows: list[dict]) -> str:
                 "",
                 f"{LABELS['ours-alg1']} against {LABELS['ours']} on the same folds: higher in "
                 f"{sum(x > 0 for x in diffs)} of {len(diffs)} cells, by "
-                f"{np.median(diffs):+.3f} (median; range {min(diffs):+.3f} to {max(diffs):+.3f}).",
+                f"{median(diffs):+.3f} (median; range {min(diffs):+.3f} to {max(diffs):+.3f}).",
             ]
     clean = [(d, a) for d in datasets for a in main + extra if (d, 0.0, a) in best]
     if clean:

@@ -28,11 +28,11 @@ Resumable: one JSON line per (dataset, method, trial, plan) goes to ``--out``; u
 there are skipped. ``plan`` names any departure from the paper's setting (tree method, a subsample
 of the target-training rows) so reduced and full runs never mix in one table cell.
 
-    python benchmarks/bopl_repro.py run --datasets digits yeast --trials 10 --jobs 2
-    python benchmarks/bopl_repro.py cost --dataset fashion            # seconds per round
-    python benchmarks/bopl_repro.py run --datasets fashion --trials 3 --jobs 2 \\
+    python -m benchmarks.paper.bopl_repro run --datasets digits yeast --trials 10 --jobs 2
+    python -m benchmarks.paper.bopl_repro cost --dataset fashion   # seconds per round
+    python -m benchmarks.paper.bopl_repro run --datasets fashion --trials 3 --jobs 2 \\
         --tree-method hist --target-rows 48600
-    python benchmarks/bopl_repro.py report                            # RESULTS.md block + PNGs
+    python -m benchmarks.paper.bopl_repro report                   # RESULTS.md block + PNGs
 """
 
 from __future__ import annotations
@@ -53,14 +53,12 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from boosters.bopl import BOPL, BOPLS  # noqa: E402
-from boosters.brr import RewardRegression  # noqa: E402
-from boosters.policies import LoggingPolicy, expected_reward  # noqa: E402
-from learners.batch_trees import (  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.stats import median
+from boosters.bopl import BOPL, BOPLS
+from boosters.brr import RewardRegression
+from boosters.policies import LoggingPolicy, expected_reward
+from learners.batch_trees import (
     FittedBooster,
     LeastSquaresTree,
     WeightedTreeClassifier,
@@ -586,7 +584,7 @@ def measure_cost(
                     sign = 2.0 * (np.arange(k) == a[:, None]) - 1.0
                     base.fit(data, (np.sign(rt)[:, None] * sign).ravel(), np.abs(S).ravel(), t)
                 times.append(time.perf_counter() - t0)
-            per = statistics.median(times)
+            per = median(times)
             del data
         rec = {
             "dataset": dataset,
@@ -613,19 +611,20 @@ def measure_cost(
 
 #: the commands behind the RESULTS.md block (also the resume commands)
 REPRODUCE = (
-    "python benchmarks/bopl_repro.py run --datasets digits yeast --trials 3 --jobs 2",
-    "python benchmarks/bopl_repro.py run --datasets fashion --trials 3 "
+    "python -m benchmarks.paper.bopl_repro run --datasets digits yeast --trials 3 --jobs 2",
+    "python -m benchmarks.paper.bopl_repro run --datasets fashion --trials 3 "
     "--methods logging brr-xgb bopls-regr bopl-regr --tree-method hist --max-bin 64 --pool 2 "
     "--target-rows 10000",
-    "python benchmarks/bopl_repro.py run --datasets fashion --trials 3 "
+    "python -m benchmarks.paper.bopl_repro run --datasets fashion --trials 3 "
     "--methods bopls-class bopl-class --pool 2 --target-rows 2000",
-    "python benchmarks/bopl_repro.py cost --rounds 2 --variants bopls-regr:hist",
-    "python benchmarks/bopl_repro.py cost --rounds 2 --target-rows 10000 --pool 2 --max-bin 64",
-    "python benchmarks/bopl_repro.py cost --rounds 2 --target-rows 10000 --max-bin 64 "
+    "python -m benchmarks.paper.bopl_repro cost --rounds 2 --variants bopls-regr:hist",
+    "python -m benchmarks.paper.bopl_repro cost --rounds 2 --target-rows 10000 --pool 2 "
+    "--max-bin 64",
+    "python -m benchmarks.paper.bopl_repro cost --rounds 2 --target-rows 10000 --max-bin 64 "
     "--variants bopls-regr:hist",
-    "python benchmarks/bopl_repro.py cost --rounds 2 --target-rows 2000 --pool 2 "
+    "python -m benchmarks.paper.bopl_repro cost --rounds 2 --target-rows 2000 --pool 2 "
     "--variants bopls-class:exact",
-    "python benchmarks/bopl_repro.py report",
+    "python -m benchmarks.paper.bopl_repro report",
 )
 
 
@@ -667,7 +666,7 @@ def _fmt(values: list[float]) -> str:
 def report(rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]], plot_dir: Path) -> str:
     """The ``bopl`` block of RESULTS.md (and the PNGs next to it)."""
     if not rows:
-        return "No runs yet: `python benchmarks/bopl_repro.py run --datasets digits yeast`."
+        return "No runs yet: `python -m benchmarks.paper.bopl_repro run --datasets digits yeast`."
     cells: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in rows:
         cells.setdefault((r["dataset"], r["method"], r["plan"]), []).append(r)
@@ -714,7 +713,7 @@ def report(rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]], plot_dir
                     continue
                 test = [g["test_reward"] for g in group]
                 val = [g["val_reward"] for g in group]
-                secs = statistics.median(g["seconds"] for g in group)
+                secs = median(g["seconds"] for g in group)
                 shown = "none" if plan == "paper" else plan
                 line = (
                     f"| {LABELS[method]} | {shown} | {len(group)} | {_fmt(test)} | {_fmt(val)} | "
@@ -741,7 +740,7 @@ def report(rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]], plot_dir
     if cost_rows:
         lines += [
             "Measured cost per boosting round on trial 0's expanded matrix "
-            "(`python benchmarks/bopl_repro.py cost --dataset fashion`, median of the rounds "
+            "(`python -m benchmarks.paper.bopl_repro cost --dataset fashion`, median of the rounds "
             "timed; `prepare` = building the XGBoost matrix):",
             "",
             "| variant | plan | split method | rows × features | prepare s | s / round | "

@@ -25,11 +25,11 @@ and its baseline, medians reported:
    every line, then parses it again to write it) and a bare XRANGE page loop over the same stream
    (export).
 
-    python benchmarks/replay_speed.py                 # the full run (~15-20 min on 2 cores)
-    python benchmarks/replay_speed.py --quick         # 20k events, 1 repeat (smoke run)
-    python benchmarks/replay_speed.py --results       # also update benchmarks/RESULTS.md
-    python benchmarks/replay_speed.py --report-only --results   # the block again, from --out
-    python benchmarks/replay_speed.py --trees --results  # AdaBandit: River leaves vs arrays
+    python -m benchmarks.speed.replay_speed                 # the full run (~15-20 min on 2 cores)
+    python -m benchmarks.speed.replay_speed --quick         # 20k events, 1 repeat (smoke run)
+    python -m benchmarks.speed.replay_speed --results       # also update benchmarks/RESULTS.md
+    python -m benchmarks.speed.replay_speed --report-only --results   # the block again, from --out
+    python -m benchmarks.speed.replay_speed --trees --results  # AdaBandit: River leaves vs arrays
 
 ``--trees`` (issue 11) runs only part 3 on a log of ``--learner-events`` events: the AdaBandit
 replay (both modes) with River's own Hoeffding-tree leaves (``fast_trees=False``, before) and with
@@ -49,7 +49,6 @@ import os
 import platform
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,16 +61,14 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.results import replace_block  # noqa: E402
-from boosters.base import Decision  # noqa: E402
-from boosters.registry import make_booster  # noqa: E402
-from service.eventlog.keys import keys  # noqa: E402
-from service.events import decision_event, dumps, joined_event  # noqa: E402
-from service.replay import LoggedEvent, iter_log, replay_learner, replay_policy  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.results import replace_block
+from benchmarks.stats import median
+from boosters.base import Decision
+from boosters.registry import make_booster
+from service.eventlog.keys import keys
+from service.events import decision_event, dumps, joined_event
+from service.replay import LoggedEvent, iter_log, replay_learner, replay_policy
 
 K = 10
 ACTIONS = [f"item{i}" for i in range(K)]
@@ -344,7 +341,7 @@ def trees_bench(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {
-        "command": "python benchmarks/replay_speed.py " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.speed.replay_speed " + " ".join(sys.argv[1:]),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {
             "cpus": os.cpu_count(),
@@ -382,10 +379,6 @@ def trees_report(res: dict[str, Any]) -> str:
             f"{'yes' if row['same_estimates'] else 'NO'} |"
         )
     return "\n".join(lines)
-
-
-def median(values: list[float]) -> float:
-    return float(statistics.median(values))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -515,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
 
     record = {
         "command": " ".join(
-            ["python benchmarks/replay_speed.py", *(sys.argv[1:] if argv is None else argv)]
+            ["python -m benchmarks.speed.replay_speed", *(sys.argv[1:] if argv is None else argv)]
         ),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {
@@ -622,7 +615,7 @@ def report(record: dict[str, Any]) -> str:
     lines = [
         "## Replay, import and export throughput",
         "",
-        "`benchmarks/replay_speed.py` (issue 6).",
+        "`benchmarks/speed/replay_speed.py` (issue 6).",
         "",
         f"Command: `{record['command']}` (repeats: {record['repeats']}, each measure alternating "
         "with its baseline; medians).",
