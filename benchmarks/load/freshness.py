@@ -43,7 +43,7 @@ import httpx
 import redis
 
 from benchmarks import ROOT
-from benchmarks.load.service_load import LOOPBACK, Processes, free_port, start_redis
+from benchmarks.load.supervisor import LOOPBACK, Processes, free_port, start_redis
 from benchmarks.results import replace_block
 from benchmarks.stats import median, percentiles
 from service.datasets import load_dataset

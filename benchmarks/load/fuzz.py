@@ -163,13 +163,6 @@ if os.environ.get("SCHEMATHESIS_HOOKS") == HOOKS_MODULE:  # loaded by `schemathe
 
 
 # --- the run ----------------------------------------------------------------------------------
-def _load():  # noqa: ANN202 - benchmarks/load/service_load.py's process helpers
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import load
-
-    return load
-
-
 def run_schemathesis(base: str, args: argparse.Namespace, report_dir: Path) -> tuple[int, float]:
     """``schemathesis run`` against ``base``; its exit code and wall time."""
     config = report_dir / "schemathesis.toml"
@@ -320,18 +313,19 @@ def main(argv: list[str] | None = None) -> int:
 
     import httpx
 
-    load = _load()
+    from benchmarks.load import supervisor
+
     with tempfile.TemporaryDirectory(prefix="bb-fuzz-") as tmp:
-        procs = load.Processes(Path(tmp))
+        procs = supervisor.Processes(Path(tmp))
         try:
-            redis_url, _ = load.start_redis(procs, aof=False)
+            redis_url, _ = supervisor.start_redis(procs, aof=False)
             env = {"BOOSTBANDIT_PERSONALIZER_PARAMS": json.dumps({"n_learners": 3}),
                    "BOOSTBANDIT_PERSONALIZER_REWARD_WAIT_SECONDS": "5"}
             headers = {}
             if args.auth:
                 env |= {"BOOSTBANDIT_API_KEYS": USER_KEY, "BOOSTBANDIT_ADMIN_KEYS": ADMIN_KEY}
                 headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
-            base, service = load.start_service(procs, redis_url, extra_env=env)
+            base, service = supervisor.start_service(procs, redis_url, extra_env=env)
             with httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
                 seed_data(client, headers)
             print(f"service at {base}, redis at {redis_url}; running schemathesis "

@@ -8,6 +8,7 @@ RESULTS.md (creating the file if needed) and writes benchmarks/car_learning_curv
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -164,6 +165,7 @@ def extension_note(rows: list[dict], boosters: list[str]) -> str:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     rows = load_rows()
     boosters = [b for b in LABELS if any(r["booster"] == b for r in rows)]
     boosters += sorted({r["booster"] for r in rows} - set(boosters))
