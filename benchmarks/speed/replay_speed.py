@@ -201,7 +201,7 @@ def learner_replay(path: Path, mode: str, fast_trees: bool = True) -> Any:
     booster = make_booster(
         "adabandit", n_actions=K, n_learners=LEARNERS, rho=RHO, seed=0, fast_trees=fast_trees
     )
-    return replay_learner(path, booster, name="adabandit", mode=mode, seed=0, progress=True)  # type: ignore[arg-type]
+    return replay_learner(path, booster, name="adabandit", mode=mode, progress=True)  # type: ignore[arg-type]
 
 
 def free_port() -> int:
