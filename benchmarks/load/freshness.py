@@ -75,6 +75,14 @@ async def _wait_ready(client: httpx.AsyncClient, url: str, timeout: float = 60.0
     raise RuntimeError(f"{url} not ready after {timeout} s")
 
 
+async def _create_model(client: httpx.AsyncClient, dataset: Any) -> None:
+    params = {"n_learners": 20, "rho": 0.001, "seed": 4, "tree_profile": "bandit",
+              "nominal_attributes": list(dataset.nominal)}
+    created = await client.post("/v1/models", json={
+        "name": MODEL, "booster": "adabandit", "actions": dataset.classes, "params": params})
+    created.raise_for_status()
+
+
 async def drive(api: str, redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
     """Create the model, run the load and the sampler; the staleness samples after warm-up."""
     dataset = load_dataset("car")
@@ -85,11 +93,7 @@ async def drive(api: str, redis_url: str, args: argparse.Namespace) -> dict[str,
     limits = httpx.Limits(max_connections=64)
     async with httpx.AsyncClient(base_url=api, timeout=10, limits=limits) as client:
         await _wait_ready(client, "/readyz")
-        params = {"n_learners": 20, "rho": 0.001, "seed": 4, "tree_profile": "bandit",
-                  "nominal_attributes": list(dataset.nominal)}
-        created = await client.post("/v1/models", json={
-            "name": MODEL, "booster": "adabandit", "actions": dataset.classes, "params": params})
-        created.raise_for_status()
+        await _create_model(client, dataset)
         stop = time.monotonic() + args.seconds
         errors = 0
 

@@ -663,6 +663,57 @@ def _fmt(values: list[float]) -> str:
     return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
 
 
+def _method_rows(dataset: str, plans: list[str],
+                 cells: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[str]:
+    """One table row per (method, plan) of ``dataset``: test and validation reward, time."""
+    lines: list[str] = []
+    for method in METHODS:
+        for plan in plans:
+            group = sorted(cells.get((dataset, method, plan), []), key=lambda r: r["trial"])
+            if not group:
+                continue
+            test = [g["test_reward"] for g in group]
+            val = [g["val_reward"] for g in group]
+            secs = median(g["seconds"] for g in group)
+            shown = "none" if plan == "paper" else plan
+            line = (
+                f"| {LABELS[method]} | {shown} | {len(group)} | {_fmt(test)} | {_fmt(val)} | "
+                f"{secs:.0f} |"
+            )
+            if dataset == "fashion":
+                pm, pci = PAPER_FASHION[method]
+                diff = statistics.mean(test) - pm
+                ok = "yes" if abs(diff) <= 0.02 else "no"
+                line += f" {pm:.4f} ± {pci:.4f} | {diff:+.4f} | {ok} |"
+            lines.append(line)
+    return lines
+
+
+def _cost_lines(cost_rows: list[dict[str, Any]]) -> list[str]:
+    """The measured cost per boosting round."""
+    lines: list[str] = []
+    if cost_rows:
+        lines += [
+            "Measured cost per boosting round on trial 0's expanded matrix "
+            "(`python -m benchmarks.paper.bopl_repro cost --dataset fashion`, median of the rounds "
+            "timed; `prepare` = building the XGBoost matrix):",
+            "",
+            "| variant | plan | split method | rows × features | prepare s | s / round | "
+            "Table-5 rounds | projected min / trial |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for c in cost_rows:
+            lines.append(
+                f"| {LABELS[c['method']]} | {c.get('plan', '')} | {c['tree_method']} | "
+                f"{c['n_rows']:,} × "
+                f"{c['n_features']} | {c['prepare_seconds']:.1f} | "
+                f"{c['seconds_per_round']:.2f} | {c['table5_rounds']} | "
+                f"{c['projected_minutes_per_trial']:.0f} |"
+            )
+        lines.append("")
+    return lines
+
+
 def report(rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]], plot_dir: Path) -> str:
     """The ``bopl`` block of RESULTS.md (and the PNGs next to it)."""
     if not rows:
@@ -706,25 +757,7 @@ def report(rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]], plot_dir
             head += " paper | diff | within 0.02 |"
             sep += "---|---|---|"
         lines += [head, sep]
-        for method in METHODS:
-            for plan in plans:
-                group = sorted(cells.get((dataset, method, plan), []), key=lambda r: r["trial"])
-                if not group:
-                    continue
-                test = [g["test_reward"] for g in group]
-                val = [g["val_reward"] for g in group]
-                secs = median(g["seconds"] for g in group)
-                shown = "none" if plan == "paper" else plan
-                line = (
-                    f"| {LABELS[method]} | {shown} | {len(group)} | {_fmt(test)} | {_fmt(val)} | "
-                    f"{secs:.0f} |"
-                )
-                if dataset == "fashion":
-                    pm, pci = PAPER_FASHION[method]
-                    diff = statistics.mean(test) - pm
-                    ok = "yes" if abs(diff) <= 0.02 else "no"
-                    line += f" {pm:.4f} ± {pci:.4f} | {diff:+.4f} | {ok} |"
-                lines.append(line)
+        lines += _method_rows(dataset, plans, cells)
         first = next(iter(cells.get((dataset, "logging", "paper"), [])), None)
         if first:
             lines += [
@@ -737,25 +770,7 @@ def report(rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]], plot_dir
         if png:
             lines += ["", f"Curves by round: `{png.relative_to(ROOT)}`."]
         lines.append("")
-    if cost_rows:
-        lines += [
-            "Measured cost per boosting round on trial 0's expanded matrix "
-            "(`python -m benchmarks.paper.bopl_repro cost --dataset fashion`, median of the rounds "
-            "timed; `prepare` = building the XGBoost matrix):",
-            "",
-            "| variant | plan | split method | rows × features | prepare s | s / round | "
-            "Table-5 rounds | projected min / trial |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for c in cost_rows:
-            lines.append(
-                f"| {LABELS[c['method']]} | {c.get('plan', '')} | {c['tree_method']} | "
-                f"{c['n_rows']:,} × "
-                f"{c['n_features']} | {c['prepare_seconds']:.1f} | "
-                f"{c['seconds_per_round']:.2f} | {c['table5_rounds']} | "
-                f"{c['projected_minutes_per_trial']:.0f} |"
-            )
-        lines.append("")
+    lines += _cost_lines(cost_rows)
     lines.append(
         f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other jobs (noisy)."
     )

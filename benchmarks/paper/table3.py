@@ -382,6 +382,114 @@ def within_spread(ours: float, paper: tuple[float, float]) -> bool:
     return abs(ours - paper[0]) <= paper[1] + 0.005 + 1e-9
 
 
+def _grid_rows(best: dict, datasets: list[str], noises: list[float], n_folds: int,
+               main: list[str]) -> tuple[list[str], dict[str, list[bool]]]:
+    """The rows of the main table, and for each algorithm whether each cell is in the paper's
+    spread."""
+    lines: list[str] = []
+    inside: dict[str, list[bool]] = {a: [] for a in main}
+    for d in datasets:
+        for noise in noises:
+            cells = [d.capitalize(), f"{noise:.0%}"]
+            for a in main:
+                b = best.get((d, noise, a))
+                p = PAPER.get(d, {}).get(noise, {}).get(a)
+                text = _cell(b, n_folds)
+                if b is not None and p is not None:
+                    ok = within_spread(b["mean"], p)
+                    inside[a].append(ok)
+                    text = text if ok else f"**{text}**"
+                cells += [text, f"{p[0]:.2f} ± {p[1]:.2f}" if p else ""]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines, inside
+
+
+def _wins_lines(best: dict, datasets: list[str], noises: list[float],
+                inside: dict[str, list[bool]]) -> list[str]:
+    lines: list[str] = []
+    wins = total = 0
+    for d in datasets:
+        for noise in noises:
+            got = {a: best.get((d, noise, a)) for a in ALGORITHMS}
+            if all(got.values()):
+                total += 1
+                wins += got["ours"]["mean"] > max(got["kk09"]["mean"], got["bchm20"]["mean"])
+    lines += [
+        "",
+        "Within the paper's spread: "
+        + ", ".join(f"{LABELS[a]} {sum(v)} of {len(v)}" for a, v in inside.items())
+        + f". Alg. 1 beats both baselines in {wins} of {total} (dataset, noise) instances here "
+        "(the paper: 18 of 24, on six datasets).",
+    ]
+    return lines
+
+
+def _extra_lines(best: dict, datasets: list[str], noises: list[float], n_folds: int,
+                 extra: list[str]) -> list[str]:
+    """The table of the algorithms the paper does not have."""
+    lines: list[str] = []
+    if extra:
+        lines += [
+            "",
+            "Extra columns (same protocol and selection, on the folds a cell states; not in "
+            "the paper's table): " + "; ".join(f"{LABELS[a]}" for a in extra) + ".",
+            "",
+            "| Dataset | Noise | " + " | ".join(LABELS[a] for a in extra) + " |",
+            "|" + "---|" * (2 + len(extra)),
+        ]
+        for d in datasets:
+            for noise in noises:
+                if not any((d, noise, a) in best for a in extra):
+                    continue
+                cells = [d.capitalize(), f"{noise:.0%}"]
+                cells += [_cell(best.get((d, noise, a)), n_folds) for a in extra]
+                lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _alg1_lines(rows: list[dict], datasets: list[str], noises: list[float]) -> list[str]:
+    """Algorithm 1 as written against the paper's variant, on the folds where both ran."""
+    lines: list[str] = []
+    ran = {(r["dataset"], r["fold"]) for r in rows if r["algorithm"] == "ours-alg1"}
+    same = best_cells([r for r in rows if (r["dataset"], r["fold"]) in ran])
+    diffs = [
+        same[(d, n, "ours-alg1")]["mean"] - same[(d, n, "ours")]["mean"]
+        for d in datasets
+        for n in noises
+        if (d, n, "ours-alg1") in same and (d, n, "ours") in same
+    ]
+    if diffs:
+        lines += [
+            "",
+            f"{LABELS['ours-alg1']} against {LABELS['ours']} on the same folds: higher in "
+            f"{sum(x > 0 for x in diffs)} of {len(diffs)} cells, by "
+            f"{median(diffs):+.3f} (median; range {min(diffs):+.3f} to {max(diffs):+.3f}).",
+        ]
+    return lines
+
+
+def _train_lines(best: dict, datasets: list[str], main: list[str], extra: list[str]) -> list[str]:
+    """In-sample accuracy at 0% noise."""
+    lines: list[str] = []
+    clean = [(d, a) for d in datasets for a in main + extra if (d, 0.0, a) in best]
+    if clean:
+        lines += [
+            "",
+            "Accuracy on the training fold itself (in-sample) at 0% noise, same cells, to check "
+            "whether the paper's numbers could be in-sample ones: "
+            + "; ".join(
+                f"{d.capitalize()} "
+                + ", ".join(
+                    f"{LABELS[a]} {best[(d, 0.0, a)]['train']:.3f}" for dd, a in clean if dd == d
+                )
+                for d in datasets
+                if any(dd == d for dd, _ in clean)
+            )
+            + ".",
+        ]
+    return lines
+
+
 def report(rows: list[dict]) -> str:
     """The ``table3`` block: our numbers with the paper's beside them, then the extra columns."""
     if not rows:
@@ -409,83 +517,13 @@ def report(rows: list[dict]) -> str:
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
-    inside: dict[str, list[bool]] = {a: [] for a in main}
-    for d in datasets:
-        for noise in noises:
-            cells = [d.capitalize(), f"{noise:.0%}"]
-            for a in main:
-                b = best.get((d, noise, a))
-                p = PAPER.get(d, {}).get(noise, {}).get(a)
-                text = _cell(b, n_folds)
-                if b is not None and p is not None:
-                    ok = within_spread(b["mean"], p)
-                    inside[a].append(ok)
-                    text = text if ok else f"**{text}**"
-                cells += [text, f"{p[0]:.2f} ± {p[1]:.2f}" if p else ""]
-            lines.append("| " + " | ".join(cells) + " |")
-    wins = total = 0
-    for d in datasets:
-        for noise in noises:
-            got = {a: best.get((d, noise, a)) for a in ALGORITHMS}
-            if all(got.values()):
-                total += 1
-                wins += got["ours"]["mean"] > max(got["kk09"]["mean"], got["bchm20"]["mean"])
-    lines += [
-        "",
-        "Within the paper's spread: "
-        + ", ".join(f"{LABELS[a]} {sum(v)} of {len(v)}" for a, v in inside.items())
-        + f". Alg. 1 beats both baselines in {wins} of {total} (dataset, noise) instances here "
-        "(the paper: 18 of 24, on six datasets).",
-    ]
-    if extra:
-        lines += [
-            "",
-            "Extra columns (same protocol and selection, on the folds a cell states; not in "
-            "the paper's table): " + "; ".join(f"{LABELS[a]}" for a in extra) + ".",
-            "",
-            "| Dataset | Noise | " + " | ".join(LABELS[a] for a in extra) + " |",
-            "|" + "---|" * (2 + len(extra)),
-        ]
-        for d in datasets:
-            for noise in noises:
-                if not any((d, noise, a) in best for a in extra):
-                    continue
-                cells = [d.capitalize(), f"{noise:.0%}"]
-                cells += [_cell(best.get((d, noise, a)), n_folds) for a in extra]
-                lines.append("| " + " | ".join(cells) + " |")
+    grid, inside = _grid_rows(best, datasets, noises, n_folds, main)
+    lines += grid
+    lines += _wins_lines(best, datasets, noises, inside)
+    lines += _extra_lines(best, datasets, noises, n_folds, extra)
     if "ours-alg1" in extra and "ours" in main:
-        # Algorithm 1 as written against the paper's variant, on the folds where both ran
-        ran = {(r["dataset"], r["fold"]) for r in rows if r["algorithm"] == "ours-alg1"}
-        same = best_cells([r for r in rows if (r["dataset"], r["fold"]) in ran])
-        diffs = [
-            same[(d, n, "ours-alg1")]["mean"] - same[(d, n, "ours")]["mean"]
-            for d in datasets
-            for n in noises
-            if (d, n, "ours-alg1") in same and (d, n, "ours") in same
-        ]
-        if diffs:
-            lines += [
-                "",
-                f"{LABELS['ours-alg1']} against {LABELS['ours']} on the same folds: higher in "
-                f"{sum(x > 0 for x in diffs)} of {len(diffs)} cells, by "
-                f"{median(diffs):+.3f} (median; range {min(diffs):+.3f} to {max(diffs):+.3f}).",
-            ]
-    clean = [(d, a) for d in datasets for a in main + extra if (d, 0.0, a) in best]
-    if clean:
-        lines += [
-            "",
-            "Accuracy on the training fold itself (in-sample) at 0% noise, same cells, to check "
-            "whether the paper's numbers could be in-sample ones: "
-            + "; ".join(
-                f"{d.capitalize()} "
-                + ", ".join(
-                    f"{LABELS[a]} {best[(d, 0.0, a)]['train']:.3f}" for dd, a in clean if dd == d
-                )
-                for d in datasets
-                if any(dd == d for dd, _ in clean)
-            )
-            + ".",
-        ]
+        lines += _alg1_lines(rows, datasets, noises)
+    lines += _train_lines(best, datasets, main, extra)
     cpu = sum(r["seconds"] for r in rows)
     lines += ["", f"{len(rows)} fits, {cpu / 3600:.2f} hours of fitting (sum of wall times)."]
     if NOTES:
