@@ -870,7 +870,7 @@ def _init_worker() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train and evaluate (resumable)")
@@ -915,6 +915,50 @@ def main(argv: list[str] | None = None) -> None:
     rep.add_argument("--out", type=Path, default=OUT / "bopl.jsonl")
     rep.add_argument("--cost", type=Path, default=OUT / "bopl_cost.jsonl")
     rep.add_argument("--no-results", action="store_true", help="print only, keep RESULTS.md")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> None:
+    """The units of ``args`` not yet in ``args.out``, appended to it as they finish."""
+    from tqdm import tqdm
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    done = {key(r) for r in read_rows(args.out)}
+    units = [
+        Unit(d, m, t, args.tree_method, args.target_rows, args.pool, args.max_bin)
+        for t in range(args.first_trial, args.first_trial + args.trials)
+        for d in args.datasets
+        for m in args.methods
+    ]
+    todo = [u for u in units if (u.dataset, u.method, u.trial, u.plan) not in done]
+    print(
+        f"{len(todo)} units to run ({len(units) - len(todo)} already in {args.out}), "
+        f"{args.jobs} processes",
+        file=sys.stderr,
+    )
+    # one os.write per line on an O_APPEND descriptor: concurrent runs never interleave
+    fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    with tqdm(total=len(todo), desc="bopl units") as bar:
+        if args.jobs > 1:
+            pool = mp.get_context("fork").Pool(args.jobs, initializer=_init_worker)
+            results = pool.imap_unordered(run_unit, todo)
+        else:
+            pool, results = None, map(run_unit, todo)
+        for row in results:
+            os.write(fd, (json.dumps(row) + "\n").encode())
+            bar.set_postfix_str(
+                f"{row['dataset']} {row['method']} t{row['trial']} "
+                f"{row['test_reward']:.4f} ({row['seconds']:.0f}s)"
+            )
+            bar.update()
+        if pool is not None:
+            pool.close()
+            pool.join()
+    os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _parser()
     args = parser.parse_args(argv)
 
     if args.command == "cost":
@@ -927,41 +971,7 @@ def main(argv: list[str] | None = None) -> None:
                 fh.write(json.dumps(r) + "\n")
         return
     if args.command == "run":
-        from tqdm import tqdm
-
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        done = {key(r) for r in read_rows(args.out)}
-        units = [
-            Unit(d, m, t, args.tree_method, args.target_rows, args.pool, args.max_bin)
-            for t in range(args.first_trial, args.first_trial + args.trials)
-            for d in args.datasets
-            for m in args.methods
-        ]
-        todo = [u for u in units if (u.dataset, u.method, u.trial, u.plan) not in done]
-        print(
-            f"{len(todo)} units to run ({len(units) - len(todo)} already in {args.out}), "
-            f"{args.jobs} processes",
-            file=sys.stderr,
-        )
-        # one os.write per line on an O_APPEND descriptor: concurrent runs never interleave
-        fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        with tqdm(total=len(todo), desc="bopl units") as bar:
-            if args.jobs > 1:
-                pool = mp.get_context("fork").Pool(args.jobs, initializer=_init_worker)
-                results = pool.imap_unordered(run_unit, todo)
-            else:
-                pool, results = None, map(run_unit, todo)
-            for row in results:
-                os.write(fd, (json.dumps(row) + "\n").encode())
-                bar.set_postfix_str(
-                    f"{row['dataset']} {row['method']} t{row['trial']} "
-                    f"{row['test_reward']:.4f} ({row['seconds']:.0f}s)"
-                )
-                bar.update()
-            if pool is not None:
-                pool.close()
-                pool.join()
-        os.close(fd)
+        _run(args)
         return
     body = report(read_rows(args.out), read_rows(args.cost), ROOT / "benchmarks")
     print(body)

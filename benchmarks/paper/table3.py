@@ -570,7 +570,7 @@ def plot(rows: list[dict], path: Path) -> Path | None:
 # ---- main ---------------------------------------------------------------------------------------
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--datasets", nargs="*", default=DATASETS, choices=DATASETS)
@@ -591,6 +591,59 @@ def main() -> None:
         help="smoke test: Ionosphere, T = 25, 2 folds, noise 0 and 10%%; "
         "writes benchmarks/out/table3-quick.{jsonl,md}, not RESULTS.md",
     )
+    return parser
+
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """The fits of ``args`` not yet in ``args.out``, appended to it as they finish."""
+    existing = read_rows(args.out)
+    for d in args.datasets:
+        other = sorted({r["folds"] for r in existing if r["dataset"] == d} - {args.folds})
+        if other:  # fold i of a k-fold split is another fold for another k
+            parser.error(
+                f"{args.out} holds {d} runs with {other} folds, not {args.folds}: use "
+                f"--folds {other[0]}, or another --out"
+            )
+    done = {key(r) for r in existing}
+    jobs = []
+    for d in args.datasets:
+        for noise in args.noise:
+            for fold in range(min(args.folds, args.max_folds or args.folds)):
+                for a in args.algorithms:
+                    cells = [
+                        c
+                        for c in grid(a, args.rounds, args.sigmas)
+                        if (d, noise, fold, a, *c) not in done
+                    ]
+                    if cells:
+                        jobs.append((d, noise, fold, args.folds, a, cells))
+    # fold by fold, so every cell fills evenly if the run is stopped early
+    jobs.sort(key=lambda j: (j[2], -len(load(j[0])[1])))
+    print(
+        f"{len(jobs)} jobs ({sum(len(j[5]) for j in jobs)} fits; {len(done)} done) "
+        f"on {platform.machine()}, {args.jobs} processes",
+        file=sys.stderr,
+    )
+    start = time.perf_counter()
+    with mp.Pool(args.jobs) as pool, args.out.open("a") as out:
+        bar = tqdm(pool.imap_unordered(run_job, jobs), total=len(jobs), file=sys.stderr)
+        for i, rows in enumerate(bar, 1):
+            for row in rows:
+                out.write(json.dumps(row) + "\n")
+            out.flush()
+            r = rows[0]
+            bar.write(
+                f"[{i}/{len(jobs)}] {r['dataset']:10s} noise {r['noise']:.2f} fold "
+                f"{r['fold']:2d} {r['algorithm']:8s} "
+                + " ".join(f"{x['accuracy']:.3f}" for x in rows)
+                + f" ({sum(x['seconds'] for x in rows):.1f} s; "
+                f"{time.perf_counter() - start:.0f} s elapsed)",
+                file=sys.stderr,
+            )
+
+
+def main() -> None:
+    parser = _parser()
     args = parser.parse_args()
     if args.quick:
         args.datasets, args.rounds, args.folds, args.noise = ["ionosphere"], [25], 2, [0.0, 0.1]
@@ -600,51 +653,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     if not args.report_only:
-        existing = read_rows(args.out)
-        for d in args.datasets:
-            other = sorted({r["folds"] for r in existing if r["dataset"] == d} - {args.folds})
-            if other:  # fold i of a k-fold split is another fold for another k
-                parser.error(
-                    f"{args.out} holds {d} runs with {other} folds, not {args.folds}: use "
-                    f"--folds {other[0]}, or another --out"
-                )
-        done = {key(r) for r in existing}
-        jobs = []
-        for d in args.datasets:
-            for noise in args.noise:
-                for fold in range(min(args.folds, args.max_folds or args.folds)):
-                    for a in args.algorithms:
-                        cells = [
-                            c
-                            for c in grid(a, args.rounds, args.sigmas)
-                            if (d, noise, fold, a, *c) not in done
-                        ]
-                        if cells:
-                            jobs.append((d, noise, fold, args.folds, a, cells))
-        # fold by fold, so every cell fills evenly if the run is stopped early
-        jobs.sort(key=lambda j: (j[2], -len(load(j[0])[1])))
-        print(
-            f"{len(jobs)} jobs ({sum(len(j[5]) for j in jobs)} fits; {len(done)} done) "
-            f"on {platform.machine()}, {args.jobs} processes",
-            file=sys.stderr,
-        )
-        start = time.perf_counter()
-        with mp.Pool(args.jobs) as pool, args.out.open("a") as out:
-            bar = tqdm(pool.imap_unordered(run_job, jobs), total=len(jobs), file=sys.stderr)
-            for i, rows in enumerate(bar, 1):
-                for row in rows:
-                    out.write(json.dumps(row) + "\n")
-                out.flush()
-                r = rows[0]
-                bar.write(
-                    f"[{i}/{len(jobs)}] {r['dataset']:10s} noise {r['noise']:.2f} fold "
-                    f"{r['fold']:2d} {r['algorithm']:8s} "
-                    + " ".join(f"{x['accuracy']:.3f}" for x in rows)
-                    + f" ({sum(x['seconds'] for x in rows):.1f} s; "
-                    f"{time.perf_counter() - start:.0f} s elapsed)",
-                    file=sys.stderr,
-                )
-
+        _run(args, parser)
     body = report(read_rows(args.out))
     print(body)
     if args.results is not None and args.results.suffix == ".md" and args.quick:
