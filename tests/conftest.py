@@ -104,12 +104,12 @@ def start_redis(tmp: Path) -> RedisServer:
 @contextlib.contextmanager
 def fuzz_target(tmp: Path, target: object, **settings: object) -> Iterator[object]:
     """A TestClient of the app on a fresh redis-server in ``tmp`` (no fsync: nothing here needs
-    durability), seeded with ``benchmarks.fuzz``'s model and events, and set as
+    durability), seeded with ``benchmarks.load.fuzz``'s model and events, and set as
     ``target.app`` (the Schemathesis schema's app) while it runs."""
     import redis
     from fastapi.testclient import TestClient
 
-    from benchmarks.fuzz import seed_data
+    from benchmarks.load.fuzz import seed_data
     from service.api.app import create_app
     from service.settings import Settings
 

@@ -282,7 +282,7 @@ def test_memory_limit_deactivates_leaves_by_their_own_size():
 def test_a_5000_value_id_costs_adabandit_little_on_car():
     """The issue's stream: Car with a random 5,000-value id; at most 0.03 of accuracy (mean of
     three seeds; with River's leaves it falls to chance), a bounded model."""
-    from benchmarks.high_cardinality import run
+    from benchmarks.paper.high_cardinality import run
 
     plain = [run(seed, 2, with_id=False, fast=True) for seed in (1, 2, 3)]
     with_id = [run(seed, 2, with_id=True, fast=True) for seed in (1, 2, 3)]

@@ -1,4 +1,4 @@
-"""Fast tests of the issue-5 benchmark helpers (benchmarks/table3.py, binary_streams.py,
+"""Fast tests of the issue-5 benchmark helpers (benchmarks/paper/table3.py, binary_streams.py,
 batch_speed.py, table1_report.py): noise injection, progressive validation, the booster adapter,
 the report logic. No long runs; the UCI files are read from benchmarks/data/seed003."""
 
@@ -7,15 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks import batch_speed, binary_streams, table1_report, table3
-from benchmarks.binary_streams import (
+from benchmarks.paper import binary_streams, table1_report, table3
+from benchmarks.paper.binary_streams import (
     BoosterModel,
     RiverModel,
     make_model,
     make_stream,
     progressive_validation,
 )
-from benchmarks.table3 import best_cells, flip_labels, within_spread
+from benchmarks.paper.table3 import best_cells, flip_labels, within_spread
+from benchmarks.speed import batch_speed
 from boosters.oco import OCOBooster
 
 # ---- noise injection -----------------------------------------------------------------------------

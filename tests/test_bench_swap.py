@@ -1,13 +1,8 @@
-"""benchmarks/swap_stall.py runs end to end on a small model (the figures are its business)."""
+"""benchmarks/load/swap_stall.py runs end to end on a small model (the figures are its business)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import swap_stall  # noqa: E402
+from benchmarks.load import swap_stall
 
 
 def test_swap_stall_measures_all_three_swaps() -> None:

@@ -1,4 +1,4 @@
-"""Data conversion of the BOPL reproduction (benchmarks/bopl_repro.py) and the speed helpers.
+"""Data conversion of the BOPL reproduction (benchmarks/paper/bopl_repro.py) and the speed helpers.
 
 Paper: London et al. 2023, *Boosted Off-Policy Learning*, Sec. 5 and Appendix F (splits, logging
 policy, reward structure, propensity floor) and the alpha identity of Algorithm 3, which must
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import bopl_repro as br
-from benchmarks import bopl_speed as bs
+from benchmarks.paper import bopl_repro as br
+from benchmarks.speed import bopl_speed as bs
 from boosters.bopl import BOPLS
 
 # ------------------------------------------------------------------ rewards (App. F.4)

@@ -1,5 +1,5 @@
 """What the command line costs before it does anything: the packages ``import service.cli``
-loads (not a timing: benchmarks/cli_startup.py measures the seconds), ``--version`` and a
+loads (not a timing: benchmarks/speed/cli_startup.py measures the seconds), ``--version`` and a
 ``--help`` that shows flags as flags."""
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ Redis from this process:
     internals, on a probe set of contexts), and that fold differs from a fresh booster.
 
 The same faults in one process: tests/test_event_core.py. The longer run that prints the table
-of benchmarks/RESULTS.md ("Faults"): benchmarks/faults.py. At the end, two minimal in-process
+of benchmarks/RESULTS.md ("Faults"): benchmarks/load/faults.py. At the end, two minimal in-process
 reproducers of product bugs found on the way (fixed since).
 """
 
@@ -964,7 +964,7 @@ _ROWS: list[Row] = []
 @pytest.fixture(scope="module", autouse=True)
 def _print_table() -> Iterator[None]:
     yield
-    if _ROWS:  # shown with -s; benchmarks/faults.py prints the longer run's
+    if _ROWS:  # shown with -s; benchmarks/load/faults.py prints the longer run's
         print("\n" + table(_ROWS))
 
 

@@ -6,10 +6,10 @@ module, with the learner running: ``BOOSTBANDIT_FUZZ_EXAMPLES`` examples each (d
 Schemathesis's examples, coverage and fuzzing phases (valid and invalid data), checked with
 ``not_a_server_error`` and, on every operation but the Personalizer ones, the contract checks
 of :data:`CONTRACT`. Half of the valid cases have their path parameters, event ids, rank action
-sets and model parameters steered onto a seeded model and its events (``benchmarks/fuzz.py``'s
+sets and model parameters steered onto a seeded model and its events (``benchmarks/load/fuzz.py``'s
 hook), so the fuzzer reaches the routes' logic and not only 404s.
-``BOOSTBANDIT_FUZZ_SEED`` repeats a run (a failure prints its seed). ``python
-benchmarks/fuzz.py`` is the longer run, over HTTP against ``boostbandit serve``, with every check.
+``BOOSTBANDIT_FUZZ_SEED`` repeats a run (a failure prints its seed). ``python -m
+benchmarks.load.fuzz`` is the longer run, over HTTP against ``boostbandit serve``, with every check.
 
 The tests after the fuzz run pin the server errors it found (fixed; they answer 4xx now).
 """
@@ -25,7 +25,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, note, settings
 
-from benchmarks.fuzz import MODEL, NEGATIVE_DATA_STATUSES, steer_case
+from benchmarks.load.fuzz import MODEL, NEGATIVE_DATA_STATUSES, steer_case
 from service.api.app import create_app
 from service.settings import Settings
 from tests.conftest import fuzz_target

@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 
-from benchmarks.fuzz import PZ_EVENTS, steer_case
+from benchmarks.load.fuzz import PZ_EVENTS, steer_case
 from service.api.app import create_app
 from service.settings import Settings
 from tests.conftest import RedisServer, fuzz_target

@@ -1,6 +1,6 @@
 """A client of the real Azure Personalizer SDK (``azure-cognitiveservices-personalizer``) sending
 the usual 0/1 rewards learns, and exactly as fast as the same stream through the native API
-(``benchmarks/personalizer_rewards.py``: the app under uvicorn on a free 127.0.0.1 port, the
+(``benchmarks/paper/personalizer_rewards.py``: the app under uvicorn on a free 127.0.0.1 port, the
 learner in-process, each event learned before the next decision)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.personalizer_rewards import run_arm
+from benchmarks.paper.personalizer_rewards import run_arm
 
 pytest.importorskip("azure.cognitiveservices.personalizer")
 

@@ -6,27 +6,23 @@ uniformly from 5,000 values (pure noise), on the default (array-leaf) trees; ``-
 River's own leaves with the id, the behaviour before the bounded representation. Runs alternate
 with and without the id, seed by seed; the table gives the medians.
 
-    python benchmarks/high_cardinality.py --seeds 1 2 3 --results
+    python -m benchmarks.paper.high_cardinality --seeds 1 2 3 --results
 """
 
 from __future__ import annotations
 
 import argparse
 import pickle
-import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.results import replace_block  # noqa: E402
-from boosters.registry import make_booster  # noqa: E402
-from service.sim.datasets import load_dataset  # noqa: E402
-from service.sim.loop import shuffled_order  # noqa: E402
+from benchmarks.results import replace_block
+from benchmarks.stats import median
+from boosters.registry import make_booster
+from service.sim.datasets import load_dataset
+from service.sim.loop import shuffled_order
 
 
 def run(seed: int, dup: int, with_id: bool, fast: bool, n_ids: int = 5000) -> dict:
@@ -70,7 +66,7 @@ def main() -> None:
             result = run(seed, args.dup, with_id, fast)
             rows[name].append(result)
             print(seed, name, result, file=sys.stderr, flush=True)
-    base = {k: statistics.median(r[k] for r in rows["Car"]) for k in rows["Car"][0]}
+    base = {k: median(r[k] for r in rows["Car"]) for k in rows["Car"][0]}
     lines = [
         f"AdaBandit N = 20, rho = 0.01, Car x{args.dup} ({len(args.seeds)} seeds "
         f"{args.seeds}; medians), a 5,000-value random id `user` added:",
@@ -79,7 +75,7 @@ def main() -> None:
         "|---|---|---|---|---|---|",
     ]
     for name, results in rows.items():
-        med = {k: statistics.median(r[k] for r in results) for k in results[0]}
+        med = {k: median(r[k] for r in results) for k in results[0]}
         per_seed = ", ".join(f"{r['accuracy']:.3f}" for r in results)
         lines.append(
             f"| {name} | {med['accuracy']:.3f} ({per_seed}) | "

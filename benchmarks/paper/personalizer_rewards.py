@@ -16,8 +16,8 @@ process, as ``boostbandit serve`` runs it). With ``sync`` (the default) each eve
 learner has applied the previous one, so the arms see the same model at each decision and the
 figures are deterministic; ``--no-sync`` lets the learner lag as it would in production.
 
-    python benchmarks/personalizer_rewards.py                       # 1000 events, 3 seeds
-    python benchmarks/personalizer_rewards.py --events 400 --seeds 1
+    python -m benchmarks.paper.personalizer_rewards                       # 1000 events, 3 seeds
+    python -m benchmarks.paper.personalizer_rewards --events 400 --seeds 1
 
 Prints, per arm, the hit rate per window of 100 events and the first event after which the hit
 rate over the last 100 stays above 0.8; writes ``benchmarks/out/personalizer_rewards.json``.
@@ -29,7 +29,6 @@ import argparse
 import contextlib
 import json
 import socket
-import statistics
 import sys
 import tempfile
 import threading
@@ -41,7 +40,9 @@ from typing import Any
 import httpx
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks import ROOT
+from benchmarks.stats import median
+
 OUT = ROOT / "benchmarks" / "out" / "personalizer_rewards.json"
 ACTIONS = ["a0", "a1", "a2", "a3"]
 PARAMS = {"n_learners": 5}
@@ -184,7 +185,6 @@ def learned_at(hits: list[int], level: float = 0.8, window: int = 100) -> int | 
 
 
 def _redis(tmp: Path) -> tuple[str, Callable[[], None]]:
-    sys.path.insert(0, str(ROOT))
     from tests.conftest import start_redis
 
     server = start_redis(tmp)
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                           + f"  learned at {runs[-1]['learned_at']}"
                           + f"  ({runs[-1]['seconds']:.1f} s)", flush=True)
                 last = [r["last_200"] for r in runs]
-                results["arms"][arm] = {"runs": runs, "last_200_median": statistics.median(last)}
+                results["arms"][arm] = {"runs": runs, "last_200_median": median(last)}
         finally:
             stop()
     OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ which depends on the process's string hashing (``PYTHONHASHSEED``): when two suc
 exactly, River's own runs differ from process to process. In one process both tree kinds see the
 same order, so the two runs must be identical round for round; this prints both and says so.
 
-    python benchmarks/table1_same_process.py car adabandit 5
+    python -m benchmarks.paper.table1_same_process car adabandit 5
 """
 
 from __future__ import annotations
@@ -13,17 +13,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.table1 import DATASETS, config  # noqa: E402
-from boosters.registry import booster_params, make_booster  # noqa: E402
-from service.sim.datasets import load_dataset  # noqa: E402
-from service.sim.loop import simulate  # noqa: E402
+from benchmarks.paper.table1 import DATASETS, config
+from boosters.registry import booster_params, make_booster
+from service.sim.datasets import load_dataset
+from service.sim.loop import simulate
 
 
 def run(dataset: str, booster: str, seed: int, fast: bool):

@@ -22,10 +22,10 @@ the paper has it).
 Streams, each streamed once, a new order / generator seed per seed:
 
 - the datasets of Ghai & Singh 2024 (Ionosphere, Diabetes, German; Waveform from River's
-  generator, class 0 against the rest), as :mod:`benchmarks.table3` loads them, shuffled;
+  generator, class 0 against the rest), as :mod:`benchmarks.paper.table3` loads them, shuffled;
 - ``river.datasets.synth.Agrawal`` (classification function 0) and ``synth.SEA`` (variant 0),
   ``--rows`` examples, with label noise 0/10/20%: exactly ``round(noise * rows)`` labels, a random
-  subset, flipped (:func:`benchmarks.table3.flip_labels`).
+  subset, flipped (:func:`benchmarks.paper.table3.flip_labels`).
 
 Protocol: progressive validation (test-then-train): each example is predicted *before* the model
 learns it (:func:`progressive_validation`). Reported: accuracy on the labels the learner sees
@@ -35,8 +35,8 @@ One JSON line per (stream, noise, model, seed) goes to benchmarks/out/binary.jso
 there are skipped, so a stopped run resumes); the block ``binary-streams`` of
 benchmarks/RESULTS.md and benchmarks/binary_streams.png are rewritten at the end.
 
-    python benchmarks/binary_streams.py --seeds 10 --jobs 2
-    python benchmarks/binary_streams.py --report-only
+    python -m benchmarks.paper.binary_streams --seeds 10 --jobs 2
+    python -m benchmarks.paper.binary_streams --report-only
 """
 
 from __future__ import annotations
@@ -56,11 +56,10 @@ from typing import Protocol
 import numpy as np
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.table3 import flip_labels  # noqa: E402
-from benchmarks.table3 import load as load_table3  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.paper.table3 import flip_labels
+from benchmarks.paper.table3 import load as load_table3
+from benchmarks.stats import median
 
 OUT = ROOT / "benchmarks" / "out"
 
@@ -312,7 +311,7 @@ def _table(values: dict, cases: list[tuple[str, float]], columns: list[str]) -> 
 def report(rows: list[dict], command: str) -> str:
     """The ``binary-streams`` block."""
     if not rows:
-        return "No runs yet: `python benchmarks/binary_streams.py --seeds 10 --jobs 2`."
+        return "No runs yet: `python -m benchmarks.paper.binary_streams --seeds 10 --jobs 2`."
     present = [c for c in LABELS if any(k[2] == c for k in summarise(rows, "accuracy"))]
     columns = [c for c in present if not c.endswith(":pi")]
     pi_columns = [c for c in present if c.endswith(":pi")]
@@ -331,7 +330,7 @@ def report(rows: list[dict], command: str) -> str:
     lines = [
         "## Binary streams: online agnostic boosting (BCHM20) against River's boosters",
         "",
-        "`benchmarks/binary_streams.py` (issue 5): `OCOBooster` (BCHM20 Algorithm 1, N = 10 "
+        "`benchmarks/paper/binary_streams.py` (issue 5): `OCOBooster` (BCHM20 Algorithm 1, N = 10 "
         "Hoeffding trees, full information through the common booster protocol) at three "
         "fixed gamma, River's `AdaBoostClassifier` and `ADWINBoostingClassifier` (10 default "
         "Hoeffding trees), one default River Hoeffding tree ('River HT', naive-Bayes-adaptive "
@@ -370,7 +369,7 @@ def report(rows: list[dict], command: str) -> str:
         lines += [
             "",
             "Median rows/s on Agrawal (shared 2-core machine, 2 runs at a time; indicative only): "
-            + ", ".join(f"{LABELS[m]} {np.median(v):.0f}" for m, v in speed.items() if m in LABELS)
+            + ", ".join(f"{LABELS[m]} {median(v):.0f}" for m, v in speed.items() if m in LABELS)
             + ".",
         ]
     lines += ["", "Figure: `benchmarks/binary_streams.png` (learning curves on Agrawal and SEA)."]
@@ -465,7 +464,9 @@ def main() -> None:
     rows = read_rows(args.out)
     seeds = max((r["seed"] for r in rows), default=args.seeds)
     rows_len = max((r["rows"] for r in rows if r["stream"] in SYNTHETIC), default=args.rows)
-    command = f"python benchmarks/binary_streams.py --seeds {seeds} --rows {rows_len} --jobs 2"
+    command = (
+        f"python -m benchmarks.paper.binary_streams --seeds {seeds} --rows {rows_len} --jobs 2"
+    )
     body = report(rows, command)
     print(body)
     if not args.no_results:

@@ -6,16 +6,16 @@ x10, x6, x4, x8; seeds 4..23 as in the authors' code) and appends one JSON line 
 benchmarks/out/table1.jsonl (runs already there are skipped, so an interrupted run resumes).
 Learning curves (moving average, window 0.2 x rounds) are kept for Car in benchmarks/out/curves/.
 
-    python benchmarks/table1.py --seeds 20 --jobs 2
-    python benchmarks/table1_report.py          # writes the tables into benchmarks/RESULTS.md
+    python -m benchmarks.paper.table1 --seeds 20 --jobs 2
+    python -m benchmarks.paper.table1_report          # writes the tables into benchmarks/RESULTS.md
 
 Other registered boosters can be added as columns with the same protocol and seeds; they get
 AdaBandit's N and rho and the bandit tree profile (:func:`config`). Issue 5's column, the OCO
 bandit booster (an extension beyond the papers, boosters/oco_bandit.py), was run with
 
-    python benchmarks/table1.py --seeds 20 --jobs 2 --datasets balance car --boosters oco \
+    python -m benchmarks.paper.table1 --seeds 20 --jobs 2 --datasets balance car --boosters oco \
         --out benchmarks/out/table1-oco.jsonl
-    python benchmarks/table1.py --seeds 5 --jobs 2 --datasets nursery mice --boosters oco \
+    python -m benchmarks.paper.table1 --seeds 5 --jobs 2 --datasets nursery mice --boosters oco \
         --out benchmarks/out/table1-oco.jsonl
 """
 
@@ -32,12 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from boosters.registry import booster_params, make_booster  # noqa: E402
-from service.sim.datasets import load_dataset  # noqa: E402
-from service.sim.loop import simulate  # noqa: E402
+from benchmarks import ROOT
+from boosters.registry import booster_params, make_booster
+from service.sim.datasets import load_dataset
+from service.sim.loop import simulate
 
 OUT = ROOT / "benchmarks" / "out"
 

@@ -1,9 +1,9 @@
 """Replica freshness under load: how far an API replica's served model trails the joined stream.
 
 The scaled-out shape on one machine, everything on 127.0.0.1: its own ``redis-server`` (no
-persistence), ``boostbandit learner`` alone (``python -m service learner``), and one API replica
-(``uvicorn --factory service.api.app:create_app``, no learner in it: it serves the serving copies
-the learner publishes, or the full snapshots). An open-loop generator sends predict + feedback pairs
+persistence), ``boostbandit learner`` alone (``python -m service learner``), and one API
+replica (``uvicorn --factory service.api.app:create_app``, no learner in it: it serves the
+serving copies the learner publishes, or the full snapshots). An open-loop generator sends predict + feedback pairs
 at ``--rate`` pairs/s (at most ``--max-inflight`` at once) for an AdaBandit model (N = 20, seed
 4) on the bundled Car dataset (reward 1 iff the played action is the row's class), while a
 sampler, every ``--sample-ms``, reads
@@ -18,9 +18,9 @@ and records the replica's staleness: **events** = joined events not in the serve
 snapshots only, every ``snapshot_every_seconds`` = 60 s or 5,000 events) reports the median, p95
 and max after a warm-up.
 
-    python -m benchmarks.freshness --quick          # 10 s per run
-    python -m benchmarks.freshness                  # 40 s per run, publish 1 s and 0 (off)
-    python -m benchmarks.freshness --results        # also update benchmarks/RESULTS.md
+    python -m benchmarks.load.freshness --quick          # 10 s per run
+    python -m benchmarks.load.freshness                  # 40 s per run, publish 1 s and 0 (off)
+    python -m benchmarks.load.freshness --results        # also update benchmarks/RESULTS.md
 
 Writes ``benchmarks/out/freshness.json``.
 """
@@ -33,7 +33,6 @@ import json
 import os
 import platform
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -43,11 +42,13 @@ from typing import Any
 import httpx
 import redis
 
-from benchmarks.load import LOOPBACK, Processes, free_port, start_redis
+from benchmarks import ROOT
+from benchmarks.load.supervisor import LOOPBACK, Processes, free_port, start_redis
+from benchmarks.results import replace_block
+from benchmarks.stats import median, percentiles
 from service.eventlog import keys
 from service.sim.datasets import load_dataset
 
-ROOT = Path(__file__).resolve().parents[1]
 MODEL = "fresh-car"
 SECTION = "## Replica freshness (issue 13)"
 
@@ -57,11 +58,9 @@ def _ms(stream_id: bytes) -> int:
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    """Median, p95 and max (nearest rank) of ``values``."""
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, max(0, round(0.95 * len(ordered)) - 1))]
-    return {"median": statistics.median(ordered), "p95": p95, "max": ordered[-1],
-            "samples": len(ordered)}
+    """Median, p95 and max of ``values`` (:func:`benchmarks.stats.percentiles`)."""
+    mid, p95, top = percentiles(values, [50, 95, 100])
+    return {"median": mid, "p95": p95, "max": top, "samples": len(values)}
 
 
 async def _wait_ready(client: httpx.AsyncClient, url: str, timeout: float = 60.0) -> None:
@@ -76,6 +75,14 @@ async def _wait_ready(client: httpx.AsyncClient, url: str, timeout: float = 60.0
     raise RuntimeError(f"{url} not ready after {timeout} s")
 
 
+async def _create_model(client: httpx.AsyncClient, dataset: Any) -> None:
+    params = {"n_learners": 20, "rho": 0.001, "seed": 4, "tree_profile": "bandit",
+              "nominal_attributes": list(dataset.nominal)}
+    created = await client.post("/v1/models", json={
+        "name": MODEL, "booster": "adabandit", "actions": dataset.classes, "params": params})
+    created.raise_for_status()
+
+
 async def drive(api: str, redis_url: str, args: argparse.Namespace) -> dict[str, Any]:
     """Create the model, run the load and the sampler; the staleness samples after warm-up."""
     dataset = load_dataset("car")
@@ -86,11 +93,7 @@ async def drive(api: str, redis_url: str, args: argparse.Namespace) -> dict[str,
     limits = httpx.Limits(max_connections=64)
     async with httpx.AsyncClient(base_url=api, timeout=10, limits=limits) as client:
         await _wait_ready(client, "/readyz")
-        params = {"n_learners": 20, "rho": 0.001, "seed": 4, "tree_profile": "bandit",
-                  "nominal_attributes": list(dataset.nominal)}
-        created = await client.post("/v1/models", json={
-            "name": MODEL, "booster": "adabandit", "actions": dataset.classes, "params": params})
-        created.raise_for_status()
+        await _create_model(client, dataset)
         stop = time.monotonic() + args.seconds
         errors = 0
 
@@ -188,7 +191,7 @@ def publish_cost(events: int = 3000, repeats: int = 5) -> dict[str, float]:
             blob = dump(booster)
             times.append(time.perf_counter() - start)
         out[f"{name}_bytes"] = len(blob)
-        out[f"{name}_ms"] = statistics.median(times) * 1000
+        out[f"{name}_ms"] = median(times) * 1000
     return out
 
 
@@ -214,10 +217,9 @@ def run_once(args: argparse.Namespace, publish: float) -> dict[str, Any]:
 
 
 def report(result: dict[str, Any]) -> str:
-    """The RESULTS.md section."""
+    """The RESULTS.md block (the section below its heading :data:`SECTION`)."""
     cfg = result["config"]
     lines = [
-        SECTION, "",
         f"Command: `{cfg['command']}` ({cfg['when']}). Machine: {cfg['machine']}; shared with "
         "other jobs while measured, so the figures are an upper bound for an idle machine.", "",
         f"One `boostbandit learner`, one API replica (uvicorn, 1 worker, replica refresh every "
@@ -251,20 +253,8 @@ def report(result: dict[str, Any]) -> str:
               f"copy {cost['serving_bytes'] / 1e3:.0f} kB pickled in {cost['serving_ms']:.0f} ms, "
               f"whole booster {cost['whole_bytes'] / 1e3:.0f} kB in {cost['whole_ms']:.0f} ms. "
               "The learner pickles it in a forked child (as for snapshots), so its loop does not "
-              "wait for it.", ""]
+              "wait for it."]
     return "\n".join(lines)
-
-
-def update_results(text: str) -> None:
-    """Replace (or append) this benchmark's section of benchmarks/RESULTS.md."""
-    path = ROOT / "benchmarks" / "RESULTS.md"
-    current = path.read_text()
-    start = current.find(SECTION)
-    if start < 0:
-        path.write_text(current.rstrip("\n") + "\n\n" + text)
-        return
-    end = current.find("\n## ", start + len(SECTION))
-    path.write_text(current[:start] + text + (current[end + 1:] if end >= 0 else ""))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -292,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     from service.settings import Settings
 
     config = {
-        "command": "python -m benchmarks.freshness" + "".join(f" {a}" for a in sys.argv[1:]),
+        "command": "python -m benchmarks.load.freshness" + "".join(f" {a}" for a in sys.argv[1:]),
         "when": time.strftime("%Y-%m-%d", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
                    f"{platform.python_version()}",
@@ -311,9 +301,9 @@ def main(argv: list[str] | None = None) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     text = report(result)
-    print(text)
+    print(f"{SECTION}\n\n{text}\n")
     if args.results:
-        update_results(text)
+        replace_block("freshness", text)
 
 
 if __name__ == "__main__":

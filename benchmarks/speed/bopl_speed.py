@@ -5,13 +5,13 @@ G, and the cost of its n*k-row design matrix; boosters/ope.py for the estimators
 
 1. **Training time.** :class:`boosters.bopl.BOPLS` with the regression base learner (BOPL-S-regr,
    Table 5 Fashion settings: depth 20, min_child_weight 200, translation -0.4) for T rounds on
-   Fashion-MNIST logged data (trial 0 of benchmarks/bopl_repro.py, a random subset of the target
-   rows), against XGBoost growing T trees of the same depth with its built-in ``reg:squarederror``
-   objective on the same expanded matrix ``[x_i; e_a]`` (labels: BOPL-S's first-round targets,
-   weights: its d_i), same split method, one thread each, ``base_score = 0``, eta 1. Both timings
-   include building the XGBoost matrix from the features. Repeats alternate the two; the ratio is
-   median(BOPL-S) / median(XGBoost). BOPL-S is timed with both of its solvers: the default
-   custom-objective booster and one ``xgb.train`` call per round.
+   Fashion-MNIST logged data (trial 0 of :mod:`benchmarks.paper.bopl_repro`, a random subset of the
+   target rows), against XGBoost growing T trees of the same depth with its built-in
+   ``reg:squarederror`` objective on the same expanded matrix ``[x_i; e_a]`` (labels: BOPL-S's
+   first-round targets, weights: its d_i), same split method, one thread each, ``base_score = 0``,
+   eta 1. Both timings include building the XGBoost matrix from the features. Repeats alternate the
+   two; the ratio is median(BOPL-S) / median(XGBoost). BOPL-S is timed with both of its solvers: the
+   default custom-objective booster and one ``xgb.train`` call per round.
 2. **Peak memory**, each fit in a fresh process: peak resident set size (VmHWM) above the
    process's size just before the fit, and tracemalloc's peak of Python/NumPy allocations (XGBoost's
    C++ buffers are not traced), beside the size of the expanded matrix.
@@ -19,9 +19,9 @@ G, and the cost of its n*k-row design matrix; boosters/ope.py for the estimators
    (k = 10, softmax logging policy, propensities logged from it, Bernoulli rewards, a softmax
    target policy and a reward model), median of repeats.
 
-    python benchmarks/bopl_speed.py               # all three; writes RESULTS.md block "bopl-speed"
-    python benchmarks/bopl_speed.py --rows 2000 --rounds 10 --repeats 3 --no-results
-    python benchmarks/bopl_speed.py --report-only  # rewrite the block from benchmarks/out
+    python -m benchmarks.speed.bopl_speed         # all three; writes RESULTS.md block "bopl-speed"
+    python -m benchmarks.speed.bopl_speed --rows 2000 --rounds 10 --repeats 3 --no-results
+    python -m benchmarks.speed.bopl_speed --report-only  # rewrite the block from benchmarks/out
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -39,11 +38,9 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from boosters import ope  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.stats import median
+from boosters import ope
 
 OUT = ROOT / "benchmarks" / "out"
 ESTIMATORS = ("ips", "clipped_ips", "snips", "direct_method", "doubly_robust")
@@ -87,7 +84,7 @@ def ope_throughput(n: int, k: int, repeats: int, seed: int = 0) -> list[dict[str
             start = time.perf_counter()
             est = fn(a, p, r, target, *extra)
             times.append(time.perf_counter() - start)
-        sec = statistics.median(times)
+        sec = median(times)
         rows.append(
             {
                 "estimator": name,
@@ -106,8 +103,8 @@ def ope_throughput(n: int, k: int, repeats: int, seed: int = 0) -> list[dict[str
 
 
 def logged_fashion(rows: int, seed: int = 0) -> tuple[np.ndarray, ...]:
-    """Trial 0's logged Fashion-MNIST data (benchmarks/bopl_repro.py), ``rows`` random rows."""
-    from benchmarks.bopl_repro import subsample, trial_data
+    """Trial 0's logged Fashion-MNIST data (:mod:`benchmarks.paper.bopl_repro`), ``rows`` rows."""
+    from benchmarks.paper.bopl_repro import subsample, trial_data
 
     _, bandit = trial_data("fashion", 0)
     return subsample(bandit, rows, seed)
@@ -127,7 +124,7 @@ def first_round_problem(
 
 def time_bopls(X, a, p, r, k: int, rounds: int, tree_method: str, solver: str) -> float:
     """Seconds of ``BOPLS.fit`` (BOPL-S-regr) for ``rounds`` rounds, one thread."""
-    from benchmarks.bopl_repro import HistLeastSquaresTree
+    from benchmarks.paper.bopl_repro import HistLeastSquaresTree
     from boosters.bopl import BOPLS
     from learners.batch_trees import LeastSquaresTree
 
@@ -181,7 +178,7 @@ def training_time(rows: int, rounds: int, repeats: int, tree_method: str) -> dic
         times["xgboost"].append(time_xgboost(X, a, p, r, k, rounds, tree_method))
         times["bopls"].append(time_bopls(X, a, p, r, k, rounds, tree_method, "xgb-objective"))
         times["bopls-per-round"].append(time_bopls(X, a, p, r, k, rounds, tree_method, "per-round"))
-    med = {name: statistics.median(v) for name, v in times.items()}
+    med = {name: median(v) for name, v in times.items()}
     return {
         "rows": int(r.size),
         "expanded_rows": int(r.size * k),
@@ -354,7 +351,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.memory_only:
         saved = json.loads(args.out.read_text())
         saved["memory"] = peak_memory(args.rows, args.rounds, args.tree_method)
-        saved["memory_command"] = "python benchmarks/bopl_speed.py " + " ".join(
+        saved["memory_command"] = "python -m benchmarks.speed.bopl_speed " + " ".join(
             a for a in (sys.argv[1:] if argv is None else argv) if a != "--no-results"
         )
         args.out.write_text(json.dumps(saved, indent=1))
@@ -375,7 +372,9 @@ def main(argv: list[str] | None = None) -> None:
 
             replace_block("bopl-speed", body)
         return
-    command = "python benchmarks/bopl_speed.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m benchmarks.speed.bopl_speed " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
     command = command.replace(" --no-results", "")
 
     ope_rows = ope_throughput(args.ope_events, 10, args.ope_repeats)

@@ -28,11 +28,11 @@ Resumable: one JSON line per (dataset, method, trial, plan) goes to ``--out``; u
 there are skipped. ``plan`` names any departure from the paper's setting (tree method, a subsample
 of the target-training rows) so reduced and full runs never mix in one table cell.
 
-    python benchmarks/bopl_repro.py run --datasets digits yeast --trials 10 --jobs 2
-    python benchmarks/bopl_repro.py cost --dataset fashion            # seconds per round
-    python benchmarks/bopl_repro.py run --datasets fashion --trials 3 --jobs 2 \\
+    python -m benchmarks.paper.bopl_repro run --datasets digits yeast --trials 10 --jobs 2
+    python -m benchmarks.paper.bopl_repro cost --dataset fashion   # seconds per round
+    python -m benchmarks.paper.bopl_repro run --datasets fashion --trials 3 --jobs 2 \\
         --tree-method hist --target-rows 48600
-    python benchmarks/bopl_repro.py report                            # RESULTS.md block + PNGs
+    python -m benchmarks.paper.bopl_repro report                   # RESULTS.md block + PNGs
 """
 
 from __future__ import annotations
@@ -53,14 +53,12 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from boosters.bopl import BOPL, BOPLS  # noqa: E402
-from boosters.brr import RewardRegression  # noqa: E402
-from boosters.policies import LoggingPolicy, expected_reward  # noqa: E402
-from learners.batch_trees import (  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.stats import median
+from boosters.bopl import BOPL, BOPLS
+from boosters.brr import RewardRegression
+from boosters.policies import LoggingPolicy, expected_reward
+from learners.batch_trees import (
     FittedBooster,
     LeastSquaresTree,
     WeightedTreeClassifier,
@@ -586,7 +584,7 @@ def measure_cost(
                     sign = 2.0 * (np.arange(k) == a[:, None]) - 1.0
                     base.fit(data, (np.sign(rt)[:, None] * sign).ravel(), np.abs(S).ravel(), t)
                 times.append(time.perf_counter() - t0)
-            per = statistics.median(times)
+            per = median(times)
             del data
         rec = {
             "dataset": dataset,
@@ -613,19 +611,20 @@ def measure_cost(
 
 #: the commands behind the RESULTS.md block (also the resume commands)
 REPRODUCE = (
-    "python benchmarks/bopl_repro.py run --datasets digits yeast --trials 3 --jobs 2",
-    "python benchmarks/bopl_repro.py run --datasets fashion --trials 3 "
+    "python -m benchmarks.paper.bopl_repro run --datasets digits yeast --trials 3 --jobs 2",
+    "python -m benchmarks.paper.bopl_repro run --datasets fashion --trials 3 "
     "--methods logging brr-xgb bopls-regr bopl-regr --tree-method hist --max-bin 64 --pool 2 "
     "--target-rows 10000",
-    "python benchmarks/bopl_repro.py run --datasets fashion --trials 3 "
+    "python -m benchmarks.paper.bopl_repro run --datasets fashion --trials 3 "
     "--methods bopls-class bopl-class --pool 2 --target-rows 2000",
-    "python benchmarks/bopl_repro.py cost --rounds 2 --variants bopls-regr:hist",
-    "python benchmarks/bopl_repro.py cost --rounds 2 --target-rows 10000 --pool 2 --max-bin 64",
-    "python benchmarks/bopl_repro.py cost --rounds 2 --target-rows 10000 --max-bin 64 "
+    "python -m benchmarks.paper.bopl_repro cost --rounds 2 --variants bopls-regr:hist",
+    "python -m benchmarks.paper.bopl_repro cost --rounds 2 --target-rows 10000 --pool 2 "
+    "--max-bin 64",
+    "python -m benchmarks.paper.bopl_repro cost --rounds 2 --target-rows 10000 --max-bin 64 "
     "--variants bopls-regr:hist",
-    "python benchmarks/bopl_repro.py cost --rounds 2 --target-rows 2000 --pool 2 "
+    "python -m benchmarks.paper.bopl_repro cost --rounds 2 --target-rows 2000 --pool 2 "
     "--variants bopls-class:exact",
-    "python benchmarks/bopl_repro.py report",
+    "python -m benchmarks.paper.bopl_repro report",
 )
 
 
@@ -664,10 +663,61 @@ def _fmt(values: list[float]) -> str:
     return f"{statistics.mean(values):.4f} ± {statistics.stdev(values):.4f}"
 
 
+def _method_rows(dataset: str, plans: list[str],
+                 cells: dict[tuple[str, str, str], list[dict[str, Any]]]) -> list[str]:
+    """One table row per (method, plan) of ``dataset``: test and validation reward, time."""
+    lines: list[str] = []
+    for method in METHODS:
+        for plan in plans:
+            group = sorted(cells.get((dataset, method, plan), []), key=lambda r: r["trial"])
+            if not group:
+                continue
+            test = [g["test_reward"] for g in group]
+            val = [g["val_reward"] for g in group]
+            secs = median(g["seconds"] for g in group)
+            shown = "none" if plan == "paper" else plan
+            line = (
+                f"| {LABELS[method]} | {shown} | {len(group)} | {_fmt(test)} | {_fmt(val)} | "
+                f"{secs:.0f} |"
+            )
+            if dataset == "fashion":
+                pm, pci = PAPER_FASHION[method]
+                diff = statistics.mean(test) - pm
+                ok = "yes" if abs(diff) <= 0.02 else "no"
+                line += f" {pm:.4f} ± {pci:.4f} | {diff:+.4f} | {ok} |"
+            lines.append(line)
+    return lines
+
+
+def _cost_lines(cost_rows: list[dict[str, Any]]) -> list[str]:
+    """The measured cost per boosting round."""
+    lines: list[str] = []
+    if cost_rows:
+        lines += [
+            "Measured cost per boosting round on trial 0's expanded matrix "
+            "(`python -m benchmarks.paper.bopl_repro cost --dataset fashion`, median of the rounds "
+            "timed; `prepare` = building the XGBoost matrix):",
+            "",
+            "| variant | plan | split method | rows × features | prepare s | s / round | "
+            "Table-5 rounds | projected min / trial |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for c in cost_rows:
+            lines.append(
+                f"| {LABELS[c['method']]} | {c.get('plan', '')} | {c['tree_method']} | "
+                f"{c['n_rows']:,} × "
+                f"{c['n_features']} | {c['prepare_seconds']:.1f} | "
+                f"{c['seconds_per_round']:.2f} | {c['table5_rounds']} | "
+                f"{c['projected_minutes_per_trial']:.0f} |"
+            )
+        lines.append("")
+    return lines
+
+
 def report(rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]], plot_dir: Path) -> str:
     """The ``bopl`` block of RESULTS.md (and the PNGs next to it)."""
     if not rows:
-        return "No runs yet: `python benchmarks/bopl_repro.py run --datasets digits yeast`."
+        return "No runs yet: `python -m benchmarks.paper.bopl_repro run --datasets digits yeast`."
     cells: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in rows:
         cells.setdefault((r["dataset"], r["method"], r["plan"]), []).append(r)
@@ -707,25 +757,7 @@ def report(rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]], plot_dir
             head += " paper | diff | within 0.02 |"
             sep += "---|---|---|"
         lines += [head, sep]
-        for method in METHODS:
-            for plan in plans:
-                group = sorted(cells.get((dataset, method, plan), []), key=lambda r: r["trial"])
-                if not group:
-                    continue
-                test = [g["test_reward"] for g in group]
-                val = [g["val_reward"] for g in group]
-                secs = statistics.median(g["seconds"] for g in group)
-                shown = "none" if plan == "paper" else plan
-                line = (
-                    f"| {LABELS[method]} | {shown} | {len(group)} | {_fmt(test)} | {_fmt(val)} | "
-                    f"{secs:.0f} |"
-                )
-                if dataset == "fashion":
-                    pm, pci = PAPER_FASHION[method]
-                    diff = statistics.mean(test) - pm
-                    ok = "yes" if abs(diff) <= 0.02 else "no"
-                    line += f" {pm:.4f} ± {pci:.4f} | {diff:+.4f} | {ok} |"
-                lines.append(line)
+        lines += _method_rows(dataset, plans, cells)
         first = next(iter(cells.get((dataset, "logging", "paper"), [])), None)
         if first:
             lines += [
@@ -738,25 +770,7 @@ def report(rows: list[dict[str, Any]], cost_rows: list[dict[str, Any]], plot_dir
         if png:
             lines += ["", f"Curves by round: `{png.relative_to(ROOT)}`."]
         lines.append("")
-    if cost_rows:
-        lines += [
-            "Measured cost per boosting round on trial 0's expanded matrix "
-            "(`python benchmarks/bopl_repro.py cost --dataset fashion`, median of the rounds "
-            "timed; `prepare` = building the XGBoost matrix):",
-            "",
-            "| variant | plan | split method | rows × features | prepare s | s / round | "
-            "Table-5 rounds | projected min / trial |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for c in cost_rows:
-            lines.append(
-                f"| {LABELS[c['method']]} | {c.get('plan', '')} | {c['tree_method']} | "
-                f"{c['n_rows']:,} × "
-                f"{c['n_features']} | {c['prepare_seconds']:.1f} | "
-                f"{c['seconds_per_round']:.2f} | {c['table5_rounds']} | "
-                f"{c['projected_minutes_per_trial']:.0f} |"
-            )
-        lines.append("")
+    lines += _cost_lines(cost_rows)
     lines.append(
         f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other jobs (noisy)."
     )
@@ -856,7 +870,7 @@ def _init_worker() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train and evaluate (resumable)")
@@ -901,6 +915,50 @@ def main(argv: list[str] | None = None) -> None:
     rep.add_argument("--out", type=Path, default=OUT / "bopl.jsonl")
     rep.add_argument("--cost", type=Path, default=OUT / "bopl_cost.jsonl")
     rep.add_argument("--no-results", action="store_true", help="print only, keep RESULTS.md")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> None:
+    """The units of ``args`` not yet in ``args.out``, appended to it as they finish."""
+    from tqdm import tqdm
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    done = {key(r) for r in read_rows(args.out)}
+    units = [
+        Unit(d, m, t, args.tree_method, args.target_rows, args.pool, args.max_bin)
+        for t in range(args.first_trial, args.first_trial + args.trials)
+        for d in args.datasets
+        for m in args.methods
+    ]
+    todo = [u for u in units if (u.dataset, u.method, u.trial, u.plan) not in done]
+    print(
+        f"{len(todo)} units to run ({len(units) - len(todo)} already in {args.out}), "
+        f"{args.jobs} processes",
+        file=sys.stderr,
+    )
+    # one os.write per line on an O_APPEND descriptor: concurrent runs never interleave
+    fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    with tqdm(total=len(todo), desc="bopl units") as bar:
+        if args.jobs > 1:
+            pool = mp.get_context("fork").Pool(args.jobs, initializer=_init_worker)
+            results = pool.imap_unordered(run_unit, todo)
+        else:
+            pool, results = None, map(run_unit, todo)
+        for row in results:
+            os.write(fd, (json.dumps(row) + "\n").encode())
+            bar.set_postfix_str(
+                f"{row['dataset']} {row['method']} t{row['trial']} "
+                f"{row['test_reward']:.4f} ({row['seconds']:.0f}s)"
+            )
+            bar.update()
+        if pool is not None:
+            pool.close()
+            pool.join()
+    os.close(fd)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _parser()
     args = parser.parse_args(argv)
 
     if args.command == "cost":
@@ -913,41 +971,7 @@ def main(argv: list[str] | None = None) -> None:
                 fh.write(json.dumps(r) + "\n")
         return
     if args.command == "run":
-        from tqdm import tqdm
-
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        done = {key(r) for r in read_rows(args.out)}
-        units = [
-            Unit(d, m, t, args.tree_method, args.target_rows, args.pool, args.max_bin)
-            for t in range(args.first_trial, args.first_trial + args.trials)
-            for d in args.datasets
-            for m in args.methods
-        ]
-        todo = [u for u in units if (u.dataset, u.method, u.trial, u.plan) not in done]
-        print(
-            f"{len(todo)} units to run ({len(units) - len(todo)} already in {args.out}), "
-            f"{args.jobs} processes",
-            file=sys.stderr,
-        )
-        # one os.write per line on an O_APPEND descriptor: concurrent runs never interleave
-        fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        with tqdm(total=len(todo), desc="bopl units") as bar:
-            if args.jobs > 1:
-                pool = mp.get_context("fork").Pool(args.jobs, initializer=_init_worker)
-                results = pool.imap_unordered(run_unit, todo)
-            else:
-                pool, results = None, map(run_unit, todo)
-            for row in results:
-                os.write(fd, (json.dumps(row) + "\n").encode())
-                bar.set_postfix_str(
-                    f"{row['dataset']} {row['method']} t{row['trial']} "
-                    f"{row['test_reward']:.4f} ({row['seconds']:.0f}s)"
-                )
-                bar.update()
-            if pool is not None:
-                pool.close()
-                pool.join()
-        os.close(fd)
+        _run(args)
         return
     body = report(read_rows(args.out), read_rows(args.cost), ROOT / "benchmarks")
     print(body)

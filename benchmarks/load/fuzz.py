@@ -11,11 +11,11 @@ and not only their 404s (invalid cases are left as generated). It prints a summa
 and per operation, with one ``curl`` reproducer per distinct failure, and writes
 ``benchmarks/out/fuzz.json``.
 
-    python benchmarks/fuzz.py                     # 1000 examples per operation, all checks
-    python benchmarks/fuzz.py --examples 200 --checks not_a_server_error
-    python benchmarks/fuzz.py --auth              # with API keys (the admin key fuzzes)
+    python -m benchmarks.load.fuzz                     # 1000 examples per operation, all checks
+    python -m benchmarks.load.fuzz --examples 200 --checks not_a_server_error
+    python -m benchmarks.load.fuzz --auth              # with API keys (the admin key fuzzes)
 
-Every process it starts is stopped on exit (see ``benchmarks/load.py``'s ``Processes``).
+Every process it starts is stopped on exit (see :class:`benchmarks.load.supervisor.Processes`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks import ROOT
+
 OUT = ROOT / "benchmarks" / "out" / "fuzz.json"
-HOOKS_MODULE = "benchmarks.fuzz"
+HOOKS_MODULE = "benchmarks.load.fuzz"
 
 # --- the seeded data and the steering, shared with tests/test_fuzz.py -------------------------
 MODEL = "fz"
@@ -162,13 +163,6 @@ if os.environ.get("SCHEMATHESIS_HOOKS") == HOOKS_MODULE:  # loaded by `schemathe
 
 
 # --- the run ----------------------------------------------------------------------------------
-def _load():  # noqa: ANN202 - benchmarks/load.py's process helpers
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import load
-
-    return load
-
-
 def run_schemathesis(base: str, args: argparse.Namespace, report_dir: Path) -> tuple[int, float]:
     """``schemathesis run`` against ``base``; its exit code and wall time."""
     config = report_dir / "schemathesis.toml"
@@ -319,18 +313,19 @@ def main(argv: list[str] | None = None) -> int:
 
     import httpx
 
-    load = _load()
+    from benchmarks.load import supervisor
+
     with tempfile.TemporaryDirectory(prefix="bb-fuzz-") as tmp:
-        procs = load.Processes(Path(tmp))
+        procs = supervisor.Processes(Path(tmp))
         try:
-            redis_url, _ = load.start_redis(procs, aof=False)
+            redis_url, _ = supervisor.start_redis(procs, aof=False)
             env = {"BOOSTBANDIT_PERSONALIZER_PARAMS": json.dumps({"n_learners": 3}),
                    "BOOSTBANDIT_PERSONALIZER_REWARD_WAIT_SECONDS": "5"}
             headers = {}
             if args.auth:
                 env |= {"BOOSTBANDIT_API_KEYS": USER_KEY, "BOOSTBANDIT_ADMIN_KEYS": ADMIN_KEY}
                 headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
-            base, service = load.start_service(procs, redis_url, extra_env=env)
+            base, service = supervisor.start_service(procs, redis_url, extra_env=env)
             with httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
                 seed_data(client, headers)
             print(f"service at {base}, redis at {redis_url}; running schemathesis "
@@ -350,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.copytree(tmp, args.keep, dirs_exist_ok=True)
     result = {
         "schemathesis": metadata.version("schemathesis"),
-        "command": "python benchmarks/fuzz.py " + " ".join(argv if argv is not None
+        "command": "python -m benchmarks.load.fuzz " + " ".join(argv if argv is not None
                                                            else sys.argv[1:]),
         "examples": args.examples, "checks": args.checks, "phases": args.phases,
         "auth": args.auth, "seconds": round(seconds, 1), "exit_code": code,

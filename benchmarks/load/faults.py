@@ -7,8 +7,8 @@ with appendonly, ``appendfsync always`` where it is killed, an API replica under
 against the log and the model against the fold of the joined stream (see the test module's
 docstring for the checks).
 
-    python benchmarks/faults.py                          # every scenario, 40 events per phase
-    python benchmarks/faults.py --events 10 --only lost-replies redis-killed
+    python -m benchmarks.load.faults                          # every scenario, 40 events per phase
+    python -m benchmarks.load.faults --events 10 --only lost-replies redis-killed
 
 The exit status is 1 if any scenario found a problem (listed in its notes).
 """
@@ -27,11 +27,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from tests.test_faults import SCENARIOS, Row, run_scenario, table  # noqa: E402
+from tests.test_faults import SCENARIOS, Row, run_scenario, table
 
 
 def machine() -> str:

@@ -5,7 +5,7 @@ The floor is the same N River trees doing exactly the predict and learn calls th
 around them. booster/floor = floor time / booster time; 1.0 means the booster's own arithmetic is
 free. Repeats alternate booster and floor runs; medians are reported.
 
-    python benchmarks/speed.py --repeats 5
+    python -m benchmarks.speed.speed --repeats 5
 
 ``--fast-vs-river`` (issue 11): AdaBandit (N = 20, rho ``--rho``, default 0.01) on Mice (one pass,
 the "numeric" tree profile), Car (x2) and a 5000-row slice of Nursery (one shuffled pass, the
@@ -18,7 +18,7 @@ loop: predict the pmf, sample an action with a seeded NumPy generator, learn
 text lines are built inside the timed loop from the same dict contexts). Medians over repeats;
 ratios per repeat and their medians. The two tree kinds must play identical actions (checked).
 
-    python benchmarks/speed.py --fast-vs-river --repeats 3 --results
+    python -m benchmarks.speed.speed --fast-vs-river --repeats 3 --results
 """
 
 from __future__ import annotations
@@ -27,20 +27,18 @@ import argparse
 import json
 import pickle
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.results import replace_block  # noqa: E402
-from boosters.registry import make_booster  # noqa: E402
-from service.sim.datasets import load_dataset  # noqa: E402
-from service.sim.loop import shuffled_order  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.results import replace_block
+from benchmarks.stats import median
+from boosters.registry import make_booster
+from service.sim.datasets import load_dataset
+from service.sim.loop import shuffled_order
 
 #: dataset -> (duplication for the timed stream, rho, tree profile) as in Zhang et al. 2019, Table 4
 SETTINGS = {"car": (2, 0.001, "bandit"), "mice": (1, 0.1, "numeric")}  # dup, rho, profile
@@ -115,7 +113,7 @@ def measure(name: str, dataset_name: str, n_learners: int, repeats: int, seed: i
     for _ in range(repeats):
         booster_times.append(run_booster(pickle.loads(blob), xs, ys))
         floor_times.append(run_floor(pickle.loads(blob)._trees, xs, calls))
-    b, f = statistics.median(booster_times), statistics.median(floor_times)
+    b, f = median(booster_times), median(floor_times)
     ratios = [ft / bt for bt, ft in zip(booster_times, floor_times)]
     return {
         "booster": name,
@@ -124,7 +122,7 @@ def measure(name: str, dataset_name: str, n_learners: int, repeats: int, seed: i
         "rounds": len(xs),
         "booster_rounds_per_second": len(xs) / b,
         "floor_rounds_per_second": len(xs) / f,
-        "ratio_median": statistics.median(ratios),
+        "ratio_median": median(ratios),
         "ratios": ratios,
     }
 
@@ -223,7 +221,7 @@ def measure_fast_vs_river(
             file=sys.stderr,
             flush=True,
         )
-    med = {k: statistics.median(v) for k, v in times.items()}
+    med = {k: median(v) for k, v in times.items()}
     per = {
         "fast/river": [r / f for r, f in zip(times["river"], times["fast"])],
         "booster/floor": [fl / f for f, fl in zip(times["fast"], times["floor"])],
@@ -241,7 +239,7 @@ def measure_fast_vs_river(
         "seed": seed,
         "rounds_per_second": {k: len(xs) / v for k, v in med.items()},
         "seconds": times,
-        "ratio_median": {k: statistics.median(v) for k, v in per.items()},
+        "ratio_median": {k: median(v) for k, v in per.items()},
         "ratios": per,
         "same_actions": same_actions,
         "accuracy": accuracy,
@@ -335,7 +333,7 @@ def main() -> None:
                     flush=True,
                 )
         if args.results:
-            command = "python benchmarks/speed.py " + " ".join(sys.argv[1:])
+            command = "python -m benchmarks.speed.speed " + " ".join(sys.argv[1:])
             write_fvr_results(fvr_rows, command, args.block)
         return
     rows = []
@@ -354,7 +352,7 @@ def main() -> None:
                     flush=True,
                 )
     if args.results:
-        write_results(rows, "python benchmarks/speed.py " + " ".join(sys.argv[1:]))
+        write_results(rows, "python -m benchmarks.speed.speed " + " ".join(sys.argv[1:]))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from another checkout (``mkdir DIR && git archive <commit> | tar -x -C DIR``), `
 times one as "after" instead of this checkout;
 the played actions are hashed, so identical decisions show as identical hashes.
 
-    python benchmarks/banditbbm_k.py --rounds 2000 --repeats 3 --before /tmp/old
+    python -m benchmarks.speed.banditbbm_k --rounds 2000 --repeats 3 --before /tmp/old
 """
 
 from __future__ import annotations
@@ -17,15 +17,17 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import pickle
 import resource
-import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks import ROOT
+from benchmarks.stats import median
 
 
 def synthetic_stream(k: int, rounds: int, seed: int = 0) -> tuple[list[dict], list[int]]:
@@ -46,11 +48,12 @@ def synthetic_stream(k: int, rounds: int, seed: int = 0) -> tuple[list[dict], li
 def one_run(
     k: int, n_learners: int, rounds: int, rho: float, seed: int, profile: bool, floor: bool = False
 ) -> dict:
-    """Time one BanditBBM run in this process (``boosters`` from the first path entry).
+    """Time one BanditBBM run in this process (``boosters`` as this interpreter imports it).
 
     With ``floor``, also time the trees alone: the same predict and learn calls (recorded from a
-    second, identical run) replayed on fresh copies of the initial trees, as benchmarks/speed.py
-    does; booster time minus floor time is the booster's own time (potentials included).
+    second, identical run) replayed on fresh copies of the initial trees, as
+    :mod:`benchmarks.speed.speed` does; booster time minus floor time is the booster's own time
+    (potentials included).
     """
     from boosters.banditbbm import BanditBBM
 
@@ -81,7 +84,7 @@ def one_run(
         profiler.disable()
         row["split"] = _split(profiler, seconds)
     if floor:
-        from benchmarks.speed import record_calls, run_floor
+        from benchmarks.speed.speed import record_calls, run_floor
 
         calls = record_calls(pickle.loads(blob), xs, ys)
         row["floor_rounds_per_s"] = rounds / run_floor(pickle.loads(blob)._trees, xs, calls)
@@ -115,30 +118,30 @@ def _split(profiler, seconds: float) -> dict:
     }
 
 
+def import_root(src: Path, into: Path) -> Path:
+    """``into`` made a directory that imports ``benchmarks`` from this checkout and every other
+    package (``boosters``, ``learners``, ``service``) from the checkout ``src`` (symlinks)."""
+    for package in sorted(src.iterdir()):
+        if (package / "__init__.py").is_file() and package.name != "benchmarks":
+            (into / package.name).symlink_to(package.resolve())
+    (into / "benchmarks").symlink_to(ROOT / "benchmarks")
+    return into
+
+
 def run_variant(src: Path, args) -> dict:
-    """One timed run in a fresh interpreter with ``src`` first on the path."""
-    command = [
-        sys.executable,
-        __file__,
-        "--one",
-        "--src",
-        str(src),
-        "--k",
-        str(args.k),
-        "--learners",
-        str(args.learners),
-        "--rounds",
-        str(args.rounds),
-        "--rho",
-        str(args.rho),
-        "--seed",
-        str(args.seed),
-    ]
+    """One timed run in a fresh interpreter importing the packages of ``src``."""
+    command = [sys.executable, "-m", "benchmarks.speed.banditbbm_k", "--one", "--k", str(args.k),
+               "--learners", str(args.learners), "--rounds", str(args.rounds), "--rho",
+               str(args.rho), "--seed", str(args.seed)]
     if args.profile:
         command.append("--profile")
     if src == args.after:
         command.append("--floor")
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    with tempfile.TemporaryDirectory(prefix="banditbbm-k-") as tmp:
+        root = import_root(src, Path(tmp))
+        env = dict(os.environ, PYTHONPATH=str(root))
+        out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=root,
+                             env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -155,10 +158,8 @@ def main() -> None:
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--profile", action="store_true", help="cProfile split per run")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--src", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        sys.path.insert(0, str(args.src))
         row = one_run(
             args.k, args.learners, args.rounds, args.rho, args.seed, args.profile, args.floor
         )
@@ -181,10 +182,10 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     floors = [r["floor_rounds_per_s"] for r in runs["after"] if "floor_rounds_per_s" in r]
-    floor = statistics.median(floors) if floors else math.nan
+    floor = median(floors) if floors else math.nan
     for name, rows in runs.items():
         rates = [r["rounds_per_s"] for r in rows]
-        rate = statistics.median(rates)
+        rate = median(rates)
         own = 1.0 / (1.0 / rate - 1.0 / floor) if rate < floor else math.inf
         print(
             f"| {name} | {rate:.1f} | {', '.join(f'{x:.1f}' for x in rates)} | {floor:.1f} | "

@@ -1,6 +1,6 @@
 """Summarise benchmarks/out/table1*.jsonl into benchmarks/RESULTS.md and plot Car's curves.
 
-    python benchmarks/table1_report.py
+    python -m benchmarks.paper.table1_report
 
 Replaces the block between the ``<!-- table1:start -->`` and ``<!-- table1:end -->`` markers of
 RESULTS.md (creating the file if needed) and writes benchmarks/car_learning_curves.png.
@@ -8,18 +8,17 @@ RESULTS.md (creating the file if needed) and writes benchmarks/car_learning_curv
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.results import replace_block  # noqa: E402
-from service.sim.plots import plot_learning_curves  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.results import replace_block
+from benchmarks.stats import median
+from service.sim.plots import plot_learning_curves
 
 OUT = ROOT / "benchmarks" / "out"
 
@@ -137,7 +136,7 @@ def extension_note(rows: list[dict], boosters: list[str]) -> str:
             + ", ".join(f"{d} {len(cost[d])}" for d in DATASETS if d in cost)
             + " (time budget). Seconds per run (one seed; median wall time on the shared "
             "machine, which had a load average of 4-8 during these runs): "
-            + ", ".join(f"{d} {np.median(cost[d]):.0f} s" for d in DATASETS if d in cost)
+            + ", ".join(f"{d} {median(cost[d]):.0f} s" for d in DATASETS if d in cost)
             + "."
         ]
         groups = defaultdict(list)  # number of seeds -> datasets
@@ -148,11 +147,12 @@ def extension_note(rows: list[dict], boosters: list[str]) -> str:
             "",
             "Commands: "
             + "; ".join(
-                f"`python benchmarks/table1.py --seeds {n} --jobs 2 --datasets {' '.join(ds)} "
+                f"`python -m benchmarks.paper.table1 --seeds {n} --jobs 2 "
+                f"--datasets {' '.join(ds)} "
                 f"--boosters {b} --out benchmarks/out/table1-{b}.jsonl`"
                 for n, ds in sorted(groups.items(), reverse=True)
             )
-            + "; then `python benchmarks/table1_report.py`.",
+            + "; then `python -m benchmarks.paper.table1_report`.",
         ]
         if gaps:
             lines += [
@@ -165,6 +165,7 @@ def extension_note(rows: list[dict], boosters: list[str]) -> str:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     rows = load_rows()
     boosters = [b for b in LABELS if any(r["booster"] == b for r in rows)]
     boosters += sorted({r["booster"] for r in rows} - set(boosters))

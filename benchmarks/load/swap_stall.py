@@ -17,8 +17,8 @@ The heap is frozen first, as a replica's :class:`~service.heap.HeapFreezer` keep
 load times and the time of one decision (whole against serving copy) are reported too, with
 medians over ``--repeats`` swaps.
 
-    python benchmarks/swap_stall.py --events 2000 --repeats 2   # quick
-    python benchmarks/swap_stall.py --results                    # 20,000 events, RESULTS.md
+    python -m benchmarks.load.swap_stall --events 2000 --repeats 2   # quick
+    python -m benchmarks.load.swap_stall --results                    # 20,000 events, RESULTS.md
 """
 
 from __future__ import annotations
@@ -28,22 +28,19 @@ import gc
 import json
 import pickle
 import random
-import statistics
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from learners.frozen import dumps_serving, release  # noqa: E402
-from service.events import decision_event, joined_event  # noqa: E402
-from service.heap import HeapFreezer  # noqa: E402
-from service.sim.datasets import load_dataset  # noqa: E402
-from service.store import ModelConfig, ServedModel  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.stats import median
+from learners.frozen import dumps_serving, release
+from service.events import decision_event, joined_event
+from service.heap import HeapFreezer
+from service.sim.datasets import load_dataset
+from service.store import ModelConfig, ServedModel
 
 
 def trained_model(events: int, seed: int = 0) -> tuple[ServedModel, list[dict]]:
@@ -160,8 +157,8 @@ def measure(events: int, repeats: int) -> dict[str, Any]:
     ):
         runs = [longest_pause(work) for _ in range(repeats)]
         out[name] = {
-            "work_ms": statistics.median(r[0] for r in runs) * 1000,
-            "longest_pause_ms": statistics.median(r[1] for r in runs) * 1000,
+            "work_ms": median(r[0] for r in runs) * 1000,
+            "longest_pause_ms": median(r[1] for r in runs) * 1000,
             "longest_pause_ms_max": max(r[1] for r in runs) * 1000,
         }
     return out
@@ -208,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     result = measure(args.events, args.repeats)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    command = "python benchmarks/swap_stall.py" + "".join(f" {a}" for a in (argv or sys.argv[1:]))
+    command = "python -m benchmarks.load.swap_stall" + "".join(
+        f" {a}" for a in (argv or sys.argv[1:])
+    )
     text = summary(result, command)
     print(text)
     if args.results:

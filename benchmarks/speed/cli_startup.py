@@ -8,7 +8,8 @@ model with 20 joined events, then times each command ``--repeats`` times as a fr
 measured is the one on ``PYTHONPATH``; ``--baseline DIR`` also times the checkout in DIR, each
 of its runs right after one of ours, so both see the same load::
 
-    PYTHONPATH=$PWD python -m benchmarks.cli_startup --repeats 15 --baseline /path/to/old/checkout
+    PYTHONPATH=$PWD python -m benchmarks.speed.cli_startup --repeats 15 \
+        --baseline /path/to/old/checkout
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import os
 import resource
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from benchmarks.stats import median
 
 
 def _port() -> int:
@@ -56,8 +58,8 @@ def _timed(args: list[str], envs: dict[str, dict[str, str]], repeats: int) -> di
         for name, env in envs.items():  # interleaved: the same load for both
             runs[name].append(_run(args, env))
     return {
-        name: {"wall": round(statistics.median(w for w, _ in got), 3),
-               "cpu": round(statistics.median(c for _, c in got), 3)}
+        name: {"wall": round(median(w for w, _ in got), 3),
+               "cpu": round(median(c for _, c in got), 3)}
         for name, got in runs.items()
     }
 

@@ -33,9 +33,9 @@ One JSON line per (dataset, noise, fold, algorithm, T, sigma) goes to benchmarks
 (cells already there are skipped, so an interrupted run resumes); the report block
 ``table3`` of benchmarks/RESULTS.md is rewritten from that file at the end.
 
-    python benchmarks/table3.py --jobs 2            # the full reproduction
-    python benchmarks/table3.py --report-only       # only rewrite the RESULTS.md block
-    python benchmarks/table3.py --quick             # smoke test: Ionosphere, T = 25, 2 folds
+    python -m benchmarks.paper.table3 --jobs 2            # the full reproduction
+    python -m benchmarks.paper.table3 --report-only       # only rewrite the RESULTS.md block
+    python -m benchmarks.paper.table3 --quick             # smoke test: Ionosphere, T = 25, 2 folds
 
 The figure benchmarks/table3.png (accuracy against noise, ours beside the paper's) is redrawn with
 the report.
@@ -57,10 +57,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from boosters.sample_efficient import (  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.stats import median
+from boosters.sample_efficient import (
     PAPER_EXPERIMENT,
     KanadeKalaiBooster,
     SampleEfficientBooster,
@@ -268,7 +267,7 @@ def run_job(job: tuple) -> list[dict]:
 #: the start of the ``table3`` block: heading, protocol, the commands that made the numbers
 HEADER = """## Ghai & Singh 2024, Table 3 (batch agnostic boosting under label noise)
 
-`benchmarks/table3.py`, protocol of the paper's Section 7 / App. J as we read it
+`benchmarks/paper/table3.py`, protocol of the paper's Section 7 / App. J as we read it
 (docs/papers.md): scikit-learn decision stumps as weak learners;
 stratified k-fold cross-validation; exactly 0/5/10/20% of the training fold's labels flipped (the
 test fold stays clean); grid T in {25, 50, 100} for every algorithm and sigma in {0.1, 0.25, 0.5}
@@ -284,12 +283,13 @@ Commands (each resumes where it stopped; the last one only rewrites this block a
 `benchmarks/table3.png`):
 
 ```bash
-python benchmarks/table3.py --jobs 2 --datasets ionosphere diabetes german \\
+python -m benchmarks.paper.table3 --jobs 2 --datasets ionosphere diabetes german \\
     --algorithms kk09 bchm20 ours adaboost
-python benchmarks/table3.py --jobs 2 --datasets waveform --folds 5 --algorithms kk09 bchm20 ours
-python benchmarks/table3.py --jobs 2 --datasets ionosphere diabetes german --max-folds 10 \\
+python -m benchmarks.paper.table3 --jobs 2 --datasets waveform --folds 5 \\
+    --algorithms kk09 bchm20 ours
+python -m benchmarks.paper.table3 --jobs 2 --datasets ionosphere diabetes german --max-folds 10 \\
     --algorithms bchm20-oco ours-alg1
-python benchmarks/table3.py --report-only
+python -m benchmarks.paper.table3 --report-only
 ```
 
 Figure: `benchmarks/table3.png` (ours solid, the paper dashed)."""
@@ -382,10 +382,118 @@ def within_spread(ours: float, paper: tuple[float, float]) -> bool:
     return abs(ours - paper[0]) <= paper[1] + 0.005 + 1e-9
 
 
+def _grid_rows(best: dict, datasets: list[str], noises: list[float], n_folds: int,
+               main: list[str]) -> tuple[list[str], dict[str, list[bool]]]:
+    """The rows of the main table, and for each algorithm whether each cell is in the paper's
+    spread."""
+    lines: list[str] = []
+    inside: dict[str, list[bool]] = {a: [] for a in main}
+    for d in datasets:
+        for noise in noises:
+            cells = [d.capitalize(), f"{noise:.0%}"]
+            for a in main:
+                b = best.get((d, noise, a))
+                p = PAPER.get(d, {}).get(noise, {}).get(a)
+                text = _cell(b, n_folds)
+                if b is not None and p is not None:
+                    ok = within_spread(b["mean"], p)
+                    inside[a].append(ok)
+                    text = text if ok else f"**{text}**"
+                cells += [text, f"{p[0]:.2f} ± {p[1]:.2f}" if p else ""]
+            lines.append("| " + " | ".join(cells) + " |")
+    return lines, inside
+
+
+def _wins_lines(best: dict, datasets: list[str], noises: list[float],
+                inside: dict[str, list[bool]]) -> list[str]:
+    lines: list[str] = []
+    wins = total = 0
+    for d in datasets:
+        for noise in noises:
+            got = {a: best.get((d, noise, a)) for a in ALGORITHMS}
+            if all(got.values()):
+                total += 1
+                wins += got["ours"]["mean"] > max(got["kk09"]["mean"], got["bchm20"]["mean"])
+    lines += [
+        "",
+        "Within the paper's spread: "
+        + ", ".join(f"{LABELS[a]} {sum(v)} of {len(v)}" for a, v in inside.items())
+        + f". Alg. 1 beats both baselines in {wins} of {total} (dataset, noise) instances here "
+        "(the paper: 18 of 24, on six datasets).",
+    ]
+    return lines
+
+
+def _extra_lines(best: dict, datasets: list[str], noises: list[float], n_folds: int,
+                 extra: list[str]) -> list[str]:
+    """The table of the algorithms the paper does not have."""
+    lines: list[str] = []
+    if extra:
+        lines += [
+            "",
+            "Extra columns (same protocol and selection, on the folds a cell states; not in "
+            "the paper's table): " + "; ".join(f"{LABELS[a]}" for a in extra) + ".",
+            "",
+            "| Dataset | Noise | " + " | ".join(LABELS[a] for a in extra) + " |",
+            "|" + "---|" * (2 + len(extra)),
+        ]
+        for d in datasets:
+            for noise in noises:
+                if not any((d, noise, a) in best for a in extra):
+                    continue
+                cells = [d.capitalize(), f"{noise:.0%}"]
+                cells += [_cell(best.get((d, noise, a)), n_folds) for a in extra]
+                lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _alg1_lines(rows: list[dict], datasets: list[str], noises: list[float]) -> list[str]:
+    """Algorithm 1 as written against the paper's variant, on the folds where both ran."""
+    lines: list[str] = []
+    ran = {(r["dataset"], r["fold"]) for r in rows if r["algorithm"] == "ours-alg1"}
+    same = best_cells([r for r in rows if (r["dataset"], r["fold"]) in ran])
+    diffs = [
+        same[(d, n, "ours-alg1")]["mean"] - same[(d, n, "ours")]["mean"]
+        for d in datasets
+        for n in noises
+        if (d, n, "ours-alg1") in same and (d, n, "ours") in same
+    ]
+    if diffs:
+        lines += [
+            "",
+            f"{LABELS['ours-alg1']} against {LABELS['ours']} on the same folds: higher in "
+            f"{sum(x > 0 for x in diffs)} of {len(diffs)} cells, by "
+            f"{median(diffs):+.3f} (median; range {min(diffs):+.3f} to {max(diffs):+.3f}).",
+        ]
+    return lines
+
+
+def _train_lines(best: dict, datasets: list[str], main: list[str], extra: list[str]) -> list[str]:
+    """In-sample accuracy at 0% noise."""
+    lines: list[str] = []
+    clean = [(d, a) for d in datasets for a in main + extra if (d, 0.0, a) in best]
+    if clean:
+        lines += [
+            "",
+            "Accuracy on the training fold itself (in-sample) at 0% noise, same cells, to check "
+            "whether the paper's numbers could be in-sample ones: "
+            + "; ".join(
+                f"{d.capitalize()} "
+                + ", ".join(
+                    f"{LABELS[a]} {best[(d, 0.0, a)]['train']:.3f}" for dd, a in clean if dd == d
+                )
+                for d in datasets
+                if any(dd == d for dd, _ in clean)
+            )
+            + ".",
+        ]
+    return lines
+
+
 def report(rows: list[dict]) -> str:
     """The ``table3`` block: our numbers with the paper's beside them, then the extra columns."""
     if not rows:
-        return "No runs yet: `python benchmarks/table3.py --jobs 2`."
+        return "No runs yet: `python -m benchmarks.paper.table3 --jobs 2`."
     best = best_cells(rows)
     datasets = [d for d in DATASETS if any(k[0] == d for k in best)]
     noises = sorted({k[1] for k in best})
@@ -409,83 +517,13 @@ def report(rows: list[dict]) -> str:
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
-    inside: dict[str, list[bool]] = {a: [] for a in main}
-    for d in datasets:
-        for noise in noises:
-            cells = [d.capitalize(), f"{noise:.0%}"]
-            for a in main:
-                b = best.get((d, noise, a))
-                p = PAPER.get(d, {}).get(noise, {}).get(a)
-                text = _cell(b, n_folds)
-                if b is not None and p is not None:
-                    ok = within_spread(b["mean"], p)
-                    inside[a].append(ok)
-                    text = text if ok else f"**{text}**"
-                cells += [text, f"{p[0]:.2f} ± {p[1]:.2f}" if p else ""]
-            lines.append("| " + " | ".join(cells) + " |")
-    wins = total = 0
-    for d in datasets:
-        for noise in noises:
-            got = {a: best.get((d, noise, a)) for a in ALGORITHMS}
-            if all(got.values()):
-                total += 1
-                wins += got["ours"]["mean"] > max(got["kk09"]["mean"], got["bchm20"]["mean"])
-    lines += [
-        "",
-        "Within the paper's spread: "
-        + ", ".join(f"{LABELS[a]} {sum(v)} of {len(v)}" for a, v in inside.items())
-        + f". Alg. 1 beats both baselines in {wins} of {total} (dataset, noise) instances here "
-        "(the paper: 18 of 24, on six datasets).",
-    ]
-    if extra:
-        lines += [
-            "",
-            "Extra columns (same protocol and selection, on the folds a cell states; not in "
-            "the paper's table): " + "; ".join(f"{LABELS[a]}" for a in extra) + ".",
-            "",
-            "| Dataset | Noise | " + " | ".join(LABELS[a] for a in extra) + " |",
-            "|" + "---|" * (2 + len(extra)),
-        ]
-        for d in datasets:
-            for noise in noises:
-                if not any((d, noise, a) in best for a in extra):
-                    continue
-                cells = [d.capitalize(), f"{noise:.0%}"]
-                cells += [_cell(best.get((d, noise, a)), n_folds) for a in extra]
-                lines.append("| " + " | ".join(cells) + " |")
+    grid, inside = _grid_rows(best, datasets, noises, n_folds, main)
+    lines += grid
+    lines += _wins_lines(best, datasets, noises, inside)
+    lines += _extra_lines(best, datasets, noises, n_folds, extra)
     if "ours-alg1" in extra and "ours" in main:
-        # Algorithm 1 as written against the paper's variant, on the folds where both ran
-        ran = {(r["dataset"], r["fold"]) for r in rows if r["algorithm"] == "ours-alg1"}
-        same = best_cells([r for r in rows if (r["dataset"], r["fold"]) in ran])
-        diffs = [
-            same[(d, n, "ours-alg1")]["mean"] - same[(d, n, "ours")]["mean"]
-            for d in datasets
-            for n in noises
-            if (d, n, "ours-alg1") in same and (d, n, "ours") in same
-        ]
-        if diffs:
-            lines += [
-                "",
-                f"{LABELS['ours-alg1']} against {LABELS['ours']} on the same folds: higher in "
-                f"{sum(x > 0 for x in diffs)} of {len(diffs)} cells, by "
-                f"{np.median(diffs):+.3f} (median; range {min(diffs):+.3f} to {max(diffs):+.3f}).",
-            ]
-    clean = [(d, a) for d in datasets for a in main + extra if (d, 0.0, a) in best]
-    if clean:
-        lines += [
-            "",
-            "Accuracy on the training fold itself (in-sample) at 0% noise, same cells, to check "
-            "whether the paper's numbers could be in-sample ones: "
-            + "; ".join(
-                f"{d.capitalize()} "
-                + ", ".join(
-                    f"{LABELS[a]} {best[(d, 0.0, a)]['train']:.3f}" for dd, a in clean if dd == d
-                )
-                for d in datasets
-                if any(dd == d for dd, _ in clean)
-            )
-            + ".",
-        ]
+        lines += _alg1_lines(rows, datasets, noises)
+    lines += _train_lines(best, datasets, main, extra)
     cpu = sum(r["seconds"] for r in rows)
     lines += ["", f"{len(rows)} fits, {cpu / 3600:.2f} hours of fitting (sum of wall times)."]
     if NOTES:
@@ -532,7 +570,7 @@ def plot(rows: list[dict], path: Path) -> Path | None:
 # ---- main ---------------------------------------------------------------------------------------
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--datasets", nargs="*", default=DATASETS, choices=DATASETS)
@@ -553,6 +591,59 @@ def main() -> None:
         help="smoke test: Ionosphere, T = 25, 2 folds, noise 0 and 10%%; "
         "writes benchmarks/out/table3-quick.{jsonl,md}, not RESULTS.md",
     )
+    return parser
+
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """The fits of ``args`` not yet in ``args.out``, appended to it as they finish."""
+    existing = read_rows(args.out)
+    for d in args.datasets:
+        other = sorted({r["folds"] for r in existing if r["dataset"] == d} - {args.folds})
+        if other:  # fold i of a k-fold split is another fold for another k
+            parser.error(
+                f"{args.out} holds {d} runs with {other} folds, not {args.folds}: use "
+                f"--folds {other[0]}, or another --out"
+            )
+    done = {key(r) for r in existing}
+    jobs = []
+    for d in args.datasets:
+        for noise in args.noise:
+            for fold in range(min(args.folds, args.max_folds or args.folds)):
+                for a in args.algorithms:
+                    cells = [
+                        c
+                        for c in grid(a, args.rounds, args.sigmas)
+                        if (d, noise, fold, a, *c) not in done
+                    ]
+                    if cells:
+                        jobs.append((d, noise, fold, args.folds, a, cells))
+    # fold by fold, so every cell fills evenly if the run is stopped early
+    jobs.sort(key=lambda j: (j[2], -len(load(j[0])[1])))
+    print(
+        f"{len(jobs)} jobs ({sum(len(j[5]) for j in jobs)} fits; {len(done)} done) "
+        f"on {platform.machine()}, {args.jobs} processes",
+        file=sys.stderr,
+    )
+    start = time.perf_counter()
+    with mp.Pool(args.jobs) as pool, args.out.open("a") as out:
+        bar = tqdm(pool.imap_unordered(run_job, jobs), total=len(jobs), file=sys.stderr)
+        for i, rows in enumerate(bar, 1):
+            for row in rows:
+                out.write(json.dumps(row) + "\n")
+            out.flush()
+            r = rows[0]
+            bar.write(
+                f"[{i}/{len(jobs)}] {r['dataset']:10s} noise {r['noise']:.2f} fold "
+                f"{r['fold']:2d} {r['algorithm']:8s} "
+                + " ".join(f"{x['accuracy']:.3f}" for x in rows)
+                + f" ({sum(x['seconds'] for x in rows):.1f} s; "
+                f"{time.perf_counter() - start:.0f} s elapsed)",
+                file=sys.stderr,
+            )
+
+
+def main() -> None:
+    parser = _parser()
     args = parser.parse_args()
     if args.quick:
         args.datasets, args.rounds, args.folds, args.noise = ["ionosphere"], [25], 2, [0.0, 0.1]
@@ -562,51 +653,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
     if not args.report_only:
-        existing = read_rows(args.out)
-        for d in args.datasets:
-            other = sorted({r["folds"] for r in existing if r["dataset"] == d} - {args.folds})
-            if other:  # fold i of a k-fold split is another fold for another k
-                parser.error(
-                    f"{args.out} holds {d} runs with {other} folds, not {args.folds}: use "
-                    f"--folds {other[0]}, or another --out"
-                )
-        done = {key(r) for r in existing}
-        jobs = []
-        for d in args.datasets:
-            for noise in args.noise:
-                for fold in range(min(args.folds, args.max_folds or args.folds)):
-                    for a in args.algorithms:
-                        cells = [
-                            c
-                            for c in grid(a, args.rounds, args.sigmas)
-                            if (d, noise, fold, a, *c) not in done
-                        ]
-                        if cells:
-                            jobs.append((d, noise, fold, args.folds, a, cells))
-        # fold by fold, so every cell fills evenly if the run is stopped early
-        jobs.sort(key=lambda j: (j[2], -len(load(j[0])[1])))
-        print(
-            f"{len(jobs)} jobs ({sum(len(j[5]) for j in jobs)} fits; {len(done)} done) "
-            f"on {platform.machine()}, {args.jobs} processes",
-            file=sys.stderr,
-        )
-        start = time.perf_counter()
-        with mp.Pool(args.jobs) as pool, args.out.open("a") as out:
-            bar = tqdm(pool.imap_unordered(run_job, jobs), total=len(jobs), file=sys.stderr)
-            for i, rows in enumerate(bar, 1):
-                for row in rows:
-                    out.write(json.dumps(row) + "\n")
-                out.flush()
-                r = rows[0]
-                bar.write(
-                    f"[{i}/{len(jobs)}] {r['dataset']:10s} noise {r['noise']:.2f} fold "
-                    f"{r['fold']:2d} {r['algorithm']:8s} "
-                    + " ".join(f"{x['accuracy']:.3f}" for x in rows)
-                    + f" ({sum(x['seconds'] for x in rows):.1f} s; "
-                    f"{time.perf_counter() - start:.0f} s elapsed)",
-                    file=sys.stderr,
-                )
-
+        _run(args, parser)
     body = report(read_rows(args.out))
     print(body)
     if args.results is not None and args.results.suffix == ".md" and args.quick:

@@ -1,6 +1,6 @@
 """Batch agnostic boosters: wall time per boosting round against fitting one stump (issue 5).
 
-For each dataset of Ghai & Singh 2024 (as :mod:`benchmarks.table3` loads it) and each batch
+For each dataset of Ghai & Singh 2024 (as :mod:`benchmarks.paper.table3` loads it) and each batch
 booster of boosters/sample_efficient.py, one repeat times
 
 - the *baseline*: one weighted decision stump (:class:`learners.stumps.DecisionStump`, unit
@@ -17,7 +17,7 @@ ran it, sigma = 0.25, fractional), ``ours-alg1`` (Algorithm 1 as written: sampli
 m = 10 x the rows of the chunks so far), ``kk09``, ``bchm20`` (Madaboost weights),
 ``bchm20-oco`` (BCHM20's OGD weights) and scikit-learn's AdaBoost over stumps for reference.
 
-    python benchmarks/batch_speed.py --repeats 7
+    python -m benchmarks.speed.batch_speed --repeats 7
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -33,11 +32,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.table3 import DATASETS, LABELS, load, make  # noqa: E402
-from learners.stumps import DecisionStump  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.paper.table3 import DATASETS, LABELS, load, make
+from benchmarks.stats import median
+from learners.stumps import DecisionStump
 
 OUT = ROOT / "benchmarks" / "out"
 BOOSTERS = ["ours", "ours-alg1", "kk09", "bchm20", "bchm20-oco", "adaboost"]
@@ -54,7 +52,7 @@ def time_stump(X: np.ndarray, y01: np.ndarray, fits: int) -> float:
         start = time.perf_counter()
         stump.fit(X, y, w, i)
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return median(times)
 
 
 def time_booster(booster: str, X: np.ndarray, y01: np.ndarray, rounds: int, seed: int) -> float:
@@ -89,9 +87,9 @@ def measure(
                 "stump_seconds": stump,
                 "round_seconds": per_round,
                 "ratios": ratios,
-                "median_stump_ms": 1e3 * statistics.median(stump),
-                "median_round_ms": 1e3 * statistics.median(per_round),
-                "median_ratio": statistics.median(ratios),
+                "median_stump_ms": 1e3 * median(stump),
+                "median_round_ms": 1e3 * median(per_round),
+                "median_ratio": median(ratios),
             }
         )
     return results
@@ -112,7 +110,8 @@ def report(results: list[dict], command: str, machine: str) -> str:
     lines = [
         "## Batch agnostic boosters: wall time per round against fitting one stump",
         "",
-        "`benchmarks/batch_speed.py` (issue 5): each booster of `boosters/sample_efficient.py` "
+        "`benchmarks/speed/batch_speed.py` (issue 5): each booster of "
+        "`boosters/sample_efficient.py` "
         "fitted with T rounds on the whole dataset; its time per round against one "
         "unit-weight decision stump fitted on the same data, both timed in every repeat.",
         "",
@@ -180,7 +179,7 @@ def main() -> None:
         args.out.write_text(json.dumps({"machine": machine, "results": results}, indent=1) + "\n")
     boosters = sorted({r["booster"] for r in results}, key=BOOSTERS.index)
     command = (
-        f"python benchmarks/batch_speed.py --rounds {args.rounds} --repeats {args.repeats} "
+        f"python -m benchmarks.speed.batch_speed --rounds {args.rounds} --repeats {args.repeats} "
         f"--boosters {' '.join(boosters)}"
     )
     body = report(results, command, machine)

@@ -1,16 +1,17 @@
 """Zhang et al. 2019 Table 1: the array-leaf trees against the stored River-leaf run (issue 11).
 
-Matches the rows of a new run (default ``benchmarks/out/table1-fast.jsonl``, written by
-``benchmarks/table1.py --out``) with the stored rows of the old run (``benchmarks/out/table1.jsonl``
-and ``table1-nm.jsonl``, River's own Hoeffding-tree leaves) by (dataset, booster, seed) and reports,
-per dataset and booster: how many seeds give exactly the same accuracy and last-20% accuracy (the
-streams are identical when the trees are), the largest difference, and the summed seconds of the
-runs, old against new (each row's ``seconds`` is the wall time of that one run, so the sums compare
-the work whatever the number of parallel jobs; both runs were on the same shared 2-core machine).
+Matches the rows of a new run (default ``benchmarks/out/table1-fast.jsonl``, written by ``python -m
+benchmarks.paper.table1 --out``) with the stored rows of the old run
+(``benchmarks/out/table1.jsonl`` and ``table1-nm.jsonl``, River's own Hoeffding-tree leaves) by
+(dataset, booster, seed) and reports, per dataset and booster: how many seeds give exactly the same
+accuracy and last-20% accuracy (the streams are identical when the trees are), the largest
+difference, and the summed seconds of the runs, old against new (each row's ``seconds`` is the wall
+time of that one run, so the sums compare the work whatever the number of parallel jobs; both runs
+were on the same shared 2-core machine).
 
-    python benchmarks/table1_compare.py --untimed car:banditbbm:4 \
+    python -m benchmarks.paper.table1_compare --untimed car:banditbbm:4 \
         --curves benchmarks/out/curves-fast --results
-    python benchmarks/table1_compare.py --old benchmarks/out/table1-river.jsonl --results \
+    python -m benchmarks.paper.table1_compare --old benchmarks/out/table1-river.jsonl --results \
         --block table1-river-rerun      # against River's leaves re-run now (--river-trees)
 """
 
@@ -22,10 +23,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from benchmarks.results import replace_block  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.results import replace_block
 
 OUT = ROOT / "benchmarks" / "out"
 BOOSTERS = ["banditbbm", "adabandit", "onlinembbm", "adaboostolm"]
@@ -190,7 +189,7 @@ def main() -> None:
         untimed.add((dataset, booster, int(seed)))
     new = {k: v for k, v in load(args.new).items() if k[1] in BOOSTERS}
     cells = compare(new, load(args.old), untimed, args.curves)
-    body = report(cells, "python benchmarks/table1_compare.py " + " ".join(sys.argv[1:]))
+    body = report(cells, "python -m benchmarks.paper.table1_compare " + " ".join(sys.argv[1:]))
     print(body)
     if args.results:
         replace_block(args.block, body)

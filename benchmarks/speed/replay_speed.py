@@ -9,7 +9,7 @@ and its baseline, medians reported:
 
 1. **parse floor**: reading and validating every line with the import parsers
    (:func:`service.replay.iter_log`), nothing else: the baseline of the estimator replay;
-2. **policy replay** (``boostbandit replay --policy``): a BOPL policy (``bopl-regr``, 20 rounds of
+2. **policy replay** (``boostbandit replay policy``): a BOPL policy (``bopl-regr``, 20 rounds of
    depth-4 trees, trained by the worker's code on the first 20,000 events) replayed over the
    whole log: IPS and SNIPS, and with DR (its reward model, 50 rounds of XGBoost, cross-fitted on
    the two halves of the log), ratio = parse floor time / replay time;
@@ -18,18 +18,18 @@ and its baseline, medians reported:
    repeat, see the numbers), in both modes (rejection sampling: decide on every event, learn on
    the ~10% that match; weighted, forced: decide and learn on every event); baseline = the same
    booster's decide/learn calls on the same contexts held in memory (no parsing, no bookkeeping);
-4. **import / export through Redis** (:func:`service.interchange.import_events` /
-   :func:`~service.interchange.export_events`) on a prefix of ``--io-events`` events (default
+4. **import / export through Redis** (:func:`service.formats.import_events` /
+   :func:`~service.formats.export_events`) on a prefix of ``--io-events`` events (default
    200,000), against a ``redis-server`` the script starts on a free loopback port in a temporary
    directory (no persistence); baselines: the parse floor on the same lines (import validates
    every line, then parses it again to write it) and a bare XRANGE page loop over the same stream
    (export).
 
-    python benchmarks/replay_speed.py                 # the full run (~15-20 min on 2 cores)
-    python benchmarks/replay_speed.py --quick         # 20k events, 1 repeat (smoke run)
-    python benchmarks/replay_speed.py --results       # also update benchmarks/RESULTS.md
-    python benchmarks/replay_speed.py --report-only --results   # the block again, from --out
-    python benchmarks/replay_speed.py --trees --results  # AdaBandit: River leaves vs arrays
+    python -m benchmarks.speed.replay_speed                 # the full run (~15-20 min on 2 cores)
+    python -m benchmarks.speed.replay_speed --quick         # 20k events, 1 repeat (smoke run)
+    python -m benchmarks.speed.replay_speed --results       # also update benchmarks/RESULTS.md
+    python -m benchmarks.speed.replay_speed --report-only --results   # the block again, from --out
+    python -m benchmarks.speed.replay_speed --trees --results  # AdaBandit: River leaves vs arrays
 
 ``--trees`` (issue 11) runs only part 3 on a log of ``--learner-events`` events: the AdaBandit
 replay (both modes) with River's own Hoeffding-tree leaves (``fast_trees=False``, before) and with
@@ -49,7 +49,6 @@ import os
 import platform
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,16 +61,14 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.results import replace_block  # noqa: E402
-from boosters.base import Decision  # noqa: E402
-from boosters.registry import make_booster  # noqa: E402
-from service.eventlog.keys import keys  # noqa: E402
-from service.events import decision_event, dumps, joined_event  # noqa: E402
-from service.replay import LoggedEvent, iter_log, replay_learner, replay_policy  # noqa: E402
+from benchmarks import ROOT
+from benchmarks.results import replace_block
+from benchmarks.stats import median
+from boosters.base import Decision
+from boosters.registry import make_booster
+from service.eventlog.keys import keys
+from service.events import decision_event, dumps, joined_event
+from service.replay import LoggedEvent, iter_log, replay_learner, replay_policy
 
 K = 10
 ACTIONS = [f"item{i}" for i in range(K)]
@@ -200,11 +197,11 @@ def booster_floor(events: list[LoggedEvent], mode: str) -> int:
 
 
 def learner_replay(path: Path, mode: str, fast_trees: bool = True) -> Any:
-    """The whole ``replay --booster adabandit`` call (validation pass and replay pass)."""
+    """The whole ``replay learner --booster adabandit`` call (validation pass and replay pass)."""
     booster = make_booster(
         "adabandit", n_actions=K, n_learners=LEARNERS, rho=RHO, seed=0, fast_trees=fast_trees
     )
-    return replay_learner(path, booster, name="adabandit", mode=mode, seed=0, progress=True)  # type: ignore[arg-type]
+    return replay_learner(path, booster, name="adabandit", mode=mode, progress=True)  # type: ignore[arg-type]
 
 
 def free_port() -> int:
@@ -344,7 +341,7 @@ def trees_bench(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return {
-        "command": "python benchmarks/replay_speed.py " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.speed.replay_speed " + " ".join(sys.argv[1:]),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": {
             "cpus": os.cpu_count(),
@@ -384,11 +381,7 @@ def trees_report(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def median(values: list[float]) -> float:
-    return float(statistics.median(values))
-
-
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--learner-events", type=int, default=20_000)
@@ -414,18 +407,116 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the AdaBandit replay, River's tree leaves against the array leaves (issue 11)",
     )
+    return parser
+
+
+def _policy_part(log: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """1-2. The parse floor and the policy replays (IPS/SNIPS, then with DR), alternating."""
+    bundle = train_policy(log, min(20_000, args.events))
+    times = Times()
+    last: Any = None
+    dr_fit = []
+    for r in range(args.repeats):
+        print(f"policy repeat {r + 1}/{args.repeats}", file=sys.stderr, flush=True)
+        parsed = times.run("parse", lambda: parse_floor(log))
+        check(parsed == args.events, f"parsed {parsed} events, expected {args.events}")
+        times.run(
+            "ips_snips",
+            lambda: replay_policy(log, bundle, name="bopl-regr", dr=False, progress=True),
+        )
+        last = times.run(
+            "with_dr",
+            lambda: replay_policy(log, bundle, name="bopl-regr", dr=True, progress=True),
+        )
+        dr_fit.append(last.extra["dr_seconds"])
+    return {
+        "events": args.events,
+        **times.to_dict(),
+        "dr_fit_wall_seconds": dr_fit,
+        "estimates": last.to_dict(curve=False)["estimates"],
+    }
+
+
+def _learner_part(prefix: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """3. AdaBandit N = 10 on the prefix, both modes, against the booster calls alone."""
+    events = [ev for _, ev in iter_log(prefix, "jsonl", ACTIONS) if isinstance(ev, LoggedEvent)]
+    learner: dict[str, Any] = {}
+    curves = {}
+    for mode in ("rejection", "weighted"):
+        times = Times()
+        res: Any = None
+        for r in range(args.repeats):
+            print(
+                f"adabandit {mode} repeat {r + 1}/{args.repeats}", file=sys.stderr, flush=True
+            )
+            res = times.run("replay", lambda mode=mode: learner_replay(prefix, mode))
+            learned = times.run("floor", lambda mode=mode: booster_floor(events, mode))
+            check(learned == res.learned, f"floor learned {learned}, replay {res.learned}")
+            curves[mode] = res
+        info = res.to_dict(curve=False)
+        learner[mode] = {
+            "events": args.learner_events,
+            **times.to_dict(),
+            "learned": info["learned"],
+            "matches": info["matches"],
+            "estimates": info["estimates"],
+            "ess": info["ess"],
+        }
+    if args.plot:
+        plot_curves(curves, args.plot)
+    return learner
+
+
+def _record(args: argparse.Namespace, argv: list[str] | None, results: dict[str, Any],
+            log_info: dict[str, Any], load_start: tuple, started_all: float) -> dict[str, Any]:
+    """The JSON of the run: command, machine, log, results."""
+    size, write_seconds = log_info["bytes"], log_info["write_seconds"]
+    return {
+        "command": " ".join(
+            ["python -m benchmarks.speed.replay_speed", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "numpy": np.__version__,
+            "river": metadata.version("river"),
+            "xgboost": __import__("xgboost").__version__,
+            "load_average_start": [round(v, 2) for v in load_start],
+            "load_average_end": [round(v, 2) for v in os.getloadavg()],
+        },
+        "log": {
+            "events": args.events,
+            "bytes": size,
+            "write_seconds": round(write_seconds, 1),
+            "actions": K,
+            "format": "jsonl",
+        },
+        "repeats": args.repeats,
+        "results": results,
+        "total_seconds": round(time.perf_counter() - started_all, 1),
+    }
+
+
+def _trees_main(args: argparse.Namespace) -> int:
+    out = args.out
+    if out == ROOT / "benchmarks/out/replay-speed.json":
+        out = out.with_name("replay-speed-trees.json")
+    if not args.report_only:
+        out.write_text(json.dumps(trees_bench(args), indent=1))
+    body = trees_report(json.loads(out.read_text()))
+    print(body)
+    if args.results:
+        replace_block("replay-speed-trees", body)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.trees:
-        out = args.out
-        if out == ROOT / "benchmarks/out/replay-speed.json":
-            out = out.with_name("replay-speed-trees.json")
-        if not args.report_only:
-            out.write_text(json.dumps(trees_bench(args), indent=1))
-        body = trees_report(json.loads(out.read_text()))
-        print(body)
-        if args.results:
-            replace_block("replay-speed-trees", body)
-        return 0
+        return _trees_main(args)
     if args.report_only:
         body = report(json.loads(args.out.read_text()))
         print(body)
@@ -452,93 +543,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         prefix = head(log, tmp / "prefix.jsonl", args.learner_events)
         io_log = head(log, tmp / "io.jsonl", args.io_events)
-
-        # 1-2. parse floor and the policy replays, alternating
-        bundle = train_policy(log, min(20_000, args.events))
-        results: dict[str, Any] = {}
-        times = Times()
-        last: Any = None
-        dr_fit = []
-        for r in range(args.repeats):
-            print(f"policy repeat {r + 1}/{args.repeats}", file=sys.stderr, flush=True)
-            parsed = times.run("parse", lambda: parse_floor(log))
-            check(parsed == args.events, f"parsed {parsed} events, expected {args.events}")
-            times.run(
-                "ips_snips",
-                lambda: replay_policy(log, bundle, name="bopl-regr", dr=False, progress=True),
-            )
-            last = times.run(
-                "with_dr",
-                lambda: replay_policy(log, bundle, name="bopl-regr", dr=True, progress=True),
-            )
-            dr_fit.append(last.extra["dr_seconds"])
-        results["policy"] = {
-            "events": args.events,
-            **times.to_dict(),
-            "dr_fit_wall_seconds": dr_fit,
-            "estimates": last.to_dict(curve=False)["estimates"],
-        }
-
-        # 3. AdaBandit N = 10 on the prefix, both modes
-        events = [ev for _, ev in iter_log(prefix, "jsonl", ACTIONS) if isinstance(ev, LoggedEvent)]
-        learner: dict[str, Any] = {}
-        curves = {}
-        for mode in ("rejection", "weighted"):
-            times = Times()
-            res: Any = None
-            for r in range(args.repeats):
-                print(
-                    f"adabandit {mode} repeat {r + 1}/{args.repeats}", file=sys.stderr, flush=True
-                )
-                res = times.run("replay", lambda mode=mode: learner_replay(prefix, mode))
-                learned = times.run("floor", lambda mode=mode: booster_floor(events, mode))
-                check(learned == res.learned, f"floor learned {learned}, replay {res.learned}")
-                curves[mode] = res
-            info = res.to_dict(curve=False)
-            learner[mode] = {
-                "events": args.learner_events,
-                **times.to_dict(),
-                "learned": info["learned"],
-                "matches": info["matches"],
-                "estimates": info["estimates"],
-                "ess": info["ess"],
-            }
-        results["adabandit"] = learner
-        if args.plot:
-            plot_curves(curves, args.plot)
-
+        results: dict[str, Any] = {"policy": _policy_part(log, args)}
+        results["adabandit"] = _learner_part(prefix, args)
         # 4. import / export
         results["io"] = io_bench(io_log, args.io_events, args.repeats, tmp)
         results["io"]["events"] = args.io_events
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-    record = {
-        "command": " ".join(
-            ["python benchmarks/replay_speed.py", *(sys.argv[1:] if argv is None else argv)]
-        ),
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "numpy": np.__version__,
-            "river": metadata.version("river"),
-            "xgboost": __import__("xgboost").__version__,
-            "load_average_start": [round(v, 2) for v in load_start],
-            "load_average_end": [round(v, 2) for v in os.getloadavg()],
-        },
-        "log": {
-            "events": args.events,
-            "bytes": size,
-            "write_seconds": round(write_seconds, 1),
-            "actions": K,
-            "format": "jsonl",
-        },
-        "repeats": args.repeats,
-        "results": results,
-        "total_seconds": round(time.perf_counter() - started_all, 1),
-    }
+    log_info = {"bytes": size, "write_seconds": write_seconds}
+    record = _record(args, argv, results, log_info, load_start, started_all)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     body = report(record)
@@ -622,7 +635,7 @@ def report(record: dict[str, Any]) -> str:
     lines = [
         "## Replay, import and export throughput",
         "",
-        "`benchmarks/replay_speed.py` (issue 6).",
+        "`benchmarks/speed/replay_speed.py` (issue 6).",
         "",
         f"Command: `{record['command']}` (repeats: {record['repeats']}, each measure alternating "
         "with its baseline; medians).",
