@@ -1,11 +1,11 @@
 """Replica freshness under load: how far an API replica's served model trails the joined stream.
 
 The scaled-out shape on one machine, everything on 127.0.0.1: its own ``redis-server`` (no
-persistence), ``boostbandit learner`` alone (``python -m service learner``), and one API
-replica (``uvicorn --factory service.api.app:create_app``, no learner in it: it serves the
-serving copies the learner publishes, or the full snapshots). An open-loop generator sends
-predict + feedback pairs at ``--rate`` pairs/s (at most ``--max-inflight`` at once) for an AdaBandit model (N = 20, seed
-4) on the bundled Car dataset (reward 1 iff the played action is the row's class), while a
+persistence), ``boostbandit learner`` alone (``python -m service learner``), and one API replica
+(``uvicorn --factory service.api.app:create_app``, no learner in it: it serves the serving copies
+the learner publishes, or the full snapshots). An open-loop generator sends predict + feedback
+pairs at ``--rate`` pairs/s (at most ``--max-inflight`` at once) for an AdaBandit model (N = 20,
+seed 4) on the bundled Car dataset (reward 1 iff the played action is the row's class), while a
 sampler, every ``--sample-ms``, reads
 
 - the replica's served version (``GET /v1/models/{name}``: joined events its copy applied),
