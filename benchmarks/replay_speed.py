@@ -253,9 +253,9 @@ def io_bench(path: Path, n: int, repeats: int, tmp: Path) -> dict[str, Any]:
     """Import and export throughput through a fresh redis-server, with their baselines."""
     import redis
 
+    from service.domain import ModelConfig
     from service.eventlog import EventLog
     from service.interchange import export_events, import_events
-    from service.store import ModelConfig
 
     proc, port = start_redis(tmp)
     try:

@@ -41,9 +41,10 @@ if str(ROOT) not in sys.path:
 
 from learners.frozen import dumps_serving, release  # noqa: E402
 from service.datasets import load_dataset  # noqa: E402
+from service.domain import ModelConfig  # noqa: E402
 from service.events import decision_event, joined_event  # noqa: E402
-from service.heap import HeapFreezer  # noqa: E402
-from service.store import ModelConfig, ServedModel  # noqa: E402
+from service.runtime import ServedModel  # noqa: E402
+from service.snapshots import HeapFreezer  # noqa: E402
 
 
 def trained_model(events: int, seed: int = 0) -> tuple[ServedModel, list[dict]]:

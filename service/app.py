@@ -32,10 +32,10 @@ from service import metrics
 from service.apidocs import add_docs
 from service.deps import require_metrics_key
 from service.eventlog import EventLog, OutcomeUnknown, connect, connect_async
-from service.heap import HeapFreezer
 from service.learner import Learner, limits
 from service.routers import decisions, health, models, personalizer, policies
 from service.settings import Settings, get_settings
+from service.snapshots import HeapFreezer
 from service.store import ModelStore
 
 __all__ = ["create_app"]

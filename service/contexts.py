@@ -1,7 +1,6 @@
-"""The decision path of the service: check a context against the model's feature schema,
-decide (the online model or the published policy), log the decision idempotently, answer.
-
-Used by ``POST /v1/models/{name}/predict`` and the Personalizer ``rank``.
+"""The checks of a context before it is decided: its sizes and the model's feature schema, and
+the digest that makes a predict idempotent. Used by ``POST /v1/models/{name}/predict`` and the
+Personalizer ``rank``.
 
 The feature schema: the first time a model sees a feature name, its type (number or string) is
 recorded in Redis with the decision that brought it (atomically, so two replicas cannot record
@@ -17,11 +16,11 @@ import json
 from typing import Any
 
 from service.eventlog import EventLog
+from service.runtime import ServedModel
 from service.settings import Settings
-from service.store import ServedModel
 
-__all__ = ["ContextError", "check_context_sizes", "context_types", "request_digest",
-           "unconfirmed_types"]
+__all__ = ["ContextError", "check_context_sizes", "confirm_types", "context_types",
+           "outcome_error", "request_digest", "unconfirmed_types"]
 
 _TYPE_NAMES = {"n": "a number", "s": "a string"}
 

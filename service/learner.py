@@ -34,9 +34,10 @@ from service.eventlog import EventLog, Limits, keys
 from service.eventlog.consumer import StreamConsumer
 from service.eventlog.log import LeaseLost
 from service.events import joined_event, loads
-from service.heap import HeapFreezer
+from service.runtime import ServedModel
 from service.settings import Settings
-from service.store import ModelStore, ServedModel, pickle_isolated, save_snapshot
+from service.snapshots import HeapFreezer, pickle_isolated
+from service.store import ModelStore, save_snapshot
 
 __all__ = ["Learner", "limits"]
 
@@ -252,7 +253,7 @@ class Learner(StreamConsumer):
     def maybe_snapshot(self, model: ServedModel) -> None:
         """Snapshot every ``snapshot_every_events`` events or ``snapshot_every_seconds``.
 
-        The state is frozen here, between events (:meth:`~service.store.ServedModel.begin_dump`:
+        The state is frozen here, between events (:meth:`~service.runtime.ServedModel.begin_dump`:
         a fork), and a background thread waits for the pickles and writes them (fenced), then
         trims the streams; one snapshot per model is in flight at a time.
         """

@@ -134,6 +134,7 @@ import numpy as np
 from boosters.base import Decision, OnlineBooster
 from boosters.exploration import complete_probabilities
 from boosters.ope import Estimate, doubly_robust, ips, snips
+from service.domain import ModelConfig
 from service.interchange import (
     _OBP_ACTION,
     PROB_TOL,
@@ -144,7 +145,6 @@ from service.interchange import (
 )
 from service.offline import restrict
 from service.progress import bar as progress_bar
-from service.store import ModelConfig
 
 __all__ = [
     "LogScan",

@@ -1,5 +1,10 @@
-"""The models held in memory (:class:`ServedModel`, :class:`ModelStore`) and how a model is
-rebuilt from the event log: its latest snapshot plus the joined events after it.
+"""The in-memory model and THE decision path of the service.
+
+:func:`decide` is the one decision: the online booster (which restricts and explores by its own
+rule) or a published policy served at a temperature with a floor (:class:`ServedPolicy`),
+restricted to the allowed actions and drawn once with the per-event generator (:func:`event_rng`).
+Predict, the Personalizer rank and the replays call it. :class:`ServedModel` holds one model in
+memory: its booster, its position in the joined stream and the locks deciding and learning share.
 
 The design (who writes what, in which order, and what survives which fault) is in
 docs/consistency.md.
@@ -7,35 +12,34 @@ docs/consistency.md.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
-import os
-import pickle
 import threading
 import time
-import warnings
-from collections.abc import Callable, Generator
-from typing import Any, NamedTuple
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from boosters.base import Decision, OnlineBooster
 from boosters.exploration import draw, restrict
-from learners.frozen import dumps_serving, release
+from learners.frozen import dumps_serving
 from service.domain import ModelConfig, ServingConfig
-from service.eventlog import EventLog
+from service.snapshots import Snapshot, dumps_whole, pickle_isolated
 
 __all__ = [
-    "EventLog",
-    "ModelConfig",
-    "ModelStore",
     "ServedModel",
-    "ServingConfig",
+    "ServedPolicy",
     "apply_joined",
+    "apply_steps",
+    "decide",
+    "event_rng",
 ]
 
 log = logging.getLogger("boostbandit.store")
+
 
 def event_rng(seed: int, event_id: str) -> np.random.Generator:
     """The generator of one decision: a function of the model seed and the event id only.
@@ -46,6 +50,61 @@ def event_rng(seed: int, event_id: str) -> np.random.Generator:
     """
     digest = int.from_bytes(hashlib.sha256(event_id.encode()).digest()[:8], "little")
     return np.random.default_rng([seed, 0xDEC1DE, digest])
+
+
+@dataclass(frozen=True)
+class ServedPolicy:
+    """A published offline policy (a :class:`~service.training.PolicyBundle`) served at
+    ``temperature`` with the propensity floor ``min_propensity``."""
+
+    bundle: Any
+    temperature: float
+    min_propensity: float
+
+    @classmethod
+    def of(cls, bundle: Any, serving: ServingConfig) -> ServedPolicy:
+        """``bundle`` at the serving config's temperature and floor (the bundle's own where the
+        config sets none)."""
+        temperature = bundle.temperature if serving.temperature is None else serving.temperature
+        floor = bundle.min_propensity if serving.min_propensity is None else serving.min_propensity
+        return cls(bundle, temperature, floor)
+
+    def probabilities(self, x: dict[str, Any]) -> np.ndarray:
+        """The policy's probabilities for context ``x`` (softmax at the temperature + floor)."""
+        return self.bundle.probabilities([x], self.temperature, self.min_propensity)[0]
+
+
+def decide(
+    source: OnlineBooster | ServedPolicy,
+    x: dict[str, Any],
+    *,
+    allowed: Sequence[int] | None = None,
+    rng: np.random.Generator,
+) -> Decision:
+    """THE decision for context ``x`` among ``allowed`` (None: every action), drawn once from
+    ``rng``; nothing changes.
+
+    An online booster decides by its own rule (its prediction and exploration restricted to
+    ``allowed``, so its loss estimate stays unbiased: :mod:`boosters.exploration`). A
+    :class:`ServedPolicy`'s probabilities are restricted (excluded actions zeroed, the rest
+    renormalised, which keeps every allowed propensity >= its floor) and one action is drawn;
+    the decision's internals name the policy version.
+
+    >>> from boosters.registry import booster_class
+    >>> booster = booster_class("banditbbm")(n_actions=3, seed=0)
+    >>> a = decide(booster, {"x": 1.0}, allowed=[0, 2], rng=event_rng(7, "e1"))
+    >>> b = decide(booster, {"x": 1.0}, allowed=[0, 2], rng=event_rng(7, "e1"))
+    >>> a.action == b.action, a.action != 1, a.probabilities[1]
+    (True, True, np.float64(0.0))
+    """
+    if not isinstance(source, ServedPolicy):
+        return source.decide_one(x, allowed=allowed, rng=rng)
+    p = source.probabilities(x)
+    if allowed is not None:
+        p = restrict(p, np.asarray(allowed))
+    return Decision(
+        action=draw(p, rng), probabilities=p, internals={"policy_version": source.bundle.version}
+    )
 
 
 def apply_joined(booster: OnlineBooster, event: dict[str, Any]) -> bool:
@@ -114,7 +173,7 @@ class ServedModel:
         self.owned = False  # True while this process's learner holds the model's lease
         self.serving_copy = False  # True for a booster restored from a serving copy: no learning
         self.last_applied_ts: float | None = None
-        # the feature types the log confirmed (service/runtime.py checks contexts against them)
+        # the feature types the log confirmed (service/contexts.py checks contexts against them)
         self.feature_types: dict[str, str] = {}
         # deciders waiting for the lock; apply() waits for _no_deciders before learning
         self._deciders = 0
@@ -146,38 +205,24 @@ class ServedModel:
         return replaced
 
     def decide(
-        self, context: dict[str, Any], event_id: str, excluded: list[int] | None = None
+        self,
+        context: dict[str, Any],
+        event_id: str,
+        excluded: list[int] | None = None,
+        policy: ServedPolicy | None = None,
     ) -> tuple[Decision, int]:
-        """Decide for ``context`` without changing the model; returns ``(decision, version)``.
+        """:func:`decide` for ``context`` with the per-event generator of ``event_id``, by
+        ``policy`` if given, else by the booster; returns ``(decision, version)``.
 
-        With ``excluded`` action indices the booster decides among the other actions (its
-        prediction and its exploration restricted to them, so its loss estimate stays unbiased:
-        :mod:`boosters.exploration`). The draws use the per-event generator of ``event_id``;
-        the booster's own state is not touched.
+        ``excluded`` action indices are left out. The booster is read under the lock (a
+        learning step waits for it); a policy does not consult it. Nothing changes.
         """
         rng = event_rng(self.config.seed, event_id)
-        with self._deciders_lock:  # seen by apply(): the learner steps aside
-            self._deciders += 1
-            self._no_deciders.clear()
-        try:
-            self.lock.acquire()  # held against a concurrent learn_one, never for long
-        finally:
-            with self._deciders_lock:
-                self._deciders -= 1
-                if self._deciders == 0:
-                    self._no_deciders.set()
-        try:
-            decision = self.booster.decide_one(context, allowed=self._allowed(excluded), rng=rng)
-            version = self.version
-        finally:
-            self.lock.release()
-        return decision, version
-
-    def _allowed(self, excluded: list[int] | None) -> list[int] | None:
-        if not excluded:
-            return None
-        gone = set(excluded)
-        return [i for i in range(len(self.config.actions)) if i not in gone]
+        allowed = self.allowed(excluded)
+        if policy is not None:
+            return decide(policy, context, allowed=allowed, rng=rng), self.version
+        with self._deciding():
+            return decide(self.booster, context, allowed=allowed, rng=rng), self.version
 
     def decide_policy(
         self,
@@ -188,21 +233,35 @@ class ServedModel:
         temperature: float,
         min_propensity: float,
     ) -> tuple[Decision, int]:
-        """Decide with a published offline policy (a :class:`~service.offline.PolicyBundle`).
+        """:meth:`decide` by the published policy ``bundle`` at ``temperature`` and floor
+        ``min_propensity``."""
+        policy = ServedPolicy(bundle, temperature, min_propensity)
+        return self.decide(context, event_id, excluded, policy=policy)
 
-        The probabilities are the policy's for ``context`` (excluded actions zeroed and the rest
-        renormalised, which keeps every allowed propensity >= ``min_propensity``); the action is
-        drawn with the per-event generator of ``event_id``. The decision's internals name the
-        policy version; the booster is not consulted and nothing changes.
-        """
-        p = bundle.probabilities([context], temperature, min_propensity)[0]
-        if excluded:
-            p = restrict(p, np.array(self._allowed(excluded)))
-        rng = event_rng(self.config.seed, event_id)
-        decision = Decision(
-            action=draw(p, rng), probabilities=p, internals={"policy_version": bundle.version}
-        )
-        return decision, self.version
+    def allowed(self, excluded: list[int] | None) -> list[int] | None:
+        """The action indices not in ``excluded`` (None: every action)."""
+        if not excluded:
+            return None
+        gone = set(excluded)
+        return [i for i in range(len(self.config.actions)) if i not in gone]
+
+    @contextmanager
+    def _deciding(self) -> Iterator[None]:
+        """Hold the lock for a decision; while waiting for it, :meth:`apply` steps aside."""
+        with self._deciders_lock:
+            self._deciders += 1
+            self._no_deciders.clear()
+        try:
+            self.lock.acquire()  # held against a concurrent learn_one, never for long
+        finally:
+            with self._deciders_lock:
+                self._deciders -= 1
+                if self._deciders == 0:
+                    self._no_deciders.set()
+        try:
+            yield
+        finally:
+            self.lock.release()
 
     def apply(self, event: dict[str, Any], joined_id: str) -> bool:
         """Apply the joined event with stream id ``joined_id`` (the learner's only write).
@@ -269,9 +328,9 @@ class ServedModel:
             version, joined_id = self.version, self.joined_id
             if not isolated:
                 b = self.booster
-                snapshot = Snapshot(_dumps_whole(b), dumps_serving(b), version, joined_id)
+                snapshot = Snapshot(dumps_whole(b), dumps_serving(b), version, joined_id)
                 return lambda: snapshot
-            pending = pickle_isolated(self.booster, _dumps_whole, dumps_serving)
+            pending = pickle_isolated(self.booster, dumps_whole, dumps_serving)
 
         def collect() -> Snapshot:
             try:
@@ -283,251 +342,3 @@ class ServedModel:
         return collect
 
 
-class Snapshot(NamedTuple):
-    """A model state as stored: the whole booster, its serving copy, and where it stands."""
-
-    blob: bytes
-    serving: bytes
-    version: int
-    joined_id: str
-
-
-def _dumps_whole(obj: Any) -> bytes:
-    return pickle.dumps(obj, protocol=5)
-
-
-def pickle_isolated(
-    obj: Any, *dumpers: Callable[[Any], bytes]
-) -> Callable[[], list[bytes]]:
-    """Start pickling ``obj`` in a forked child; returns the function that collects the bytes.
-
-    ``dumpers`` (default: ``pickle.dumps``) each turn ``obj`` into bytes; the collector returns
-    their results in order. The fork freezes ``obj`` as it is now (copy-on-write), so the
-    caller may release its locks and let other threads change it before collecting. The child
-    lowers its CPU priority (it is background work: on a busy machine the serving process and
-    the learner come first), only pickles, writes to a pipe and leaves with ``os._exit`` (no
-    locks, logging or I/O of the parent are touched). Without ``os.fork`` the pickling happens
-    here, at once. The collector raises :class:`RuntimeError` if the child failed (the frozen
-    state is gone then; the caller retries as it sees fit).
-
-    >>> [pickle.loads(b) for b in pickle_isolated({"a": [1, 2]})()]
-    [{'a': [1, 2]}]
-    >>> [len(b) for b in pickle_isolated(b"xyz", bytes, lambda o: o * 2)()]
-    [3, 6]
-    """
-    dumpers = dumpers or (_dumps_whole,)
-    if not hasattr(os, "fork"):
-        parts = [dump(obj) for dump in dumpers]
-        return lambda: parts
-    read_fd, write_fd = os.pipe()
-    with warnings.catch_warnings():  # Python >= 3.12 warns about fork in threaded processes
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        status = 1
-        try:
-            os.close(read_fd)
-            with contextlib.suppress(OSError):
-                os.nice(10)
-            view = memoryview(pickle.dumps([dump(obj) for dump in dumpers], protocol=5))
-            while view:
-                view = view[os.write(write_fd, view) :]
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_fd)
-
-    def collect() -> bytes:
-        chunks = []
-        try:
-            while chunk := os.read(read_fd, 1 << 20):  # releases the GIL while waiting
-                chunks.append(chunk)
-        finally:
-            os.close(read_fd)
-            _, status = os.waitpid(pid, 0)
-        if status != 0:
-            raise RuntimeError(f"snapshot child process failed (wait status {status})")
-        return pickle.loads(b"".join(chunks))
-
-    return collect
-
-
-def restore(
-    log_: EventLog, config: ModelConfig, replay: bool = True, serving: bool = False,
-    on_event: Callable[[], None] | None = None,
-) -> ServedModel:
-    """Latest snapshot (or a fresh booster), plus the joined events after it if ``replay``.
-
-    With ``serving`` the snapshot's serving copy is loaded instead of the whole booster (when
-    the snapshot has one): it decides the same and cannot learn, so nothing is replayed.
-    ``on_event`` is called after each replayed event (a learner renews its lease there).
-    """
-    snap = log_.load_snapshot(config.name, serving=serving)
-    if snap is not None and snap["uid"] == config.uid and snap["blob"] is not None:
-        model = ServedModel(config, pickle.loads(snap["blob"]), snap["version"],
-                            snap["joined_id"])
-        # a published serving copy is not a snapshot: report the snapshot it builds on
-        model.snapshot_version = snap.get("snapshot_version", snap["version"])
-        model.snapshot_time = snap.get("snapshot_ts", snap["ts"])
-        model.serving_copy = snap["serving"]
-        if model.serving_copy:
-            return model
-    else:
-        model = ServedModel(config, config.build())
-    if replay:
-        for sid, event in log_.joined_after(config.name, model.joined_id):
-            model.apply(event, sid)
-            if on_event is not None:
-                on_event()
-    return model
-
-
-def save_snapshot(
-    log_: EventLog, model: ServedModel, snapshot: Snapshot | None = None, lease: str | None = None
-) -> int:
-    """Write the model's snapshot (``snapshot``, or one taken now, between two events) as the
-    lease holder ``lease`` (None: the initial snapshot of a new model); returns its version."""
-    blob, serving, version, joined_id = snapshot if snapshot is not None else model.dump()
-    now = log_.save_snapshot(model.config, blob, serving, version, joined_id, lease)
-    if version >= model.snapshot_version:
-        model.snapshot_version, model.snapshot_time = version, now
-        model.snapshot_clock = time.monotonic()
-    return version
-
-
-class ModelStore:
-    """The models of this process, loaded lazily from the log and shared by API and learner.
-
-    With ``serving_only`` (an API replica: no learner in this process) models are loaded from
-    the serving copies of their snapshots (:meth:`EventLog.restore` with ``serving``), without
-    replaying the events after them: a replica serves the latest snapshot.
-    """
-
-    def __init__(self, log_: EventLog, serving_only: bool = False) -> None:
-        self.log = log_
-        self.serving_only = serving_only
-        self._models: dict[str, ServedModel] = {}
-        self._lock = threading.Lock()
-        self._policies: dict[str, tuple[str, int, Any]] = {}  # name -> (uid, version, bundle)
-        self.ready = False
-
-    def policy(self, config: ModelConfig, version: int) -> Any | None:
-        """The published policy ``version`` of a model (unpickled once per process), or None
-        if it is missing or belongs to an earlier model of that name."""
-        cached = self._policies.get(config.name)
-        if cached is not None and cached[:2] == (config.uid, version):
-            return cached[2]
-        blob = self.log.policy_blob(config.name, version)
-        if blob is None:
-            return None
-        bundle = pickle.loads(blob)
-        if bundle.model_uid != config.uid or bundle.actions != config.actions:
-            log.warning("policy %s of %s belongs to another model; ignored", version, config.name)
-            return None
-        self._policies[config.name] = (config.uid, version, bundle)
-        return bundle
-
-    def get(self, name: str) -> ServedModel | None:
-        """The model ``name`` (restored from the log on first use), or None if unknown."""
-        model = self._models.get(name)
-        if model is not None:
-            return model
-        with self._lock:
-            model = self._models.get(name)
-            if model is None:
-                config = self.log.config(name)
-                if config is None:
-                    return None
-                model = self._models[name] = restore(self.log,
-                    config, replay=not self.serving_only, serving=self.serving_only
-                )
-                self._measure(model)
-            return model
-
-    def peek(self, name: str) -> ServedModel | None:
-        """The model ``name`` if it is in memory (never loads)."""
-        return self._models.get(name)
-
-    def put(self, model: ServedModel) -> None:
-        """Register a model built here."""
-        with self._lock:
-            self._models[model.name] = model
-        self._measure(model)
-
-    def drop(self, name: str) -> None:
-        """Forget a model (deleted)."""
-        with self._lock:
-            self._models.pop(name, None)
-            self._policies.pop(name, None)
-
-    def loaded(self) -> list[ServedModel]:
-        """The models in memory."""
-        return list(self._models.values())
-
-    def load_all(self) -> None:
-        """Restore every stored model (startup) and drop models that were deleted."""
-        configs = self.log.configs()
-        for name in list(self._models):
-            if name not in configs or configs[name].uid != self._models[name].config.uid:
-                self.drop(name)
-        for name in configs:
-            self.get(name)
-        self.ready = True
-
-    def reload(
-        self, name: str, on_event: Callable[[], None] | None = None
-    ) -> ServedModel | None:
-        """Rebuild ``name`` from its snapshot and the joined events (a learner taking over;
-        ``on_event`` is called after each replayed event)."""
-        config = self.log.config(name)
-        if config is None:
-            self.drop(name)
-            return None
-        fresh = restore(self.log, config, on_event=on_event)
-        current = self._models.get(name)
-        if current is None or current.config.uid != config.uid:
-            self.put(fresh)
-            return fresh
-        current.adopt(fresh)
-        return current
-
-    def measure_staleness(self, models: list[ServedModel] | None = None) -> None:
-        """Measure how stale each model in memory and its latest snapshot are (one round trip
-        per model; the ``/metrics`` gauges read the result): :meth:`EventLog.staleness`.
-        Replicas (and ``serve``) measure at each refresh, a learner alone before each scrape,
-        and every process when a model is loaded or created (``models``: those only)."""
-        for model in self.loaded() if models is None else models:
-            self._measure(model)
-
-    def _measure(self, model: ServedModel) -> None:
-        model.staleness, model.snapshot_staleness = self.log.staleness(
-            model.name, model.joined_id)
-
-    def refresh_from_snapshots(
-        self, loading: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
-    ) -> None:
-        """API replicas: swap in newer serving copies of the models this process does not
-        learn (the learner's published copy or the latest snapshot's, whichever is newer:
-        :meth:`EventLog.serving_meta`), then measure how stale every model is.
-
-        Each load runs inside ``loading()`` (the replica passes
-        :meth:`service.heap.HeapFreezer.loading`), and the replaced serving copy is emptied
-        tree by tree (:func:`learners.frozen.release`): both keep the pauses a swap causes the
-        event loop to about a millisecond each.
-        """
-        configs = self.log.configs()
-        for model in self.loaded():
-            config = configs.get(model.name)
-            if config is None or config.uid != model.config.uid:
-                self.drop(model.name)
-                continue
-            if model.owned:
-                continue
-            meta = self.log.serving_meta(model.name)
-            if meta and meta[1] == config.uid and meta[0] > model.version:
-                with loading():
-                    fresh = restore(self.log, config, replay=False, serving=True)
-                replaced = model.adopt(fresh, newer_only=True)
-                if replaced is not None:
-                    release(replaced)
-        self.measure_staleness()

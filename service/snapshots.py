@@ -1,26 +1,15 @@
-"""Keep the models' long-lived heap out of Python's cyclic garbage collector.
+"""Snapshot and serving-copy pickling, and heap freezing.
 
-A model of 20 grown Hoeffding trees is hundreds of thousands of small Python objects. CPython's
-cyclic collector walks all of them on every full (generation 2) collection: measured 330 ms on
-the load benchmark's AdaBandit model, during which every request of the process waits. The
-trees hold no reference cycles (learning and deciding leave no cyclic garbage: a collection
-after a thousand of each finds nothing), so their objects are freed by reference counting alone
-and the collector never needs to look at them. :func:`gc.freeze` moves every object alive now
-into a permanent generation that collections skip; doing it every few seconds keeps each
-collection down to the objects created since.
+:class:`Snapshot` is a model state as stored; :func:`pickle_isolated` pickles it in a forked
+child so the serving process goes on deciding; :func:`loads` reads a stored pickle back;
+:class:`HeapFreezer` keeps the models' long-lived heap out of Python's cyclic garbage collector.
+Why each of these exists is in docs/consistency.md ("Snapshots and the heap").
 
 >>> freezer = HeapFreezer(every_seconds=5.0)
 >>> [freezer.maybe_freeze(now=t) for t in (100.0, 101.0, 106.0)]
 [True, False, True]
 >>> HeapFreezer(every_seconds=0).maybe_freeze(now=1.0)  # 0 switches it off
 False
-
-Loading a model (an API replica swapping in a snapshot) creates all of its objects at once, and
-each few hundred new objects start a collection that walks the ones before them: collections
-were most of the load's time and of the pauses it caused the other threads (RESULTS.md,
-"Service load"). :meth:`HeapFreezer.loading` holds the collector off during a load and, when
-freezing is on, freezes the heap right after it, so the loaded model is never walked.
-
 >>> with HeapFreezer(every_seconds=0).loading():  # 0: no freeze after it either
 ...     gc.isenabled()
 False
@@ -32,10 +21,96 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
+import pickle
 import time
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
-__all__ = ["HeapFreezer"]
+__all__ = ["HeapFreezer", "Snapshot", "dumps_whole", "loads", "pickle_isolated"]
+
+
+class Snapshot(NamedTuple):
+    """A model state as stored: the whole booster, its serving copy, and where it stands."""
+
+    blob: bytes
+    serving: bytes
+    version: int
+    joined_id: str
+
+
+def dumps_whole(obj: Any) -> bytes:
+    """The whole pickle of ``obj`` (protocol 5).
+
+    >>> pickle.loads(dumps_whole([1, 2]))
+    [1, 2]
+    """
+    return pickle.dumps(obj, protocol=5)
+
+
+def loads(blob: bytes) -> Any:
+    """A stored pickle (a snapshot, a serving copy or a published policy) back in memory."""
+    return pickle.loads(blob)
+
+
+def pickle_isolated(
+    obj: Any, *dumpers: Callable[[Any], bytes]
+) -> Callable[[], list[bytes]]:
+    """Start pickling ``obj`` in a forked child; returns the function that collects the bytes.
+
+    ``dumpers`` (default: :func:`dumps_whole`) each turn ``obj`` into bytes; the collector
+    returns their results in order. The fork freezes ``obj`` as it is now (copy-on-write), so
+    the caller may release its locks before collecting. Without ``os.fork`` the pickling happens
+    here, at once. The collector raises :class:`RuntimeError` if the child failed (the frozen
+    state is gone then; the caller retries as it sees fit).
+
+    >>> [pickle.loads(b) for b in pickle_isolated({"a": [1, 2]})()]
+    [{'a': [1, 2]}]
+    >>> [len(b) for b in pickle_isolated(b"xyz", bytes, lambda o: o * 2)()]
+    [3, 6]
+    """
+    dumpers = dumpers or (dumps_whole,)
+    if not hasattr(os, "fork"):
+        parts = [dump(obj) for dump in dumpers]
+        return lambda: parts
+    read_fd, write_fd = os.pipe()
+    with warnings.catch_warnings():  # Python >= 3.12 warns about fork in threaded processes
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        _child(obj, dumpers, read_fd, write_fd)
+    os.close(write_fd)
+
+    def collect() -> list[bytes]:
+        chunks = []
+        try:
+            while chunk := os.read(read_fd, 1 << 20):  # releases the GIL while waiting
+                chunks.append(chunk)
+        finally:
+            os.close(read_fd)
+            _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise RuntimeError(f"snapshot child process failed (wait status {status})")
+        return pickle.loads(b"".join(chunks))
+
+    return collect
+
+
+def _child(obj: Any, dumpers, read_fd: int, write_fd: int) -> None:  # pragma: no cover
+    """The forked child: lower priority, pickle, write to the pipe, ``os._exit`` (no locks,
+    logging or I/O of the parent are touched)."""
+    status = 1
+    try:
+        os.close(read_fd)
+        with contextlib.suppress(OSError):
+            os.nice(10)
+        view = memoryview(pickle.dumps([dump(obj) for dump in dumpers], protocol=5))
+        while view:
+            view = view[os.write(write_fd, view) :]
+        status = 0
+    finally:
+        os._exit(status)
 
 
 class HeapFreezer:

@@ -36,13 +36,13 @@ from typing import Any
 
 import redis
 
+from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.eventlog.consumer import StreamConsumer
 from service.eventlog.keys import keys
 from service.events import loads
 from service.offline import TrainConfig, train_and_evaluate
 from service.settings import Settings
-from service.store import ModelConfig
 
 __all__ = ["Worker", "train_config"]
 

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from service.app import create_app
 from service.cli import app as cli
+from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.eventlog.keys import keys
 from service.interchange import (
@@ -24,8 +25,9 @@ from service.interchange import (
     import_events,
     to_dsjson,
 )
+from service.runtime import apply_joined
 from service.settings import Settings
-from service.store import ModelConfig, apply_joined, restore
+from service.store import restore
 from tests.test_service_api import FAST, wait_for
 
 ACTIONS = ["red", "green", "blue"]

@@ -20,6 +20,7 @@ from boosters.exploration import restrict
 from boosters.registry import make_booster
 from service.app import create_app
 from service.cli import app as cli
+from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.events import decision_event, dumps, joined_event
 from service.interchange import to_dsjson
@@ -36,7 +37,6 @@ from service.replay import (
     scan_log,
 )
 from service.settings import Settings
-from service.store import ModelConfig
 
 ACTIONS = ["a", "b", "c"]
 

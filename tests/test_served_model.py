@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from boosters.adabandit import AdaBandit
-from service.heap import HeapFreezer
-from service.store import ModelConfig, ServedModel, pickle_isolated, restore
+from service.domain import ModelConfig
+from service.runtime import ServedModel
+from service.snapshots import HeapFreezer, pickle_isolated
+from service.store import restore
 
 ACTIONS = ["a", "b", "c"]
 
@@ -158,7 +160,7 @@ def test_a_waiting_decider_waits_for_one_learning_step_at_most() -> None:
 
 
 def test_learning_and_deciding_leave_no_cyclic_garbage() -> None:
-    """Freezing the heap out of the cyclic GC (service.heap) is safe only because the models
+    """Freezing the heap out of the cyclic GC (service.snapshots) is safe only because the models
     produce no reference cycles: everything they drop is freed by reference counting."""
     model = _trained(30)
     events = [_joined(model, i) for i in range(30, 130)]
@@ -192,7 +194,7 @@ def test_heap_freezer() -> None:
 def test_decisions_between_learning_steps_do_not_change_what_is_learned() -> None:
     """The service lets decisions in between the per-tree steps of an update: the model that
     results must be the one learned without them."""
-    from service.store import apply_steps
+    from service.runtime import apply_steps
 
     reference = _trained(20)
     interleaved = _trained(20)

@@ -22,8 +22,8 @@ from service.eventlog.keys import keys
 from service.events import decision_event, dumps, joined_event
 from service.featurize import Featurizer
 from service.offline import TrainConfig, train_and_evaluate
+from service.runtime import apply_joined
 from service.settings import Settings
-from service.store import apply_joined
 from service.worker import Worker
 from tests.test_service_api import wait_for
 

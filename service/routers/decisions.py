@@ -19,7 +19,8 @@ import uuid
 from fastapi import APIRouter, Depends, HTTPException, status
 
 from boosters.registry import booster_class
-from service import metrics, runtime
+from service import contexts as runtime
+from service import metrics
 from service.deps import (
     LogDep,
     ModelDep,

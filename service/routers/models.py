@@ -15,8 +15,8 @@ from service.deps import (
     require_key,
 )
 from service.eventlog import EventLog
+from service.runtime import ServedModel
 from service.schemas import CreateModel, ModelInfo, error_responses
-from service.store import ServedModel
 
 router = APIRouter(prefix="/v1/models", tags=["models"], dependencies=[Depends(require_key)],
                    responses=error_responses(401, 422, 503))

@@ -75,7 +75,8 @@ from starlette.exceptions import HTTPException  # FastAPI's is a subclass
 
 from boosters.base import check_context
 from boosters.registry import booster_class, names
-from service import creation, metrics, runtime
+from service import contexts as runtime
+from service import creation, metrics
 from service.deps import (
     SUBSCRIPTION_KEY,
     BearerCredentials,
@@ -85,7 +86,7 @@ from service.deps import (
     bearer_token,
     key_matches,
 )
-from service.domain import reward_from_client
+from service.domain import ModelConfig, reward_from_client
 from service.eventlog import EventLog, OutcomeUnknown
 from service.events import decision_event, iso_timestamp
 from service.interchange import flatten_context
@@ -97,8 +98,9 @@ from service.personalizer_schemas import (
     RankResponse,
     RewardRequest,
 )
+from service.runtime import ServedModel
 from service.settings import Settings
-from service.store import ModelConfig, ModelStore, ServedModel
+from service.store import ModelStore
 
 __all__ = ["PREFIX", "PersonalizerFailure", "router"]
 

@@ -8,7 +8,9 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, status
 
 from service.deps import LogDep, ModelDep, StoreDep, require_admin, require_key
+from service.domain import ServingConfig
 from service.eventlog import EventLog
+from service.runtime import ServedModel
 from service.schemas import (
     PoliciesResponse,
     PolicyInfo,
@@ -16,7 +18,7 @@ from service.schemas import (
     ServingRequest,
     error_responses,
 )
-from service.store import ModelStore, ServedModel, ServingConfig
+from service.store import ModelStore
 
 router = APIRouter(prefix="/v1/models", tags=["policies"], dependencies=[Depends(require_key)],
                    responses=error_responses(401, 404, 422, 503))

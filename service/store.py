@@ -1,0 +1,208 @@
+"""The models of this process (:class:`ModelStore`) and how a model is rebuilt from the event
+log: its latest snapshot plus the joined events after it (:func:`restore`), and how its
+snapshot is written (:func:`save_snapshot`).
+
+The design (who writes what, in which order, and what survives which fault) is in
+docs/consistency.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from learners.frozen import release
+from service import snapshots
+from service.domain import ModelConfig
+from service.eventlog import EventLog
+from service.runtime import ServedModel
+from service.snapshots import Snapshot
+
+__all__ = ["ModelStore", "restore", "save_snapshot"]
+
+log = logging.getLogger("boostbandit.store")
+
+
+def restore(
+    log_: EventLog, config: ModelConfig, replay: bool = True, serving: bool = False,
+    on_event: Callable[[], None] | None = None,
+) -> ServedModel:
+    """Latest snapshot (or a fresh booster), plus the joined events after it if ``replay``.
+
+    With ``serving`` the snapshot's serving copy is loaded instead of the whole booster (when
+    the snapshot has one): it decides the same and cannot learn, so nothing is replayed.
+    ``on_event`` is called after each replayed event (a learner renews its lease there).
+    """
+    snap = log_.load_snapshot(config.name, serving=serving)
+    if snap is not None and snap["uid"] == config.uid and snap["blob"] is not None:
+        model = ServedModel(config, snapshots.loads(snap["blob"]), snap["version"],
+                            snap["joined_id"])
+        # a published serving copy is not a snapshot: report the snapshot it builds on
+        model.snapshot_version = snap.get("snapshot_version", snap["version"])
+        model.snapshot_time = snap.get("snapshot_ts", snap["ts"])
+        model.serving_copy = snap["serving"]
+        if model.serving_copy:
+            return model
+    else:
+        model = ServedModel(config, config.build())
+    if replay:
+        for sid, event in log_.joined_after(config.name, model.joined_id):
+            model.apply(event, sid)
+            if on_event is not None:
+                on_event()
+    return model
+
+
+def save_snapshot(
+    log_: EventLog, model: ServedModel, snapshot: Snapshot | None = None, lease: str | None = None
+) -> int:
+    """Write the model's snapshot (``snapshot``, or one taken now, between two events) as the
+    lease holder ``lease`` (None: the initial snapshot of a new model); returns its version."""
+    blob, serving, version, joined_id = snapshot if snapshot is not None else model.dump()
+    now = log_.save_snapshot(model.config, blob, serving, version, joined_id, lease)
+    if version >= model.snapshot_version:
+        model.snapshot_version, model.snapshot_time = version, now
+        model.snapshot_clock = time.monotonic()
+    return version
+
+
+class ModelStore:
+    """The models of this process, loaded lazily from the log and shared by API and learner.
+
+    With ``serving_only`` (an API replica: no learner in this process) models are loaded from
+    the serving copies of their snapshots (:meth:`EventLog.restore` with ``serving``), without
+    replaying the events after them: a replica serves the latest snapshot.
+    """
+
+    def __init__(self, log_: EventLog, serving_only: bool = False) -> None:
+        self.log = log_
+        self.serving_only = serving_only
+        self._models: dict[str, ServedModel] = {}
+        self._lock = threading.Lock()
+        self._policies: dict[str, tuple[str, int, Any]] = {}  # name -> (uid, version, bundle)
+        self.ready = False
+
+    def policy(self, config: ModelConfig, version: int) -> Any | None:
+        """The published policy ``version`` of a model (unpickled once per process), or None
+        if it is missing or belongs to an earlier model of that name."""
+        cached = self._policies.get(config.name)
+        if cached is not None and cached[:2] == (config.uid, version):
+            return cached[2]
+        blob = self.log.policy_blob(config.name, version)
+        if blob is None:
+            return None
+        bundle = snapshots.loads(blob)
+        if bundle.model_uid != config.uid or bundle.actions != config.actions:
+            log.warning("policy %s of %s belongs to another model; ignored", version, config.name)
+            return None
+        self._policies[config.name] = (config.uid, version, bundle)
+        return bundle
+
+    def get(self, name: str) -> ServedModel | None:
+        """The model ``name`` (restored from the log on first use), or None if unknown."""
+        model = self._models.get(name)
+        if model is not None:
+            return model
+        with self._lock:
+            model = self._models.get(name)
+            if model is None:
+                config = self.log.config(name)
+                if config is None:
+                    return None
+                model = self._models[name] = restore(self.log,
+                    config, replay=not self.serving_only, serving=self.serving_only
+                )
+                self._measure(model)
+            return model
+
+    def peek(self, name: str) -> ServedModel | None:
+        """The model ``name`` if it is in memory (never loads)."""
+        return self._models.get(name)
+
+    def put(self, model: ServedModel) -> None:
+        """Register a model built here."""
+        with self._lock:
+            self._models[model.name] = model
+        self._measure(model)
+
+    def drop(self, name: str) -> None:
+        """Forget a model (deleted)."""
+        with self._lock:
+            self._models.pop(name, None)
+            self._policies.pop(name, None)
+
+    def loaded(self) -> list[ServedModel]:
+        """The models in memory."""
+        return list(self._models.values())
+
+    def load_all(self) -> None:
+        """Restore every stored model (startup) and drop models that were deleted."""
+        configs = self.log.configs()
+        for name in list(self._models):
+            if name not in configs or configs[name].uid != self._models[name].config.uid:
+                self.drop(name)
+        for name in configs:
+            self.get(name)
+        self.ready = True
+
+    def reload(
+        self, name: str, on_event: Callable[[], None] | None = None
+    ) -> ServedModel | None:
+        """Rebuild ``name`` from its snapshot and the joined events (a learner taking over;
+        ``on_event`` is called after each replayed event)."""
+        config = self.log.config(name)
+        if config is None:
+            self.drop(name)
+            return None
+        fresh = restore(self.log, config, on_event=on_event)
+        current = self._models.get(name)
+        if current is None or current.config.uid != config.uid:
+            self.put(fresh)
+            return fresh
+        current.adopt(fresh)
+        return current
+
+    def measure_staleness(self, models: list[ServedModel] | None = None) -> None:
+        """Measure how stale each model in memory and its latest snapshot are (one round trip
+        per model; the ``/metrics`` gauges read the result): :meth:`EventLog.staleness`.
+        Replicas (and ``serve``) measure at each refresh, a learner alone before each scrape,
+        and every process when a model is loaded or created (``models``: those only)."""
+        for model in self.loaded() if models is None else models:
+            self._measure(model)
+
+    def _measure(self, model: ServedModel) -> None:
+        model.staleness, model.snapshot_staleness = self.log.staleness(
+            model.name, model.joined_id)
+
+    def refresh_from_snapshots(
+        self, loading: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    ) -> None:
+        """API replicas: swap in newer serving copies of the models this process does not
+        learn (the learner's published copy or the latest snapshot's, whichever is newer:
+        :meth:`EventLog.serving_meta`), then measure how stale every model is.
+
+        Each load runs inside ``loading()`` (the replica passes
+        :meth:`service.snapshots.HeapFreezer.loading`), and the replaced serving copy is emptied
+        tree by tree (:func:`learners.frozen.release`): both keep the pauses a swap causes the
+        event loop to about a millisecond each.
+        """
+        configs = self.log.configs()
+        for model in self.loaded():
+            config = configs.get(model.name)
+            if config is None or config.uid != model.config.uid:
+                self.drop(model.name)
+                continue
+            if model.owned:
+                continue
+            meta = self.log.serving_meta(model.name)
+            if meta and meta[1] == config.uid and meta[0] > model.version:
+                with loading():
+                    fresh = restore(self.log, config, replay=False, serving=True)
+                replaced = model.adopt(fresh, newer_only=True)
+                if replaced is not None:
+                    release(replaced)
+        self.measure_staleness()
