@@ -174,7 +174,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if not url:
             if not settings.run_learner:
                 raise RuntimeError("REDIS_URL is required for an API replica (no learner here)")
-            from service.embedded import EmbeddedRedis
+            from service.eventlog.embedded import EmbeddedRedis
 
             embedded = EmbeddedRedis(settings.data_dir, settings.embedded_fsync)
             url = embedded.url

@@ -367,7 +367,7 @@ def _redis_settings(data_dir: Path | None, purpose: str = "the events") -> Any:
     set, else to the socket of the embedded server a running ``serve`` owns on the data
     directory. When none runs there: one ``error:`` line naming the directory (this never
     starts a server: the directory belongs to ``serve``)."""
-    from service.embedded import SOCKET_NAME, running_url
+    from service.eventlog.embedded import SOCKET_NAME, running_url
 
     settings = _settings(data_dir)
     if settings.redis_url:
@@ -423,7 +423,12 @@ def serve_command(
     if not settings.redis_url:
         # started here, in the main thread, before any other thread: its PR_SET_PDEATHSIG is
         # tied to this thread, so the server stops when this process dies
-        from service.embedded import DataDirInUse, EmbeddedRedis, EmbeddedRedisError, running_url
+        from service.eventlog.embedded import (
+            DataDirInUse,
+            EmbeddedRedis,
+            EmbeddedRedisError,
+            running_url,
+        )
 
         try:
             embedded = EmbeddedRedis(settings.data_dir, settings.embedded_fsync)

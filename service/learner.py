@@ -26,13 +26,10 @@ import threading
 import time
 from typing import Any
 
-import redis
-
 from learners.frozen import dumps_serving
 from service import metrics
-from service.eventlog import EventLog, Limits, keys
+from service.eventlog import EventLog, LeaseLost, Limits, Redis, RedisError, ResponseError, keys
 from service.eventlog.consumer import StreamConsumer
-from service.eventlog.log import LeaseLost
 from service.events import joined_event, loads
 from service.runtime import ServedModel
 from service.settings import Settings
@@ -62,7 +59,7 @@ class Learner(StreamConsumer):
 
     GROUP = EventLog.GROUP
 
-    def __init__(self, store: ModelStore, settings: Settings, client: redis.Redis) -> None:
+    def __init__(self, store: ModelStore, settings: Settings, client: Redis) -> None:
         # its own client: blocking reads must not hold the API's pool
         super().__init__(EventLog(client, limits=limits(settings)),
                          settings.learner_lease_seconds, "learner")
@@ -102,7 +99,7 @@ class Learner(StreamConsumer):
                         save_snapshot(self.log, model, lease=self.leases[model.name])
                     model.owned = False
             self.release_all()
-        except (redis.RedisError, LeaseLost) as exc:
+        except (RedisError, LeaseLost) as exc:
             log.warning("final snapshot failed: %s", exc)
 
     def on_lease_lost(self, name: str) -> None:
@@ -165,7 +162,7 @@ class Learner(StreamConsumer):
         try:
             response = self.log.read_group(self.GROUP, "learner", streams,
                                            self.settings.learner_batch, block)
-        except redis.ResponseError as exc:
+        except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
             # a model was deleted (or recreated) under us: resync on the next step
@@ -319,7 +316,7 @@ class Learner(StreamConsumer):
             self.log.publish_serving(model.config, blob, version, joined_id, lease)
             model.published_version = max(model.published_version, version)
             model.publish_seconds = time.monotonic() - started
-        except (RuntimeError, redis.RedisError, LeaseLost) as exc:  # the next interval retries
+        except (RuntimeError, RedisError, LeaseLost) as exc:  # the next interval retries
             log.warning("serving copy %s of %s not published: %s", version, model.name, exc)
 
     def _write_snapshot(self, model: ServedModel, collect, lease: str) -> None:
@@ -327,5 +324,5 @@ class Learner(StreamConsumer):
             snapshot = collect()
             save_snapshot(self.log, model, snapshot, lease=lease)
             self.log.trim(model.name, snapshot.joined_id)
-        except (redis.RedisError, LeaseLost) as exc:  # the next interval tries again
+        except (RedisError, LeaseLost) as exc:  # the next interval tries again
             log.warning("snapshot of %s not written: %s", model.name, exc)

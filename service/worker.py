@@ -34,10 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
 from service.domain import ModelConfig
-from service.eventlog import EventLog
+from service.eventlog import EventLog, Redis, RedisError, ResponseError
 from service.eventlog.consumer import StreamConsumer
 from service.eventlog.keys import keys
 from service.events import loads
@@ -99,7 +97,7 @@ class Worker(StreamConsumer):
     RETRY_SECONDS = 1.0
 
     def __init__(
-        self, client: redis.Redis, settings: Settings, models: Sequence[str] | None = None
+        self, client: Redis, settings: Settings, models: Sequence[str] | None = None
     ) -> None:
         super().__init__(EventLog(client), settings.worker_lease_seconds, "worker")
         self.settings = settings
@@ -180,7 +178,7 @@ class Worker(StreamConsumer):
         self.close_endpoint()
         try:
             self.release_all()
-        except redis.RedisError as exc:
+        except RedisError as exc:
             log.warning("could not release worker leases: %s", exc)
         self.states.clear()
 
@@ -257,7 +255,7 @@ class Worker(StreamConsumer):
                 1000,
                 self.settings.worker_block_ms,
             )
-        except redis.ResponseError as exc:
+        except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
             self.states.clear()  # a model was deleted under us: resync next step
@@ -294,7 +292,7 @@ class Worker(StreamConsumer):
         state.new_events, state.last_train = 0, now
         try:
             meta = self.train(state.config, events)
-        except redis.RedisError:
+        except RedisError:
             raise
         except (ValueError, LookupError) as exc:
             state.last_error = str(exc)
