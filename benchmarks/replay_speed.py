@@ -170,7 +170,7 @@ def parse_floor(path: Path) -> int:
 
 def train_policy(path: Path, n: int) -> Any:
     """A BOPL policy trained by the worker's code on the first ``n`` events of ``path``."""
-    from service.offline import TrainConfig, train_and_evaluate
+    from service.training import TrainConfig, train_and_evaluate
 
     events = []
     with open(path) as handle:

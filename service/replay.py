@@ -143,8 +143,8 @@ from service.interchange import (
     _pick,
     check_reward_map,
 )
-from service.offline import restrict
 from service.progress import bar as progress_bar
+from service.training import restrict
 
 __all__ = [
     "LogScan",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import os
 import pickle
 import time
@@ -28,7 +29,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-__all__ = ["HeapFreezer", "Snapshot", "dumps_whole", "loads", "pickle_isolated"]
+__all__ = ["MOVED_MODULES", "HeapFreezer", "Snapshot", "dumps_whole", "loads", "pickle_isolated"]
 
 
 class Snapshot(NamedTuple):
@@ -49,9 +50,26 @@ def dumps_whole(obj: Any) -> bytes:
     return pickle.dumps(obj, protocol=5)
 
 
+#: where the classes of stored pickles moved: a pickle written before names the old module
+MOVED_MODULES = {"service.offline": "service.training", "service.featurize": "service.training"}
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class(MOVED_MODULES.get(module, module), name)
+
+
 def loads(blob: bytes) -> Any:
-    """A stored pickle (a snapshot, a serving copy or a published policy) back in memory."""
-    return pickle.loads(blob)
+    """A stored pickle (a snapshot, a serving copy or a published policy) back in memory, its
+    classes looked up where they live now (:data:`MOVED_MODULES`).
+
+    >>> from service.training import Featurizer
+    >>> old = pickle.dumps(Featurizer(), protocol=0)
+    >>> old = old.replace(b"service.training", b"service.offline")
+    >>> b"service.training" in old, loads(old)
+    (False, Featurizer(max_categories=100))
+    """
+    return _Unpickler(io.BytesIO(blob)).load()
 
 
 def pickle_isolated(

@@ -6,7 +6,7 @@ consumer group ``worker``, keeping the last ``worker_window`` joined events in m
 ``worker_retrain_events`` new events, or every ``worker_retrain_seconds`` when there are new
 events, once the window holds ``worker_min_events``, it trains the configured BOPL variant on the
 window minus its most recent ``worker_holdout_fraction`` and evaluates it on that hold-out slice
-(:func:`service.offline.train_and_evaluate`: SNIPS and DR with intervals, for the new policy and
+(:func:`service.training.train_and_evaluate`: SNIPS and DR with intervals, for the new policy and
 for the logging policy). Every trained policy is recorded with a new version, its metrics and
 training metadata; it is *published* (its pickle stored and the model's ``published`` pointer
 moved) only when the one-sided lower bound of the paired difference (new policy minus logging
@@ -27,7 +27,6 @@ by the policies route).
 from __future__ import annotations
 
 import logging
-import pickle
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -39,8 +38,9 @@ from service.eventlog import EventLog, Redis, RedisError, ResponseError
 from service.eventlog.consumer import StreamConsumer
 from service.eventlog.keys import keys
 from service.events import loads
-from service.offline import TrainConfig, train_and_evaluate
 from service.settings import Settings
+from service.snapshots import dumps_whole
+from service.training import TrainConfig, train_and_evaluate
 
 __all__ = ["Worker", "train_config"]
 
@@ -154,7 +154,7 @@ class Worker(StreamConsumer):
         result.meta["training"]["window"] = len(events)
         version = self.log.next_policy_version(name)
         result.bundle.version = version
-        blob = pickle.dumps(result.bundle, protocol=5) if result.published else None
+        blob = dumps_whole(result.bundle) if result.published else None
         meta = self.log.store_policy(name, version, result.meta, blob, result.published)
         _log_result(name, meta)
         return meta

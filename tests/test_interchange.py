@@ -383,7 +383,7 @@ def test_obp_table(redis_url: str, tmp_path: Path) -> None:
     finally:
         vw.finish()
     # the worker reads them (the logging policy's vector completed in memory, not in the log)
-    from service.offline import logged_data
+    from service.training import logged_data
 
     data = logged_data(_joined(redis_url, "obp"), ACTIONS)
     assert data.propensities.tolist() == [0.5, 0.25]

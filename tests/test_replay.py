@@ -24,7 +24,6 @@ from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.events import decision_event, dumps, joined_event
 from service.interchange import to_dsjson
-from service.offline import TrainConfig, train_and_evaluate
 from service.replay import (
     ReplayError,
     detect_format,
@@ -37,6 +36,7 @@ from service.replay import (
     scan_log,
 )
 from service.settings import Settings
+from service.training import TrainConfig, train_and_evaluate
 
 ACTIONS = ["a", "b", "c"]
 
