@@ -1,21 +1,11 @@
-"""The learner: joins rewards to decisions, applies the joined stream, snapshots.
+"""The learner: joins rewards to decisions, applies the joined stream, snapshots, publishes.
 
-Per model whose lease it holds (a :class:`~service.eventlog.consumer.StreamConsumer`), each
-step:
-
-1. **Join.** Feedback entries (consumer group ``learner``) and decisions whose reward window
-   closed (the waiting set, by Redis's clock) are joined by one fenced script each: the
-   feedback recorded within the window if there is one, else the default reward; never both,
-   never twice. A feedback entry is acknowledged after its join.
-2. **Apply.** The model applies the joined stream in its order from its own last applied id,
-   so whatever failed between a join and its apply, the event is applied on the next step,
-   exactly once.
-3. **Snapshot** between events, fenced, and trim the streams below what is consumed.
-4. **Publish** the serving copy (fenced) every ``serving_publish_seconds`` when the model
-   changed: API replicas load it, so they trail by about that much, not by a snapshot interval.
-
-Decisions served by an offline policy (``bb.policy``) are joined like the others but marked
-``_skipLearn``. The guarantees and the faults they are tested against: docs/consistency.md.
+Per model whose lease it holds (a :class:`~service.eventlog.consumer.StreamConsumer`), each step
+joins feedback entries and the decisions whose reward window closed (fenced scripts, Redis's
+clock), applies the joined stream from the model's own last applied id, snapshots between events
+and trims the streams, and publishes the serving copy every ``serving_publish_seconds`` when the
+model changed. Decisions served by an offline policy (``bb.policy``) are joined but marked
+``_skipLearn``. The path of one event and what survives which fault: docs/consistency.md.
 ``boostbandit serve`` runs it in a thread of the API process; ``boostbandit learner`` alone.
 """
 

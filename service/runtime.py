@@ -270,16 +270,10 @@ class ServedModel:
         only: the live learner never applies them, so neither does a restore (no learning, no
         version step), and a restored model equals the live one.
 
-        Deciders come first. The update runs in the booster's
-        :meth:`~boosters.base.OnlineBooster.learn_steps` (one weak learner each), taking the
-        lock per step, so a decision waits for one tree's update at most, not for the whole
-        ensemble's (milliseconds on grown trees). A decision taken between two steps sees some
-        trees updated and the ensemble weights not yet: it is still a valid decision of that
-        state, logged with its internals, and learning only ever uses logged internals, so the
-        model itself stays a function of the joined events alone. And while a :meth:`decide`
-        waits for the lock, the learner steps aside (up to ``YIELD_SECONDS``): Python's locks
-        are not fair, so a learner running a backlog could otherwise re-take the lock before a
-        waiting request thread wakes up.
+        Deciders come first: the update runs in the booster's
+        :meth:`~boosters.base.OnlineBooster.learn_steps`, taking the lock per step, and steps
+        aside (up to ``YIELD_SECONDS``) while a :meth:`decide` waits; why a decision between two
+        steps is still valid: docs/consistency.md, "Deciding while learning".
         """
         if self.serving_copy:
             raise RuntimeError(
@@ -309,9 +303,8 @@ class ServedModel:
         """The whole booster and its serving copy, pickled from one consistent state.
 
         With ``isolated`` (and ``os.fork`` available) the state is frozen by a fork taken under
-        the lock, and the child process pickles it while this process goes on deciding: pickling
-        20 grown trees takes hundreds of milliseconds of CPU that would otherwise hold the GIL
-        (and the model) for every request. See :func:`pickle_isolated`.
+        the lock, and a child process pickles it while this process goes on deciding
+        (:func:`~service.snapshots.pickle_isolated`).
         """
         return self.begin_dump(isolated)()
 

@@ -14,11 +14,7 @@ policy, per hold-out event) at ``worker_level`` is above zero.
 ``GET /v1/models/{name}/policies`` lists them; ``PUT /v1/models/{name}/serving`` switches a model
 to serve its latest published policy.
 
-Restarts lose nothing: the window is rebuilt from the joined stream itself (the events up to the
-group's last delivered id), entries delivered but not acknowledged are acknowledged then (they
-are already in the rebuilt window), and the count of events since the last training is recounted
-from the newest policy's ``training.last_stream_id``. Entries are acknowledged as soon as they are
-in the window, since the stream, not the acknowledgement, is what the window is rebuilt from.
+Restarts lose nothing (docs/training.md, "Restarts of the worker").
 
 Progress goes to the ``boostbandit.worker`` logger and to the model's ``worker_status`` key (shown
 by the policies route).
