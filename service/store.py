@@ -17,9 +17,9 @@ from typing import Any
 
 from learners.frozen import release
 from service import snapshots
-from service.domain import ModelConfig
+from service.domain import ModelConfig, ServingConfig
 from service.eventlog import EventLog
-from service.runtime import ServedModel
+from service.runtime import ServedModel, ServedPolicy
 from service.snapshots import Snapshot
 
 __all__ = ["ModelStore", "restore", "save_snapshot"]
@@ -101,6 +101,21 @@ class ModelStore:
             return None
         self._policies[config.name] = (config.uid, version, bundle)
         return bundle
+
+    def served_policy(
+        self, config: ModelConfig, serving: ServingConfig, published: int | None
+    ) -> ServedPolicy | None:
+        """What decides under ``serving``: the published policy ``published`` at the serving
+        temperature and floor, or None (the online booster) in online mode or when that policy
+        is unavailable (the online booster is the fallback then)."""
+        if serving.mode != "policy" or published is None:
+            return None
+        bundle = self.policy(config, published)
+        if bundle is None:
+            log.warning("%s: published policy %s unavailable; serving online", config.name,
+                        published)
+            return None
+        return ServedPolicy.of(bundle, serving)
 
     def get(self, name: str) -> ServedModel | None:
         """The model ``name`` (restored from the log on first use), or None if unknown."""
