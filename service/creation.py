@@ -17,7 +17,8 @@ from typing import Any
 from boosters.registry import booster_params
 from service.domain import ModelConfig
 from service.eventlog import EventLog
-from service.store import ModelStore, ServedModel, save_snapshot
+from service.runtime import ServedModel
+from service.store import ModelStore, save_snapshot
 
 __all__ = ["InvalidModel", "ModelExists", "create_model"]
 

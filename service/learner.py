@@ -1,21 +1,11 @@
-"""The learner: joins rewards to decisions, applies the joined stream, snapshots.
+"""The learner: joins rewards to decisions, applies the joined stream, snapshots, publishes.
 
-Per model whose lease it holds (a :class:`~service.eventlog.consumer.StreamConsumer`), each
-step:
-
-1. **Join.** Feedback entries (consumer group ``learner``) and decisions whose reward window
-   closed (the waiting set, by Redis's clock) are joined by one fenced script each: the
-   feedback recorded within the window if there is one, else the default reward; never both,
-   never twice. A feedback entry is acknowledged after its join.
-2. **Apply.** The model applies the joined stream in its order from its own last applied id,
-   so whatever failed between a join and its apply, the event is applied on the next step,
-   exactly once.
-3. **Snapshot** between events, fenced, and trim the streams below what is consumed.
-4. **Publish** the serving copy (fenced) every ``serving_publish_seconds`` when the model
-   changed: API replicas load it, so they trail by about that much, not by a snapshot interval.
-
-Decisions served by an offline policy (``bb.policy``) are joined like the others but marked
-``_skipLearn``. The guarantees and the faults they are tested against: docs/consistency.md.
+Per model whose lease it holds (a :class:`~service.eventlog.consumer.StreamConsumer`), each step
+joins feedback entries and the decisions whose reward window closed (fenced scripts, Redis's
+clock), applies the joined stream from the model's own last applied id, snapshots between events
+and trims the streams, and publishes the serving copy every ``serving_publish_seconds`` when the
+model changed. Decisions served by an offline policy (``bb.policy``) are joined but marked
+``_skipLearn``. The path of one event and what survives which fault: docs/consistency.md.
 ``boostbandit serve`` runs it in a thread of the API process; ``boostbandit learner`` alone.
 """
 
@@ -26,17 +16,15 @@ import threading
 import time
 from typing import Any
 
-import redis
-
 from learners.frozen import dumps_serving
 from service.api import metrics
-from service.eventlog import EventLog, Limits, keys
+from service.eventlog import EventLog, LeaseLost, Limits, Redis, RedisError, ResponseError, keys
 from service.eventlog.consumer import StreamConsumer
-from service.eventlog.log import LeaseLost
 from service.events import joined_event, loads
-from service.heap import HeapFreezer
+from service.runtime import ServedModel
 from service.settings import Settings
-from service.store import ModelStore, ServedModel, pickle_isolated, save_snapshot
+from service.snapshots import HeapFreezer, pickle_isolated
+from service.store import ModelStore, save_snapshot
 
 __all__ = ["Learner", "limits"]
 
@@ -61,7 +49,7 @@ class Learner(StreamConsumer):
 
     GROUP = EventLog.GROUP
 
-    def __init__(self, store: ModelStore, settings: Settings, client: redis.Redis) -> None:
+    def __init__(self, store: ModelStore, settings: Settings, client: Redis) -> None:
         # its own client: blocking reads must not hold the API's pool
         super().__init__(EventLog(client, limits=limits(settings)),
                          settings.learner_lease_seconds, "learner")
@@ -101,7 +89,7 @@ class Learner(StreamConsumer):
                         save_snapshot(self.log, model, lease=self.leases[model.name])
                     model.owned = False
             self.release_all()
-        except (redis.RedisError, LeaseLost) as exc:
+        except (RedisError, LeaseLost) as exc:
             log.warning("final snapshot failed: %s", exc)
 
     def on_lease_lost(self, name: str) -> None:
@@ -164,7 +152,7 @@ class Learner(StreamConsumer):
         try:
             response = self.log.read_group(self.GROUP, "learner", streams,
                                            self.settings.learner_batch, block)
-        except redis.ResponseError as exc:
+        except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
             # a model was deleted (or recreated) under us: resync on the next step
@@ -252,7 +240,7 @@ class Learner(StreamConsumer):
     def maybe_snapshot(self, model: ServedModel) -> None:
         """Snapshot every ``snapshot_every_events`` events or ``snapshot_every_seconds``.
 
-        The state is frozen here, between events (:meth:`~service.store.ServedModel.begin_dump`:
+        The state is frozen here, between events (:meth:`~service.runtime.ServedModel.begin_dump`:
         a fork), and a background thread waits for the pickles and writes them (fenced), then
         trims the streams; one snapshot per model is in flight at a time.
         """
@@ -318,7 +306,7 @@ class Learner(StreamConsumer):
             self.log.publish_serving(model.config, blob, version, joined_id, lease)
             model.published_version = max(model.published_version, version)
             model.publish_seconds = time.monotonic() - started
-        except (RuntimeError, redis.RedisError, LeaseLost) as exc:  # the next interval retries
+        except (RuntimeError, RedisError, LeaseLost) as exc:  # the next interval retries
             log.warning("serving copy %s of %s not published: %s", version, model.name, exc)
 
     def _write_snapshot(self, model: ServedModel, collect, lease: str) -> None:
@@ -326,5 +314,5 @@ class Learner(StreamConsumer):
             snapshot = collect()
             save_snapshot(self.log, model, snapshot, lease=lease)
             self.log.trim(model.name, snapshot.joined_id)
-        except (redis.RedisError, LeaseLost) as exc:  # the next interval tries again
+        except (RedisError, LeaseLost) as exc:  # the next interval tries again
             log.warning("snapshot of %s not written: %s", model.name, exc)

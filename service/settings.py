@@ -114,7 +114,7 @@ class Settings(BaseSettings):
         default=5.0,
         ge=0,
         description="Move the long-lived heap (the models) out of the cyclic GC every S seconds "
-        "(0: never); see service/heap.py.",
+        "(0: never); see service/snapshots.py.",
     )
     redis_async: Literal["auto", "on", "off"] = Field(
         default="auto",

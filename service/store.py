@@ -1,5 +1,6 @@
-"""The models held in memory (:class:`ServedModel`, :class:`ModelStore`) and how a model is
-rebuilt from the event log: its latest snapshot plus the joined events after it.
+"""The models of this process (:class:`ModelStore`) and how a model is rebuilt from the event
+log: its latest snapshot plus the joined events after it (:func:`restore`), and how its
+snapshot is written (:func:`save_snapshot`).
 
 The design (who writes what, in which order, and what survives which fault) is in
 docs/consistency.md.
@@ -8,348 +9,22 @@ docs/consistency.md.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
-import os
-import pickle
 import threading
 import time
-import warnings
-from collections.abc import Callable, Generator
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any
 
-import numpy as np
-
-from boosters.base import Decision, OnlineBooster
-from boosters.exploration import draw, restrict
-from learners.frozen import dumps_serving, release
+from learners.frozen import release
+from service import snapshots
 from service.domain import ModelConfig, ServingConfig
 from service.eventlog import EventLog
+from service.runtime import ServedModel, ServedPolicy
+from service.snapshots import Snapshot
 
-__all__ = [
-    "EventLog",
-    "ModelConfig",
-    "ModelStore",
-    "ServedModel",
-    "ServingConfig",
-    "apply_joined",
-]
+__all__ = ["ModelStore", "restore", "save_snapshot"]
 
 log = logging.getLogger("boostbandit.store")
-
-def event_rng(seed: int, event_id: str) -> np.random.Generator:
-    """The generator of one decision: a function of the model seed and the event id only.
-
-    >>> a = event_rng(1, "e").random(); b = event_rng(1, "e").random()
-    >>> a == b, a == event_rng(1, "f").random()
-    (True, False)
-    """
-    digest = int.from_bytes(hashlib.sha256(event_id.encode()).digest()[:8], "little")
-    return np.random.default_rng([seed, 0xDEC1DE, digest])
-
-
-def apply_joined(booster: OnlineBooster, event: dict[str, Any]) -> bool:
-    """Apply one joined event to ``booster`` (deterministic; False if it was not learned)."""
-    steps = apply_steps(booster, event)
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            return done.value
-
-
-def apply_steps(booster: OnlineBooster, event: dict[str, Any]) -> Generator[None, None, bool]:
-    """:func:`apply_joined` in the booster's :meth:`~boosters.base.OnlineBooster.learn_steps`;
-    the generator's return value says whether the event was learned."""
-    if event.get("_skipLearn"):
-        return False
-    bb = event["bb"]
-    decision = Decision.from_dict(bb["decision"])
-    if bb.get("label") is not None:
-        steps = booster.learn_steps(event["c"], decision, label=int(bb["label"]))
-    else:
-        steps = booster.learn_steps(event["c"], decision, reward=float(bb["reward"]))
-    try:
-        yield from steps
-    except (ValueError, TypeError) as exc:  # e.g. a default reward for a full-information booster
-        log.debug("event %s not learned: %s", event.get("EventId"), exc)
-        return False
-    except Exception:  # a bug; handled the same way in a restore, so the model stays the fold
-        log.exception("event %s: learning failed; counted as not learned", event.get("EventId"))
-        return False
-    return True
-
-
-class ServedModel:
-    """One model in memory: its config, booster, version and lock."""
-
-    #: longest a learning step waits for deciders queued on the lock
-    YIELD_SECONDS = 0.05
-
-    def __init__(
-        self, config: ModelConfig, booster: OnlineBooster, version: int = 0, joined_id: str = "0-0"
-    ) -> None:
-        self.config = config
-        self.booster = booster
-        self.version = version  # joined events applied
-        self.joined_id = joined_id  # id of the last joined event applied
-        self.lock = threading.RLock()
-        # held by apply() for a whole event and by dumps: a snapshot is taken between events
-        self.event_lock = threading.RLock()
-        self.snapshot_version = version
-        self.snapshot_time = time.time()  # when the latest snapshot was written (its clock)
-        # this process's monotonic clock at the latest snapshot it wrote or loaded: the snapshot
-        # interval is timed with it, so another process's clock does not matter
-        self.snapshot_clock = time.monotonic()
-        # the learner: the version of the serving copy it published last, and this process's
-        # monotonic clock then (Learner.maybe_publish)
-        self.published_version = version
-        self.publish_clock = time.monotonic()
-        self.publish_seconds = 0.0  # how long the last serving-copy publish took
-        # measured by ModelStore.measure_staleness (seconds, Redis clock; None: not yet): the
-        # age of the oldest joined event this copy has not applied, and of the oldest one not
-        # in the latest snapshot; 0.0 when caught up, however long the model was idle
-        self.staleness: float | None = None
-        self.snapshot_staleness: float | None = None
-        self.owned = False  # True while this process's learner holds the model's lease
-        self.serving_copy = False  # True for a booster restored from a serving copy: no learning
-        self.last_applied_ts: float | None = None
-        # the feature types the log confirmed (service/runtime.py checks contexts against them)
-        self.feature_types: dict[str, str] = {}
-        # deciders waiting for the lock; apply() waits for _no_deciders before learning
-        self._deciders = 0
-        self._deciders_lock = threading.Lock()
-        self._no_deciders = threading.Event()
-        self._no_deciders.set()
-
-    @property
-    def name(self) -> str:
-        """The model name."""
-        return self.config.name
-
-    def adopt(self, other: ServedModel, newer_only: bool = False) -> OnlineBooster | None:
-        """Take ``other``'s booster and position (a reload); returns the booster it replaced.
-
-        With ``newer_only`` (a replica following snapshots) nothing changes if ``other`` is not
-        newer or if this process's learner has taken the model over meanwhile (checked under
-        the lock); None is returned then. Decisions use the booster under the lock only, so
-        once this returns nothing uses the replaced one.
-        """
-        with self.event_lock, self.lock:
-            if newer_only and (self.owned or other.version <= self.version):
-                return None
-            replaced = self.booster
-            self.booster, self.version = other.booster, other.version
-            self.joined_id, self.snapshot_time = other.joined_id, other.snapshot_time
-            self.snapshot_clock = other.snapshot_clock
-            self.snapshot_version, self.serving_copy = other.snapshot_version, other.serving_copy
-        return replaced
-
-    def decide(
-        self, context: dict[str, Any], event_id: str, excluded: list[int] | None = None
-    ) -> tuple[Decision, int]:
-        """Decide for ``context`` without changing the model; returns ``(decision, version)``.
-
-        With ``excluded`` action indices the booster decides among the other actions (its
-        prediction and its exploration restricted to them, so its loss estimate stays unbiased:
-        :mod:`boosters.exploration`). The draws use the per-event generator of ``event_id``;
-        the booster's own state is not touched.
-        """
-        rng = event_rng(self.config.seed, event_id)
-        with self._deciders_lock:  # seen by apply(): the learner steps aside
-            self._deciders += 1
-            self._no_deciders.clear()
-        try:
-            self.lock.acquire()  # held against a concurrent learn_one, never for long
-        finally:
-            with self._deciders_lock:
-                self._deciders -= 1
-                if self._deciders == 0:
-                    self._no_deciders.set()
-        try:
-            decision = self.booster.decide_one(context, allowed=self._allowed(excluded), rng=rng)
-            version = self.version
-        finally:
-            self.lock.release()
-        return decision, version
-
-    def _allowed(self, excluded: list[int] | None) -> list[int] | None:
-        if not excluded:
-            return None
-        gone = set(excluded)
-        return [i for i in range(len(self.config.actions)) if i not in gone]
-
-    def decide_policy(
-        self,
-        context: dict[str, Any],
-        event_id: str,
-        excluded: list[int] | None,
-        bundle: Any,
-        temperature: float,
-        min_propensity: float,
-    ) -> tuple[Decision, int]:
-        """Decide with a published offline policy (a :class:`~service.offline.PolicyBundle`).
-
-        The probabilities are the policy's for ``context`` (excluded actions zeroed and the rest
-        renormalised, which keeps every allowed propensity >= ``min_propensity``); the action is
-        drawn with the per-event generator of ``event_id``. The decision's internals name the
-        policy version; the booster is not consulted and nothing changes.
-        """
-        p = bundle.probabilities([context], temperature, min_propensity)[0]
-        if excluded:
-            p = restrict(p, np.array(self._allowed(excluded)))
-        rng = event_rng(self.config.seed, event_id)
-        decision = Decision(
-            action=draw(p, rng), probabilities=p, internals={"policy_version": bundle.version}
-        )
-        return decision, self.version
-
-    def apply(self, event: dict[str, Any], joined_id: str) -> bool:
-        """Apply the joined event with stream id ``joined_id`` (the learner's only write).
-
-        Imported events (``boostbandit import``) sit in the joined stream for the offline worker
-        only: the live learner never applies them, so neither does a restore (no learning, no
-        version step), and a restored model equals the live one.
-
-        Deciders come first. The update runs in the booster's
-        :meth:`~boosters.base.OnlineBooster.learn_steps` (one weak learner each), taking the
-        lock per step, so a decision waits for one tree's update at most, not for the whole
-        ensemble's (milliseconds on grown trees). A decision taken between two steps sees some
-        trees updated and the ensemble weights not yet: it is still a valid decision of that
-        state, logged with its internals, and learning only ever uses logged internals, so the
-        model itself stays a function of the joined events alone. And while a :meth:`decide`
-        waits for the lock, the learner steps aside (up to ``YIELD_SECONDS``): Python's locks
-        are not fair, so a learner running a backlog could otherwise re-take the lock before a
-        waiting request thread wakes up.
-        """
-        if self.serving_copy:
-            raise RuntimeError(
-                f"{self.name}: this process holds a serving copy of the model, which cannot "
-                "learn; restore the whole snapshot first (ModelStore.reload)"
-            )
-        if event.get("bb", {}).get("imported"):
-            with self.event_lock, self.lock:
-                self.joined_id = joined_id
-            return False
-        with self.event_lock:
-            steps = apply_steps(self.booster, event)
-            while True:
-                self._no_deciders.wait(self.YIELD_SECONDS)  # blocks only if deciders wait
-                with self.lock:
-                    try:
-                        next(steps)
-                    except StopIteration as done:
-                        learned = done.value
-                        self.version += 1
-                        self.joined_id = joined_id
-                        break
-        self.last_applied_ts = time.time()
-        return learned
-
-    def dump(self, isolated: bool = True) -> Snapshot:
-        """The whole booster and its serving copy, pickled from one consistent state.
-
-        With ``isolated`` (and ``os.fork`` available) the state is frozen by a fork taken under
-        the lock, and the child process pickles it while this process goes on deciding: pickling
-        20 grown trees takes hundreds of milliseconds of CPU that would otherwise hold the GIL
-        (and the model) for every request. See :func:`pickle_isolated`.
-        """
-        return self.begin_dump(isolated)()
-
-    def begin_dump(self, isolated: bool = True) -> Callable[[], Snapshot]:
-        """:meth:`dump` in two halves: the state is frozen now (a fork, under the lock), and
-        the returned function waits for its pickles, so that wait can be another thread's.
-
-        The state is always one between two events (:attr:`event_lock`). If the child fails,
-        the collector pickles the state of that moment in this process, between events too.
-        """
-        if self.serving_copy:
-            raise RuntimeError(f"{self.name}: a serving copy is not snapshotted")
-        with self.event_lock, self.lock:
-            version, joined_id = self.version, self.joined_id
-            if not isolated:
-                b = self.booster
-                snapshot = Snapshot(_dumps_whole(b), dumps_serving(b), version, joined_id)
-                return lambda: snapshot
-            pending = pickle_isolated(self.booster, _dumps_whole, dumps_serving)
-
-        def collect() -> Snapshot:
-            try:
-                return Snapshot(*pending(), version, joined_id)
-            except RuntimeError as exc:
-                log.warning("%s: isolated snapshot failed (%s); pickling here", self.name, exc)
-                return self.dump(isolated=False)
-
-        return collect
-
-
-class Snapshot(NamedTuple):
-    """A model state as stored: the whole booster, its serving copy, and where it stands."""
-
-    blob: bytes
-    serving: bytes
-    version: int
-    joined_id: str
-
-
-def _dumps_whole(obj: Any) -> bytes:
-    return pickle.dumps(obj, protocol=5)
-
-
-def pickle_isolated(
-    obj: Any, *dumpers: Callable[[Any], bytes]
-) -> Callable[[], list[bytes]]:
-    """Start pickling ``obj`` in a forked child; returns the function that collects the bytes.
-
-    ``dumpers`` (default: ``pickle.dumps``) each turn ``obj`` into bytes; the collector returns
-    their results in order. The fork freezes ``obj`` as it is now (copy-on-write), so the
-    caller may release its locks and let other threads change it before collecting. The child
-    lowers its CPU priority (it is background work: on a busy machine the serving process and
-    the learner come first), only pickles, writes to a pipe and leaves with ``os._exit`` (no
-    locks, logging or I/O of the parent are touched). Without ``os.fork`` the pickling happens
-    here, at once. The collector raises :class:`RuntimeError` if the child failed (the frozen
-    state is gone then; the caller retries as it sees fit).
-
-    >>> [pickle.loads(b) for b in pickle_isolated({"a": [1, 2]})()]
-    [{'a': [1, 2]}]
-    >>> [len(b) for b in pickle_isolated(b"xyz", bytes, lambda o: o * 2)()]
-    [3, 6]
-    """
-    dumpers = dumpers or (_dumps_whole,)
-    if not hasattr(os, "fork"):
-        parts = [dump(obj) for dump in dumpers]
-        return lambda: parts
-    read_fd, write_fd = os.pipe()
-    with warnings.catch_warnings():  # Python >= 3.12 warns about fork in threaded processes
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        status = 1
-        try:
-            os.close(read_fd)
-            with contextlib.suppress(OSError):
-                os.nice(10)
-            view = memoryview(pickle.dumps([dump(obj) for dump in dumpers], protocol=5))
-            while view:
-                view = view[os.write(write_fd, view) :]
-            status = 0
-        finally:
-            os._exit(status)
-    os.close(write_fd)
-
-    def collect() -> bytes:
-        chunks = []
-        try:
-            while chunk := os.read(read_fd, 1 << 20):  # releases the GIL while waiting
-                chunks.append(chunk)
-        finally:
-            os.close(read_fd)
-            _, status = os.waitpid(pid, 0)
-        if status != 0:
-            raise RuntimeError(f"snapshot child process failed (wait status {status})")
-        return pickle.loads(b"".join(chunks))
-
-    return collect
 
 
 def restore(
@@ -364,7 +39,7 @@ def restore(
     """
     snap = log_.load_snapshot(config.name, serving=serving)
     if snap is not None and snap["uid"] == config.uid and snap["blob"] is not None:
-        model = ServedModel(config, pickle.loads(snap["blob"]), snap["version"],
+        model = ServedModel(config, snapshots.loads(snap["blob"]), snap["version"],
                             snap["joined_id"])
         # a published serving copy is not a snapshot: report the snapshot it builds on
         model.snapshot_version = snap.get("snapshot_version", snap["version"])
@@ -420,12 +95,27 @@ class ModelStore:
         blob = self.log.policy_blob(config.name, version)
         if blob is None:
             return None
-        bundle = pickle.loads(blob)
+        bundle = snapshots.loads(blob)
         if bundle.model_uid != config.uid or bundle.actions != config.actions:
             log.warning("policy %s of %s belongs to another model; ignored", version, config.name)
             return None
         self._policies[config.name] = (config.uid, version, bundle)
         return bundle
+
+    def served_policy(
+        self, config: ModelConfig, serving: ServingConfig, published: int | None
+    ) -> ServedPolicy | None:
+        """What decides under ``serving``: the published policy ``published`` at the serving
+        temperature and floor, or None (the online booster) in online mode or when that policy
+        is unavailable (the online booster is the fallback then)."""
+        if serving.mode != "policy" or published is None:
+            return None
+        bundle = self.policy(config, published)
+        if bundle is None:
+            log.warning("%s: published policy %s unavailable; serving online", config.name,
+                        published)
+            return None
+        return ServedPolicy.of(bundle, serving)
 
     def get(self, name: str) -> ServedModel | None:
         """The model ``name`` (restored from the log on first use), or None if unknown."""
@@ -511,7 +201,7 @@ class ModelStore:
         :meth:`EventLog.serving_meta`), then measure how stale every model is.
 
         Each load runs inside ``loading()`` (the replica passes
-        :meth:`service.heap.HeapFreezer.loading`), and the replaced serving copy is emptied
+        :meth:`service.snapshots.HeapFreezer.loading`), and the replaced serving copy is emptied
         tree by tree (:func:`learners.frozen.release`): both keep the pauses a swap causes the
         event loop to about a millisecond each.
         """

@@ -6,7 +6,7 @@ consumer group ``worker``, keeping the last ``worker_window`` joined events in m
 ``worker_retrain_events`` new events, or every ``worker_retrain_seconds`` when there are new
 events, once the window holds ``worker_min_events``, it trains the configured BOPL variant on the
 window minus its most recent ``worker_holdout_fraction`` and evaluates it on that hold-out slice
-(:func:`service.offline.train_and_evaluate`: SNIPS and DR with intervals, for the new policy and
+(:func:`service.training.train_and_evaluate`: SNIPS and DR with intervals, for the new policy and
 for the logging policy). Every trained policy is recorded with a new version, its metrics and
 training metadata; it is *published* (its pickle stored and the model's ``published`` pointer
 moved) only when the one-sided lower bound of the paired difference (new policy minus logging
@@ -14,11 +14,7 @@ policy, per hold-out event) at ``worker_level`` is above zero.
 ``GET /v1/models/{name}/policies`` lists them; ``PUT /v1/models/{name}/serving`` switches a model
 to serve its latest published policy.
 
-Restarts lose nothing: the window is rebuilt from the joined stream itself (the events up to the
-group's last delivered id), entries delivered but not acknowledged are acknowledged then (they
-are already in the rebuilt window), and the count of events since the last training is recounted
-from the newest policy's ``training.last_stream_id``. Entries are acknowledged as soon as they are
-in the window, since the stream, not the acknowledgement, is what the window is rebuilt from.
+Restarts lose nothing (docs/training.md, "Restarts of the worker").
 
 Progress goes to the ``boostbandit.worker`` logger and to the model's ``worker_status`` key (shown
 by the policies route).
@@ -27,22 +23,20 @@ by the policies route).
 from __future__ import annotations
 
 import logging
-import pickle
 import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
-from service.eventlog import EventLog
+from service.domain import ModelConfig
+from service.eventlog import EventLog, Redis, RedisError, ResponseError
 from service.eventlog.consumer import StreamConsumer
 from service.eventlog.keys import keys
 from service.events import loads
-from service.offline import TrainConfig, train_and_evaluate
 from service.settings import Settings
-from service.store import ModelConfig
+from service.snapshots import dumps_whole
+from service.training import TrainConfig, train_and_evaluate
 
 __all__ = ["Worker", "train_config"]
 
@@ -99,7 +93,7 @@ class Worker(StreamConsumer):
     RETRY_SECONDS = 1.0
 
     def __init__(
-        self, client: redis.Redis, settings: Settings, models: Sequence[str] | None = None
+        self, client: Redis, settings: Settings, models: Sequence[str] | None = None
     ) -> None:
         super().__init__(EventLog(client), settings.worker_lease_seconds, "worker")
         self.settings = settings
@@ -156,7 +150,7 @@ class Worker(StreamConsumer):
         result.meta["training"]["window"] = len(events)
         version = self.log.next_policy_version(name)
         result.bundle.version = version
-        blob = pickle.dumps(result.bundle, protocol=5) if result.published else None
+        blob = dumps_whole(result.bundle) if result.published else None
         meta = self.log.store_policy(name, version, result.meta, blob, result.published)
         _log_result(name, meta)
         return meta
@@ -180,7 +174,7 @@ class Worker(StreamConsumer):
         self.close_endpoint()
         try:
             self.release_all()
-        except redis.RedisError as exc:
+        except RedisError as exc:
             log.warning("could not release worker leases: %s", exc)
         self.states.clear()
 
@@ -257,7 +251,7 @@ class Worker(StreamConsumer):
                 1000,
                 self.settings.worker_block_ms,
             )
-        except redis.ResponseError as exc:
+        except ResponseError as exc:
             if "NOGROUP" not in str(exc):
                 raise
             self.states.clear()  # a model was deleted under us: resync next step
@@ -294,7 +288,7 @@ class Worker(StreamConsumer):
         state.new_events, state.last_train = 0, now
         try:
             meta = self.train(state.config, events)
-        except redis.RedisError:
+        except RedisError:
             raise
         except (ValueError, LookupError) as exc:
             state.last_error = str(exc)

@@ -13,8 +13,9 @@ import pytest
 import redis
 
 from service.creation import InvalidModel, ModelExists, create_model
+from service.domain import ModelConfig
 from service.eventlog import EventLog
-from service.store import ModelConfig, ModelStore, restore
+from service.store import ModelStore, restore
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTIONS = ["red", "green", "blue"]

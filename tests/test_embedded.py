@@ -1,4 +1,5 @@
-"""The embedded Redis of ``boostbandit serve`` (:mod:`service.embedded`), with real processes.
+"""The embedded Redis of ``boostbandit serve`` (:mod:`service.eventlog.embedded`), with real
+processes.
 
 One owner per data directory (a second ``serve`` fails without harming the first), the server
 dies with its owner (``kill -9`` included) and a restart finds the data, orphans are shut down
@@ -26,7 +27,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from service.embedded import (
+from service.eventlog.embedded import (
     LOCK_NAME,
     SOCKET_NAME,
     DataDirInUse,
@@ -387,7 +388,7 @@ def test_an_orphan_is_shut_down_cleanly_and_replaced(tmp_path, caplog):
     try:
         wait_for(lambda: answers(data / SOCKET_NAME), 10, "orphan answers")
         redis.Redis(unix_socket_path=str(data / SOCKET_NAME)).set("k", "orphan")
-        with caplog.at_level(logging.WARNING, logger="service.embedded"):
+        with caplog.at_level(logging.WARNING, logger="service.eventlog.embedded"):
             with EmbeddedRedis(data) as server:
                 assert orphan.wait(10) == 0  # SHUTDOWN: a clean exit
                 assert server.pid != orphan.pid

@@ -17,11 +17,13 @@ import redis
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
+from service.domain import ModelConfig
 from service.eventlog import EventLog, LeaseLost, Limits, keys
 from service.events import decision_event, loads
 from service.learner import Learner
+from service.runtime import ServedModel
 from service.settings import Settings
-from service.store import ModelConfig, ModelStore, ServedModel, restore, save_snapshot
+from service.store import ModelStore, restore, save_snapshot
 from tests.test_service_api import ACTIONS, FAST, make_model
 
 PROBES = [{"x": float(i % 7), "y": "abc"[i % 3]} for i in range(40)]

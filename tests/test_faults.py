@@ -65,7 +65,8 @@ import redis
 from service.eventlog import EventLog, keys, scripts
 from service.eventlog.keys import event_key
 from service.events import loads
-from service.store import ServedModel, restore
+from service.runtime import ServedModel
+from service.store import restore
 from tests.conftest import RedisServer, _missing_redis, free_port
 
 pytestmark = pytest.mark.slow

@@ -16,12 +16,14 @@ from typer.testing import CliRunner
 
 from service.api.app import create_app
 from service.cli import app as cli
+from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.eventlog.keys import keys
 from service.eventlog.transfer import ImportError_, export_events, import_events
 from service.formats import to_dsjson
+from service.runtime import apply_joined
 from service.settings import Settings
-from service.store import ModelConfig, apply_joined, restore
+from service.store import restore
 from tests.test_service_api import FAST, wait_for
 
 ACTIONS = ["red", "green", "blue"]
@@ -377,7 +379,7 @@ def test_obp_table(redis_url: str, tmp_path: Path) -> None:
     finally:
         vw.finish()
     # the worker reads them (the logging policy's vector completed in memory, not in the log)
-    from service.offline import logged_data
+    from service.training import logged_data
 
     data = logged_data(_joined(redis_url, "obp"), ACTIONS)
     assert data.propensities.tolist() == [0.5, 0.25]

@@ -20,10 +20,10 @@ from boosters.exploration import restrict
 from boosters.registry import make_booster
 from service.api.app import create_app
 from service.cli import app as cli
+from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.events import decision_event, dumps, joined_event
 from service.formats import to_dsjson
-from service.offline import TrainConfig, train_and_evaluate
 from service.replay import (
     ReplayError,
     detect_format,
@@ -36,7 +36,7 @@ from service.replay import (
     scan_log,
 )
 from service.settings import Settings
-from service.store import ModelConfig
+from service.training import TrainConfig, train_and_evaluate
 
 ACTIONS = ["a", "b", "c"]
 

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from boosters.adabandit import AdaBandit
-from service.heap import HeapFreezer
-from service.store import ModelConfig, ServedModel, pickle_isolated, restore
+from service.domain import ModelConfig
+from service.runtime import ServedModel
+from service.snapshots import HeapFreezer, pickle_isolated
+from service.store import restore
 
 ACTIONS = ["a", "b", "c"]
 
@@ -158,7 +160,7 @@ def test_a_waiting_decider_waits_for_one_learning_step_at_most() -> None:
 
 
 def test_learning_and_deciding_leave_no_cyclic_garbage() -> None:
-    """Freezing the heap out of the cyclic GC (service.heap) is safe only because the models
+    """Freezing the heap out of the cyclic GC (service.snapshots) is safe only because the models
     produce no reference cycles: everything they drop is freed by reference counting."""
     model = _trained(30)
     events = [_joined(model, i) for i in range(30, 130)]
@@ -192,7 +194,7 @@ def test_heap_freezer() -> None:
 def test_decisions_between_learning_steps_do_not_change_what_is_learned() -> None:
     """The service lets decisions in between the per-tree steps of an update: the model that
     results must be the one learned without them."""
-    from service.store import apply_steps
+    from service.runtime import apply_steps
 
     reference = _trained(20)
     interleaved = _trained(20)
@@ -278,3 +280,83 @@ def test_the_learner_snapshots_in_the_background(redis_url: str) -> None:
     learner.maybe_snapshot(model)  # 7 more pending: the next one starts
     learner._snapshots[model.name].join(10)
     assert started == [5, 12] and log.snapshot_meta(model.name)[0] == 12
+
+
+def _policy_bundle():
+    """A BOPL policy trained on a small synthetic window (action 0 pays when x > 0, else 1)."""
+    from boosters.base import Decision
+    from service.events import decision_event, joined_event
+    from service.training import TrainConfig, train_and_evaluate
+
+    rng = np.random.default_rng(0)
+    events = []
+    for i in range(300):
+        x, a = float(rng.uniform(-1, 1)), int(rng.integers(3))
+        logged = decision_event(f"e{i}", 0.0, 0, ACTIONS, {"x": x}, Decision(a, np.full(3, 1 / 3)))
+        reward = float(a == (0 if x > 0 else 1))
+        events.append(joined_event(logged, reward=reward, label=None, source="feedback",
+                                   learn=True, ts=0))
+    bundle = train_and_evaluate(events, ACTIONS, TrainConfig(n_rounds=5, max_depth=2)).bundle
+    bundle.version = 7
+    return bundle
+
+
+def test_one_decision_path_for_the_booster_and_the_policy() -> None:
+    """runtime.decide is what ServedModel.decide and decide_policy do: the policy's probabilities
+    restricted to the allowed actions and one draw with the event's generator; the booster's
+    own rule (restricted) otherwise; nothing changes either way."""
+    from service.domain import ServingConfig
+    from service.runtime import ServedPolicy, decide, event_rng
+
+    model, bundle = _trained(), _policy_bundle()
+    before = pickle.dumps(model.booster, protocol=5)
+    policy = ServedPolicy.of(bundle, ServingConfig(mode="policy", min_propensity=0.05))
+    assert (policy.temperature, policy.min_propensity) == (bundle.temperature, 0.05)
+    actions = set()
+    for i in range(40):
+        x, event_id = {"x": (i - 20) / 10}, f"p{i}"
+        rng = event_rng(model.config.seed, event_id)
+        expected = decide(policy, x, allowed=[0, 2], rng=rng)
+        by_policy, _ = model.decide(x, event_id, excluded=[1], policy=policy)
+        by_bundle, _ = model.decide_policy(x, event_id, [1], bundle, policy.temperature, 0.05)
+        for got in (by_policy, by_bundle):
+            assert got.action == expected.action != 1
+            np.testing.assert_array_equal(got.probabilities, expected.probabilities)
+            assert got.internals == {"policy_version": 7}
+        p = expected.probabilities
+        assert p[1] == 0.0 and abs(p.sum() - 1.0) < 1e-12 and min(p[0], p[2]) >= 0.05
+        raw = bundle.probabilities([x], policy.temperature, 0.05)[0]
+        np.testing.assert_allclose(p[[0, 2]], raw[[0, 2]] / raw[[0, 2]].sum())
+        actions.add(expected.action)
+        online, _ = model.decide(x, event_id, excluded=[1])
+        direct = decide(model.booster, x, allowed=[0, 2], rng=event_rng(model.config.seed,
+                                                                         event_id))
+        assert online.action == direct.action != 1
+        np.testing.assert_array_equal(online.probabilities, direct.probabilities)
+    assert actions == {0, 2}
+    assert pickle.dumps(model.booster, protocol=5) == before
+
+
+def test_the_store_serves_the_published_policy_or_the_booster(redis_url: str) -> None:
+    """ModelStore.served_policy: None (the booster) in online mode, without a published policy
+    or when its pickle is missing; else the published policy at the serving temperature/floor."""
+    from service.domain import ServingConfig
+    from service.eventlog import EventLog, connect
+    from service.snapshots import dumps_whole
+    from service.store import ModelStore
+
+    log = EventLog(connect(redis_url, 5.0))
+    config = _config()
+    log.add_config(config)
+    store = ModelStore(log)
+    bundle = _policy_bundle()
+    bundle.model_uid = config.uid
+    online, policy = ServingConfig(), ServingConfig(mode="policy", temperature=0.5)
+    assert store.served_policy(config, online, 1) is None
+    assert store.served_policy(config, policy, None) is None
+    assert store.served_policy(config, policy, 1) is None  # nothing stored under version 1
+    log.store_policy(config.name, 1, {}, dumps_whole(bundle), publish=True)
+    assert store.served_policy(config, online, 1) is None
+    served = store.served_policy(config, policy, 1)
+    assert (served.temperature, served.min_propensity) == (0.5, bundle.min_propensity)
+    assert served.bundle.n_actions == len(ACTIONS)

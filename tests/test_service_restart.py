@@ -24,8 +24,10 @@ import numpy as np
 import pytest
 import redis
 
+from service.domain import ModelConfig
 from service.eventlog import EventLog
-from service.store import ModelConfig, ServedModel, apply_joined, restore
+from service.runtime import ServedModel, apply_joined
+from service.store import restore
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTIONS = ["a", "b", "c", "d"]

@@ -1,5 +1,5 @@
 """The offline worker, the featurizer, the policies/serving routes and policy-mode predict, against
-a real redis-server (service/worker.py, service/offline.py, service/featurize.py,
+a real redis-server (service/worker.py, service/training.py,
 service/routers/policies.py)."""
 
 from __future__ import annotations
@@ -20,10 +20,9 @@ from service.api.app import create_app
 from service.cli import app as cli_app
 from service.eventlog.keys import keys
 from service.events import decision_event, dumps, joined_event
-from service.featurize import Featurizer
-from service.offline import TrainConfig, train_and_evaluate
+from service.runtime import apply_joined
 from service.settings import Settings
-from service.store import apply_joined
+from service.training import Featurizer, TrainConfig, train_and_evaluate
 from service.worker import Worker
 from tests.test_service_api import wait_for
 

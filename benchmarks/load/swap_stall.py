@@ -10,10 +10,10 @@ of its ticks is how long a request would have waited for the GIL:
 * ``serving, naive``: unpickle the serving copy (:func:`learners.frozen.dumps_serving`) with the
   collector on, and drop the old copy at once;
 * ``serving, replica path``: the refresh path of :meth:`service.store.ModelStore.
-  refresh_from_snapshots`: load inside :meth:`service.heap.HeapFreezer.loading`, then empty the
+  refresh_from_snapshots`: load inside :meth:`service.snapshots.HeapFreezer.loading`, then empty the
   replaced copy tree by tree (:func:`learners.frozen.release`).
 
-The heap is frozen first, as a replica's :class:`~service.heap.HeapFreezer` keeps it. Sizes,
+The heap is frozen first, as a replica's :class:`~service.snapshots.HeapFreezer` keeps it. Sizes,
 load times and the time of one decision (whole against serving copy) are reported too, with
 medians over ``--repeats`` swaps.
 
@@ -37,10 +37,11 @@ from typing import Any
 from benchmarks import ROOT
 from benchmarks.stats import median
 from learners.frozen import dumps_serving, release
+from service.domain import ModelConfig
 from service.events import decision_event, joined_event
-from service.heap import HeapFreezer
+from service.runtime import ServedModel
 from service.sim.datasets import load_dataset
-from service.store import ModelConfig, ServedModel
+from service.snapshots import HeapFreezer
 
 
 def trained_model(events: int, seed: int = 0) -> tuple[ServedModel, list[dict]]:

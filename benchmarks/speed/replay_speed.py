@@ -167,7 +167,7 @@ def parse_floor(path: Path) -> int:
 
 def train_policy(path: Path, n: int) -> Any:
     """A BOPL policy trained by the worker's code on the first ``n`` events of ``path``."""
-    from service.offline import TrainConfig, train_and_evaluate
+    from service.training import TrainConfig, train_and_evaluate
 
     events = []
     with open(path) as handle:
@@ -250,9 +250,9 @@ def io_bench(path: Path, n: int, repeats: int, tmp: Path) -> dict[str, Any]:
     """Import and export throughput through a fresh redis-server, with their baselines."""
     import redis
 
+    from service.domain import ModelConfig
     from service.eventlog import EventLog
     from service.eventlog.transfer import export_events, import_events
-    from service.store import ModelConfig
 
     proc, port = start_redis(tmp)
     try:

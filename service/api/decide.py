@@ -19,14 +19,15 @@ from typing import Any
 from fastapi import HTTPException, status
 
 from boosters.registry import booster_class
-from service import runtime
+from service import contexts
 from service.api import metrics
 from service.api.schemas import FeedbackRequest, FeedbackResponse, PredictRequest, PredictResponse
 from service.domain import ServingConfig
 from service.eventlog import EventLog, OutcomeUnknown
 from service.events import decision_event, iso_timestamp
+from service.runtime import ServedModel
 from service.settings import Settings
-from service.store import ModelStore, ServedModel
+from service.store import ModelStore
 
 __all__ = ["decide", "feedback", "policy_values", "predict", "response_of", "unprocessable"]
 
@@ -83,9 +84,9 @@ def _checked(body: PredictRequest, model: ServedModel, log: EventLog,
     if len(excluded) >= len(actions):
         raise unprocessable("excluded_actions excludes every action")
     try:
-        runtime.check_context_sizes(body.context, settings)
-        new_types = runtime.unconfirmed_types(model, log, runtime.context_types(body.context))
-    except runtime.ContextError as exc:
+        contexts.check_context_sizes(body.context, settings)
+        new_types = contexts.unconfirmed_types(model, log, contexts.context_types(body.context))
+    except contexts.ContextError as exc:
         raise unprocessable(str(exc)) from None
     return excluded, new_types
 
@@ -103,7 +104,7 @@ async def predict(body: PredictRequest, model: ServedModel, log: EventLog, store
         event_id, time.time(), version, config.actions, body.context, decision,
         excluded=excluded, policy=policy,
     )
-    digest = runtime.request_digest(body.model_dump(exclude={"event_id"}))
+    digest = contexts.request_digest(body.model_dump(exclude={"event_id"}))
     try:
         outcome = await log.append_decision_async(config, event_id, event, digest, new_types)
     except OutcomeUnknown as exc:
@@ -126,8 +127,8 @@ async def predict(body: PredictRequest, model: ServedModel, log: EventLog, store
         raise HTTPException(status.HTTP_409_CONFLICT, f"event id {event_id!r} was already used "
                             "by a different request")
     if outcome.status in ("type", "full"):
-        raise unprocessable(str(runtime.outcome_error(outcome, new_types, settings)))
-    runtime.confirm_types(model, new_types)
+        raise unprocessable(str(contexts.outcome_error(outcome, new_types, settings)))
+    contexts.confirm_types(model, new_types)
     metrics.DECISIONS.labels(config.name).inc()
     return response_of(event)
 

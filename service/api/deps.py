@@ -22,8 +22,9 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from service.eventlog import EventLog
 from service.eventlog.keys import NAME_PATTERN
+from service.runtime import ServedModel
 from service.settings import Settings
-from service.store import ModelStore, ServedModel
+from service.store import ModelStore
 
 __all__ = [
     "BEARER",

@@ -17,9 +17,9 @@ import redis
 from fastapi import FastAPI
 
 from service.eventlog import EventLog, connect, connect_async
-from service.heap import HeapFreezer
 from service.learner import Learner, limits
 from service.settings import Settings
+from service.snapshots import HeapFreezer
 from service.store import ModelStore
 
 __all__ = ["lifespan"]
@@ -33,7 +33,7 @@ def _redis_url(settings: Settings, stack: contextlib.AsyncExitStack) -> str:
         return settings.redis_url
     if not settings.run_learner:
         raise RuntimeError("REDIS_URL is required for an API replica (no learner here)")
-    from service.embedded import EmbeddedRedis
+    from service.eventlog.embedded import EmbeddedRedis
 
     embedded = EmbeddedRedis(settings.data_dir, settings.embedded_fsync)
     stack.callback(embedded.close)

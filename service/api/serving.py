@@ -12,7 +12,8 @@ from service.api.decide import policy_values
 from service.api.schemas import ServingInfo, ServingRequest
 from service.domain import ServingConfig
 from service.eventlog import EventLog
-from service.store import ModelStore, ServedModel
+from service.runtime import ServedModel
+from service.store import ModelStore
 
 __all__ = ["serving_info", "set_serving"]
 

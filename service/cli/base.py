@@ -212,7 +212,7 @@ def redis_settings(data_dir: Path | None, purpose: str = "the events") -> Any:
     set, else to the socket of the embedded server a running ``serve`` owns on the data
     directory. When none runs there: one ``error:`` line naming the directory (this never
     starts a server: the directory belongs to ``serve``)."""
-    from service.embedded import SOCKET_NAME, running_url
+    from service.eventlog.embedded import SOCKET_NAME, running_url
 
     chosen = settings(data_dir)
     if chosen.redis_url:

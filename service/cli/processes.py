@@ -29,9 +29,9 @@ def serve_command(
 ) -> None:
     """Run the decision service: API + learner in one process (embedded Redis if no REDIS_URL).
 
-    The embedded server (:mod:`service.embedded`) is owned by this process: one ``serve`` per
-    data directory (a second one exits with status 2, naming the owner's pid), listening on
-    ``<data_dir>/redis.sock``, and stopped with this process, even after ``kill -9``.
+    The embedded server (:mod:`service.eventlog.embedded`) is owned by this process: one
+    ``serve`` per data directory (a second one exits with status 2, naming the owner's pid),
+    listening on ``<data_dir>/redis.sock``, and stopped with this process, even after ``kill -9``.
     """
     import uvicorn
 
@@ -65,7 +65,12 @@ def _start_embedded(chosen: Any) -> Any:
     """
     import signal
 
-    from service.embedded import DataDirInUse, EmbeddedRedis, EmbeddedRedisError, running_url
+    from service.eventlog.embedded import (
+        DataDirInUse,
+        EmbeddedRedis,
+        EmbeddedRedisError,
+        running_url,
+    )
 
     try:
         embedded = EmbeddedRedis(chosen.data_dir, chosen.embedded_fsync)

@@ -2,7 +2,7 @@
 
 It owns what both need around their own logic: a lease per model (taken, renewed, fenced:
 :meth:`held` is the value every write passes, and a write refused because the lease moved on
-raises :class:`~service.eventlog.log.LeaseLost`), renewal inside long loops
+raises :class:`~service.eventlog.replies.LeaseLost`), renewal inside long loops
 (:meth:`keep_alive`), the loop with its error policy (Redis outages are waited out, a lost lease
 drops that model at once, a bug is logged and the step retried), signals, start and stop.
 Subclasses implement :meth:`step` and :meth:`on_lease_lost`.
@@ -21,7 +21,8 @@ from collections.abc import Callable
 
 import redis
 
-from service.eventlog.log import EventLog, LeaseLost
+from service.eventlog.log import EventLog
+from service.eventlog.replies import LeaseLost
 
 __all__ = ["StreamConsumer"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from boosters.base import check_context
 from boosters.registry import booster_class, names
-from service import creation, runtime
+from service import contexts, creation
 from service.api import metrics
 from service.api.decide import decide
 from service.api.deps import key_matches
@@ -24,8 +24,9 @@ from service.events import decision_event, iso_timestamp
 from service.formats import flatten_context
 from service.personalizer.errors import PersonalizerFailure, bad
 from service.personalizer.schemas import RankedAction, RankRequest, RankResponse, RewardRequest
+from service.runtime import ServedModel
 from service.settings import Settings
-from service.store import ModelStore, ServedModel
+from service.store import ModelStore
 
 __all__ = ["action_set_model_name", "activate", "may_create_models", "rank", "resolve_model",
            "reward"]
@@ -146,8 +147,8 @@ def _context(body: RankRequest, settings: Settings) -> dict[str, Any]:
         raise bad("InvalidRankRequest", f"too many features: {len(context)} > "
                   f"{settings.max_features}")
     try:
-        runtime.check_context_sizes(context, settings)
-    except runtime.ContextError as exc:
+        contexts.check_context_sizes(context, settings)
+    except contexts.ContextError as exc:
         raise bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
     return context
 
@@ -171,11 +172,11 @@ def _log_decision(model: ServedModel, log: EventLog, event_id: str, event: dict[
     """Put a (not deferred) rank's decision in the log, or the Personalizer failure why not."""
     outcome = log.append_decision(model.config, event_id, event, new_types=new_types)
     if outcome.status in ("type", "full"):
-        message = str(runtime.outcome_error(outcome, new_types, settings))
+        message = str(contexts.outcome_error(outcome, new_types, settings))
         raise bad("InvalidRankRequest", f"contextFeatures: {message}")
     if outcome.status != "logged":
         raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
-    runtime.confirm_types(model, new_types)
+    contexts.confirm_types(model, new_types)
 
 
 def _ranking(config: ModelConfig, decision, ids: list[str], offered: set[str]
@@ -201,8 +202,8 @@ def rank(body: RankRequest, log: EventLog, store: ModelStore, settings: Settings
     model = resolve_model(ids, log, store, settings, may_create_models(token, settings))
     config = model.config
     try:
-        new_types = runtime.unconfirmed_types(model, log, runtime.context_types(context))
-    except runtime.ContextError as exc:
+        new_types = contexts.unconfirmed_types(model, log, contexts.context_types(context))
+    except contexts.ContextError as exc:
         raise bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
     offered = set(ids) - set(excluded_ids)
     excluded = [i for i, a in enumerate(config.actions) if a not in offered]

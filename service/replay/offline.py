@@ -38,7 +38,6 @@ from boosters.base import Decision, OnlineBooster
 from boosters.exploration import complete_probabilities
 from boosters.ope import Estimate, cross_fitted_predictions, estimate_all, mean_estimate
 from service.formats.reader import LineError
-from service.offline import restrict
 from service.progress import bar as progress_bar
 from service.replay.reading import (
     LogFormat,
@@ -66,6 +65,7 @@ from service.replay.result import (
     undefined_notes,
     weighted,
 )
+from service.training import restrict
 
 __all__ = ["load_policy", "replay_learner", "replay_policy"]
 

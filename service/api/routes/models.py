@@ -16,7 +16,7 @@ from service.api.deps import (
 )
 from service.api.schemas import CreateModel, ModelInfo, error_responses
 from service.eventlog import EventLog
-from service.store import ServedModel
+from service.runtime import ServedModel
 
 router = APIRouter(prefix="/v1/models", tags=["models"], dependencies=[Depends(require_key)],
                    responses=error_responses(401, 422, 503))

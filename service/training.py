@@ -1,41 +1,8 @@
-"""Offline policy training on a window of joined events: BOPL fit, off-policy evaluation, the
-publish rule, and the published object (:class:`PolicyBundle`). No I/O: :mod:`service.worker`
-feeds it events read from Redis and stores what it returns.
-
-One training run (:func:`train_and_evaluate`):
-
-1. **Logged data.** Each joined event gives the context ``c``, the played action
-   (``_labelIndex``), its propensity (``_label_probability``, the probability it was *actually*
-   drawn with, after any exclusion and exploration floor), the reward (``bb.reward``, raw), the
-   whole logged probability vector and the excluded actions.
-2. **Split in time.** The most recent ``holdout_fraction`` of the window is the hold-out slice; the
-   policy, its featurizer and the reward model of DR see only the older part.
-3. **Fit** the configured BOPL variant (``bopl``/``bopls`` x ``regr``/``class``; London et al. 2023,
-   Algorithms 1-4) with reward translation ``c`` (its Sec. 5.2; default ``-mean training
-   reward``, training only).
-4. **Evaluate** on the hold-out, with raw rewards, the policy as it will be served: softmax at
-   ``temperature`` mixed with the floor ``min_propensity`` (restricted to the actions that were
-   allowed for each event and renormalised, as serving does with ``excluded_actions``):
-   SNIPS and doubly robust (DR, reward model :class:`~boosters.brr.RewardRegression` fitted on
-   the training part), each with a normal-approximation interval at ``level``.
-   The logging policy's value on the hold-out is the on-policy mean of the logged rewards (its
-   SNIPS estimate of itself, with the interval of a mean); its DR estimate is reported too.
-5. **Publish rule: a paired test of the difference.** For each estimator,
-   :func:`boosters.ope.paired_difference` estimates value(new) - value(logging) from per-event
-   differences on the same hold-out events, d_i = t_i - b_i: for DR, t_i and b_i are the two
-   policies' DR terms (b_i, with the logging policy's weight 1, is the logged reward plus the
-   zero-mean control variate sum_a pi_log(a|x_i) rhat(x_i, a) - rhat(x_i, a_i)); for SNIPS they
-   are the delta-method linearisations of the two SNIPS values (b_i is then the logged reward
-   itself). Publish iff the *one-sided lower confidence bound* at ``level`` of mean(d), normal
-   approximation with the sample standard deviation of d, is above 0 for the
-   ``publish_estimator`` (DR by default, or SNIPS). This accounts for the uncertainty of the
-   logging policy's value and the covariance of the two estimates, so ``1 - level`` bounds the
-   chance of publishing a policy that is not better (up to the normal approximation); the old
-   rule (the new policy's lower bound above the logging policy's *point* value) ignored the
-   former and published a no-better policy far more often. The difference, its bound and the
-   level are recorded under ``meta["difference"]`` (the publish estimator, in full) and
-   ``meta["estimates"]["difference"]`` (both estimators; ``high`` is None: the interval is
-   ``[low, +inf)``).
+"""Offline training on a window of joined events, pure (no I/O, no randomness but the seeds):
+the featurizer (:class:`Featurizer`), the BOPL fit, off-policy evaluation on a hold-out, the
+publish rule, and the published object (:class:`PolicyBundle`). :mod:`service.worker` feeds it
+events read from Redis and stores what it returns; the replays evaluate its policies. The steps
+of a run and the publish rule are in docs/training.md.
 
 >>> import numpy as np
 >>> from boosters.base import Decision
@@ -61,8 +28,10 @@ np.int64(0)
 from __future__ import annotations
 
 import math
+import numbers
 import time
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -80,25 +49,103 @@ from boosters.ope import (
     snips,
 )
 from learners.batch_trees import LeastSquaresTree, WeightedTreeClassifier
-from service.featurize import Featurizer
 
-__all__ = [
-    "ESTIMATORS",
-    "VARIANTS",
-    "LoggedData",
-    "PolicyBundle",
-    "TrainConfig",
-    "TrainResult",
-    "logged_data",
-    "publish_decision",
-    "restrict",
-    "train_and_evaluate",
-]
+__all__ = ["ESTIMATORS", "VARIANTS", "Featurizer", "LoggedData", "PolicyBundle", "TrainConfig",
+           "TrainResult", "logged_data", "publish_decision", "restrict", "train_and_evaluate"]
 
 #: BOPL variants: objective (IPS: ``bopl``, surrogate: ``bopls``) x base-learner reduction.
 VARIANTS: tuple[str, ...] = ("bopl-regr", "bopl-class", "bopls-regr", "bopls-class")
 #: Estimators the publish rule can use.
 ESTIMATORS: tuple[str, ...] = ("dr", "snips")
+
+
+class Featurizer:
+    """Contexts (dicts of numeric or string features) -> the matrix the offline policies need.
+
+    Numeric features as columns, string features one-hot over the window's most frequent values,
+    anything else 0 (docs/training.md); pickled with the policy trained on it.
+
+    >>> f = Featurizer().fit([{"x": 1.5, "device": "mobile"}, {"x": -2, "device": "desktop"}])
+    >>> f.columns
+    ['device=desktop', 'device=mobile', 'x']
+    >>> f.transform([{"x": 3, "device": "mobile"}, {"device": "tablet"}, {}]).tolist()
+    [[0.0, 1.0, 3.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+
+    Parameters
+    ----------
+    max_categories
+        Largest vocabulary kept per string feature (the most frequent values); the rest map to 0.
+    """
+
+    def __init__(self, max_categories: int = 100) -> None:
+        if (
+            isinstance(max_categories, bool)
+            or not isinstance(max_categories, numbers.Integral)
+            or max_categories < 1
+        ):
+            raise ValueError(f"max_categories must be an integer >= 1, got {max_categories!r}")
+        self.max_categories = int(max_categories)
+
+    def fit(self, contexts: Iterable[Mapping[str, Any]]) -> Featurizer:
+        """Learn the numeric features and the string vocabularies of ``contexts``."""
+        numeric: set[str] = set()
+        counts: dict[str, Counter[str]] = {}
+        for context in contexts:
+            for name, value in context.items():
+                if isinstance(value, str):
+                    counts.setdefault(name, Counter())[value] += 1
+                elif isinstance(value, numbers.Real) and not isinstance(value, bool):
+                    numeric.add(name)
+        columns: list[tuple[str, str | None]] = [(name, None) for name in numeric]
+        for name, counter in counts.items():
+            ranked = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+            columns.extend((name, value) for value, _ in ranked[: self.max_categories])
+        columns.sort(key=lambda c: (c[0], c[1] is None, c[1] or ""))
+        self.numeric_ = {name: i for i, (name, v) in enumerate(columns) if v is None}
+        self.onehot_ = {(name, v): i for i, (name, v) in enumerate(columns) if v is not None}
+        self.columns_ = columns
+        return self
+
+    @property
+    def columns(self) -> list[str]:
+        """Column names: ``feature`` for numeric columns, ``feature=value`` for one-hot ones."""
+        self._check_fitted()
+        return [name if v is None else f"{name}={v}" for name, v in self.columns_]
+
+    @property
+    def n_features(self) -> int:
+        """Number of columns."""
+        self._check_fitted()
+        return len(self.columns_)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "columns_"):
+            raise RuntimeError("Featurizer is not fitted; call fit() first")
+
+    def transform(self, contexts: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """The matrix (len(contexts), n_features), float64; unknowns are 0."""
+        self._check_fitted()
+        X = np.zeros((len(contexts), len(self.columns_)))
+        numeric, onehot = self.numeric_, self.onehot_
+        for row, context in enumerate(contexts):
+            for name, value in context.items():
+                if isinstance(value, str):
+                    col = onehot.get((name, value))
+                    if col is not None:
+                        X[row, col] = 1.0
+                elif name in numeric and not isinstance(value, bool):
+                    value = float(value)
+                    if math.isfinite(value):
+                        X[row, numeric[name]] = value
+        return X
+
+    def fit_transform(self, contexts: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """:meth:`fit` then :meth:`transform`."""
+        return self.fit(contexts).transform(contexts)
+
+    def __repr__(self) -> str:
+        fitted = f", n_features={len(self.columns_)}" if hasattr(self, "columns_") else ""
+        return f"Featurizer(max_categories={self.max_categories}{fitted})"
 
 
 @dataclass(frozen=True)
@@ -268,33 +315,19 @@ class TrainResult:
         return bool(self.meta["published"])
 
 
-def _estimate(est: Estimate) -> dict[str, Any]:
-    def finite(v: float) -> float | None:
-        return float(v) if math.isfinite(v) else None
+def _finite(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None
 
-    return {
-        "value": float(est.value),
-        "stderr": finite(est.stderr),
-        "low": finite(est.low),
-        "high": finite(est.high),
-        "level": est.level,
-        "n": est.n,
-    }
+
+def _estimate(est: Estimate) -> dict[str, Any]:
+    return {"value": float(est.value), "stderr": _finite(est.stderr), "low": _finite(est.low),
+            "high": _finite(est.high), "level": est.level, "n": est.n}
 
 
 def _difference(diff: Difference) -> dict[str, Any]:
     """The stored form of a paired difference (one-sided interval: ``high`` is None = +inf)."""
-    def finite(v: float) -> float | None:
-        return float(v) if math.isfinite(v) else None
-
-    return {
-        "value": float(diff.value),
-        "stderr": finite(diff.stderr),
-        "low": finite(diff.low),
-        "high": None,
-        "level": diff.level,
-        "n": diff.n,
-    }
+    return {"value": float(diff.value), "stderr": _finite(diff.stderr), "low": _finite(diff.low),
+            "high": None, "level": diff.level, "n": diff.n}
 
 
 def publish_decision(
@@ -324,17 +357,74 @@ def publish_decision(
 def _make_model(config: TrainConfig, n_actions: int, reward_translation: float) -> BOPL:
     objective, reduction = config.variant.split("-")
     cls = BOPL if objective == "bopl" else BOPLS
-    if reduction == "regr":
-        base = LeastSquaresTree(max_depth=config.max_depth)
-    else:
-        base = WeightedTreeClassifier(max_depth=config.max_depth)
-    return cls(
-        n_actions,
-        base,
-        n_rounds=config.n_rounds,
-        reward_translation=reward_translation,
-        random_state=config.seed,
-    )
+    base_class = LeastSquaresTree if reduction == "regr" else WeightedTreeClassifier
+    return cls(n_actions, base_class(max_depth=config.max_depth), n_rounds=config.n_rounds,
+               reward_translation=reward_translation, random_state=config.seed)
+
+
+def _split(
+    events: Sequence[Mapping[str, Any]], actions: Sequence[str], config: TrainConfig
+) -> tuple[LoggedData, LoggedData, LoggedData]:
+    """The usable events, their training part and their hold-out (the newest part)."""
+    data = logged_data(events, actions)
+    n = len(data)
+    n_holdout = math.ceil(n * config.holdout_fraction)
+    n_train = n - n_holdout
+    if n_train < 1 or n_holdout < 2:
+        raise ValueError(f"too few usable events to train and evaluate: {n}")
+    return data, data.take(slice(0, n_train)), data.take(slice(n_train, n))
+
+
+def _estimates(
+    hold: LoggedData, target: np.ndarray, q: np.ndarray, level: float
+) -> dict[str, Any]:
+    """SNIPS and DR of the new policy (``target``) and of the logging policy on the hold-out."""
+    a, p, r = hold.actions, hold.propensities, hold.rewards
+    estimates = {
+        "policy": {
+            "snips": _estimate(snips(a, p, r, target, level=level)),
+            "dr": _estimate(doubly_robust(a, p, r, target, q, level=level)),
+        },
+        "logging": {
+            # the logging policy's SNIPS estimate of itself is the on-policy mean reward
+            "snips": _estimate(snips(a, p, r, hold.logged, level=level)),
+            "dr": _estimate(doubly_robust(a, p, r, hold.logged, q, level=level)),
+        },
+    }
+    estimates["logging"]["snips"]["value"] = float(r.mean())  # exactly, not up to rounding
+    return estimates
+
+
+def _difference_meta(chosen: Difference, config: TrainConfig) -> dict[str, Any]:
+    """The stored form of the publish estimator's paired difference, with what it compares."""
+    return {
+        **_difference(chosen),
+        "estimator": config.publish_estimator,
+        "sided": "one-sided lower bound: the interval is [low, +inf)",
+        "p_value": chosen.p_value,
+        "policy_value": chosen.target_value,
+        "logging_value": chosen.baseline_value,
+        "logging_term": (
+            "DR term of the logging policy: the logged reward plus a zero-mean control variate"
+            if config.publish_estimator == "dr"
+            else "the logged reward (the logging policy's SNIPS estimate of itself)"
+        ),
+    }
+
+
+def _training_meta(
+    model: BOPL, data: LoggedData, train: LoggedData, started: float, fitted: float
+) -> dict[str, Any]:
+    return {
+        "rounds": int(model.n_rounds_),
+        "stop_reason": model.stop_reason_,
+        "solver": model.solver_,
+        "first_event": data.event_ids[0] if len(data) else None,
+        "last_train_event": train.event_ids[-1],
+        "last_event": data.event_ids[-1],
+        "fit_seconds": round(fitted - started, 4),
+        "total_seconds": round(time.perf_counter() - started, 4),
+    }
 
 
 def train_and_evaluate(
@@ -351,13 +441,7 @@ def train_and_evaluate(
     """
     started = time.perf_counter()
     k = len(actions)
-    data = logged_data(events, actions)
-    n = len(data)
-    n_holdout = math.ceil(n * config.holdout_fraction)
-    n_train = n - n_holdout
-    if n_train < 1 or n_holdout < 2:
-        raise ValueError(f"too few usable events to train and evaluate: {n}")
-    train, hold = data.take(slice(0, n_train)), data.take(slice(n_train, n))
+    data, train, hold = _split(events, actions, config)
     floor = min(config.min_propensity, 1.0 / k)
 
     featurizer = Featurizer(config.max_categories).fit(train.contexts)
@@ -377,61 +461,25 @@ def train_and_evaluate(
         random_state=config.seed,
     ).fit(X_train, train.actions, train.propensities, train.rewards)
     q = reward_model.scores(X_hold)
-    a, p, r, level = hold.actions, hold.propensities, hold.rewards, config.level
-    estimates = {
-        "policy": {
-            "snips": _estimate(snips(a, p, r, target, level=level)),
-            "dr": _estimate(doubly_robust(a, p, r, target, q, level=level)),
-        },
-        "logging": {
-            # the logging policy's SNIPS estimate of itself is the on-policy mean reward
-            "snips": _estimate(snips(a, p, r, hold.logged, level=level)),
-            "dr": _estimate(doubly_robust(a, p, r, hold.logged, q, level=level)),
-        },
-    }
-    logging_value = float(r.mean())
-    estimates["logging"]["snips"]["value"] = logging_value  # exactly, not up to rounding
+    estimates = _estimates(hold, target, q, config.level)
     published, differences = publish_decision(hold, target, q, config)
     estimates["difference"] = {name: _difference(d) for name, d in differences.items()}
-    chosen = differences[config.publish_estimator]
-    difference = {
-        **_difference(chosen),
-        "estimator": config.publish_estimator,
-        "sided": "one-sided lower bound: the interval is [low, +inf)",
-        "p_value": chosen.p_value,
-        "policy_value": chosen.target_value,
-        "logging_value": chosen.baseline_value,
-        "logging_term": (
-            "DR term of the logging policy: the logged reward plus a zero-mean control variate"
-            if config.publish_estimator == "dr"
-            else "the logged reward (the logging policy's SNIPS estimate of itself)"
-        ),
-    }
     meta: dict[str, Any] = {
         "variant": config.variant,
         "params": {**asdict(config), "reward_translation": translation, "min_propensity": floor},
-        "n_train": n_train,
-        "n_holdout": n_holdout,
-        "n_skipped": len(events) - n,
+        "n_train": len(train),
+        "n_holdout": len(hold),
+        "n_skipped": len(events) - len(data),
         "n_features": featurizer.n_features,
         "estimates": estimates,
-        "baseline": logging_value,
-        "difference": difference,
+        "baseline": estimates["logging"]["snips"]["value"],
+        "difference": _difference_meta(differences[config.publish_estimator], config),
         "publish_rule": (
-            f"one-sided {level:.0%} lower bound of the paired {config.publish_estimator} "
+            f"one-sided {config.level:.0%} lower bound of the paired {config.publish_estimator} "
             "difference (policy - logging policy, per hold-out event) > 0"
         ),
         "published": bool(published),
-        "training": {
-            "rounds": int(model.n_rounds_),
-            "stop_reason": model.stop_reason_,
-            "solver": model.solver_,
-            "first_event": data.event_ids[0] if n else None,
-            "last_train_event": train.event_ids[-1],
-            "last_event": data.event_ids[-1],
-            "fit_seconds": round(fitted - started, 4),
-            "total_seconds": round(time.perf_counter() - started, 4),
-        },
+        "training": _training_meta(model, data, train, started, fitted),
         "model_uid": model_uid,
     }
     bundle = PolicyBundle(
