@@ -224,20 +224,6 @@ class ServedModel:
         with self._deciding():
             return decide(self.booster, context, allowed=allowed, rng=rng), self.version
 
-    def decide_policy(
-        self,
-        context: dict[str, Any],
-        event_id: str,
-        excluded: list[int] | None,
-        bundle: Any,
-        temperature: float,
-        min_propensity: float,
-    ) -> tuple[Decision, int]:
-        """:meth:`decide` by the published policy ``bundle`` at ``temperature`` and floor
-        ``min_propensity``."""
-        policy = ServedPolicy(bundle, temperature, min_propensity)
-        return self.decide(context, event_id, excluded, policy=policy)
-
     def allowed(self, excluded: list[int] | None) -> list[int] | None:
         """The action indices not in ``excluded`` (None: every action)."""
         if not excluded:

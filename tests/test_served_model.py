@@ -302,7 +302,7 @@ def _policy_bundle():
 
 
 def test_one_decision_path_for_the_booster_and_the_policy() -> None:
-    """runtime.decide is what ServedModel.decide and decide_policy do: the policy's probabilities
+    """runtime.decide is what ServedModel.decide does: the policy's probabilities
     restricted to the allowed actions and one draw with the event's generator; the booster's
     own rule (restricted) otherwise; nothing changes either way."""
     from service.domain import ServingConfig
@@ -317,12 +317,10 @@ def test_one_decision_path_for_the_booster_and_the_policy() -> None:
         x, event_id = {"x": (i - 20) / 10}, f"p{i}"
         rng = event_rng(model.config.seed, event_id)
         expected = decide(policy, x, allowed=[0, 2], rng=rng)
-        by_policy, _ = model.decide(x, event_id, excluded=[1], policy=policy)
-        by_bundle, _ = model.decide_policy(x, event_id, [1], bundle, policy.temperature, 0.05)
-        for got in (by_policy, by_bundle):
-            assert got.action == expected.action != 1
-            np.testing.assert_array_equal(got.probabilities, expected.probabilities)
-            assert got.internals == {"policy_version": 7}
+        got, _ = model.decide(x, event_id, excluded=[1], policy=policy)
+        assert got.action == expected.action != 1
+        np.testing.assert_array_equal(got.probabilities, expected.probabilities)
+        assert got.internals == {"policy_version": 7}
         p = expected.probabilities
         assert p[1] == 0.0 and abs(p.sum() - 1.0) < 1e-12 and min(p[0], p[2]) >= 0.05
         raw = bundle.probabilities([x], policy.temperature, 0.05)[0]

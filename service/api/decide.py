@@ -11,7 +11,6 @@ client, so the loop serves other requests meanwhile. A Redis server that is down
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from typing import Any
@@ -29,43 +28,24 @@ from service.runtime import ServedModel
 from service.settings import Settings
 from service.store import ModelStore
 
-__all__ = ["decide", "feedback", "policy_values", "predict", "response_of", "unprocessable"]
-
-log_ = logging.getLogger("boostbandit.api")
-
+__all__ = ["decide", "feedback", "predict", "response_of", "unprocessable"]
 
 def unprocessable(message: str) -> HTTPException:
     """A 422 naming the problem."""
     return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, message)
 
 
-def policy_values(serving: ServingConfig, bundle) -> tuple[float, float]:
-    """The temperature and propensity floor a published policy serves at: the serving config's,
-    else the ones the policy was evaluated with."""
-    temperature = bundle.temperature if serving.temperature is None else serving.temperature
-    floor = bundle.min_propensity if serving.min_propensity is None else serving.min_propensity
-    return temperature, floor
-
-
 def decide(model: ServedModel, store: ModelStore, context: dict[str, Any], event_id: str,
            excluded: list[int], serving: ServingConfig, published: int | None):
-    """``(decision, model version, policy)``: the online model decides, or, when the model
-    serves its offline policy, the published one (``policy`` names it; None for online)."""
-    config = model.config
-    bundle = None
-    if serving.mode == "policy" and published is not None:
-        bundle = store.policy(config, published)
-        if bundle is None:  # cannot happen through the API; the online model is the fallback
-            log_.warning("%s: published policy %s unavailable; serving online", config.name,
-                         published)
-    if bundle is None:
-        decision, version = model.decide(context, event_id, excluded)
+    """``(decision, model version, policy)`` by the one decision path
+    (:meth:`ServedModel.decide`): the published policy the model serves, else the online model
+    (``policy`` names the served policy; None for online)."""
+    policy = store.served_policy(model.config, serving, published)
+    decision, version = model.decide(context, event_id, excluded, policy=policy)
+    if policy is None:
         return decision, version, None
-    temperature, floor = policy_values(serving, bundle)
-    decision, version = model.decide_policy(context, event_id, excluded, bundle, temperature,
-                                            floor)
-    return decision, version, {"version": published, "temperature": temperature,
-                               "min_propensity": floor}
+    return decision, version, {"version": published, "temperature": policy.temperature,
+                               "min_propensity": policy.min_propensity}
 
 
 def _checked(body: PredictRequest, model: ServedModel, log: EventLog,

@@ -8,7 +8,6 @@ import time
 
 from fastapi import HTTPException, status
 
-from service.api.decide import policy_values
 from service.api.schemas import ServingInfo, ServingRequest
 from service.domain import ServingConfig
 from service.eventlog import EventLog
@@ -28,12 +27,10 @@ def serving_info(model: ServedModel, log: EventLog, store: ModelStore) -> Servin
         policy_version=published if serving.mode == "policy" else None,
         updated=serving.updated,
     )
-    if serving.mode == "policy" and published is not None:
-        bundle = store.policy(model.config, published)
-        if bundle is not None:
-            info.effective_temperature, info.effective_min_propensity = policy_values(
-                serving, bundle
-            )
+    policy = store.served_policy(model.config, serving, published)
+    if policy is not None:
+        info.effective_temperature = policy.temperature
+        info.effective_min_propensity = policy.min_propensity
     return info
 
 
