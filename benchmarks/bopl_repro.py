@@ -2,8 +2,8 @@
 Yeast.
 
 Implements the protocol of the paper's Sec. 5 and Appendix F (with the reward translation of
-Sec. 5.2; docs/papers.md), using boosters/bopl.py (BOPL, BOPL-S, Algorithms 1-4), boosters/brr.py
-(BRR-xgb) and boosters/policies.py:
+Sec. 5.2; docs/papers.md), using boosters/batch/bopl.py (BOPL, BOPL-S, Algorithms 1-4),
+boosters/batch/brr.py (BRR-xgb) and boosters/batch/policies.py:
 
 - App. F.2 splits, made once per dataset with a fixed seed (the paper does not say; the split is
   most likely fixed across trials): Fashion-MNIST uses the standard 60,000/10,000 train/test
@@ -57,9 +57,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from boosters.bopl import BOPL, BOPLS  # noqa: E402
-from boosters.brr import RewardRegression  # noqa: E402
-from boosters.policies import LoggingPolicy, expected_reward  # noqa: E402
+from boosters.batch.bopl import BOPL, BOPLS  # noqa: E402
+from boosters.batch.brr import RewardRegression  # noqa: E402
+from boosters.batch.policies import LoggingPolicy, expected_reward  # noqa: E402
 from learners.batch_trees import (  # noqa: E402
     FittedBooster,
     LeastSquaresTree,

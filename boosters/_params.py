@@ -17,10 +17,10 @@ What grows with which size (measured on the 2-core development machine, under lo
   the twins for every decision): ``n_learners * n_actions**2`` entries, ~24 bytes each in
   temporaries. At 1,000 actions and the default 20 learners (2*10^7 entries) an AdaBandit
   learning round takes ~1 s and ~0.5 GB; at 100 learners it was 5 s and 2.5 GB.
-- BanditBBM's exact boost-by-majority potentials (:mod:`boosters.potentials`) have a recursion
-  whose working set outgrows its bounded caches between 33 and 40 learners (k >= 10): the worst
-  round went from ~1 s (N = 33) to 4 s (N = 36) and 10-15 s (N = 40); at N = 50 a round did not
-  end in a minute, and at N = 1,000 the recursion overflows Python's stack.
+- BanditBBM's exact boost-by-majority potentials (:mod:`boosters.online.potentials`) have a
+  recursion whose working set outgrows its bounded caches between 33 and 40 learners (k >= 10): the
+  worst round went from ~1 s (N = 33) to 4 s (N = 36) and 10-15 s (N = 40); at N = 50 a round did
+  not end in a minute, and at N = 1,000 the recursion overflows Python's stack.
 - The OCO boosters (``oco``, ``oco_full``) hold one binary tree per action and per booster
   round: ``n_actions * n_learners`` trees. 20,000 fresh trees (1,000 actions x 20): built in
   0.4 s, pickled for the first snapshot in ~1 s (7.5 MB + 4 MB serving copy), ~55 MB, 20 ms per

@@ -23,18 +23,18 @@ if TYPE_CHECKING:  # annotations only: listing the names stays free of numpy (th
 
 # name -> ("module:Class", preset keyword arguments); imported lazily to keep the import cheap.
 _BOOSTERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "banditbbm": ("boosters.banditbbm:BanditBBM", {}),
-    "adabandit": ("boosters.adabandit:AdaBandit", {}),
-    "onlinembbm": ("boosters.banditbbm:OnlineMBBM", {}),
-    "adaboostolm": ("boosters.adabandit:AdaBoostOLM", {}),
-    "oco": ("boosters.oco_bandit:OCOBandit", {}),
-    "oco_full": ("boosters.oco_bandit:OCOFull", {}),
-    "uniform": ("boosters.baselines:UniformPolicy", {}),
-    "egreedy_tree": ("boosters.baselines:EpsilonGreedyTree", {}),
-    "river_egreedy": ("boosters.baselines:RiverPolicy", {"policy": "epsilon_greedy"}),
-    "river_ucb": ("boosters.baselines:RiverPolicy", {"policy": "ucb"}),
-    "river_exp3": ("boosters.baselines:RiverPolicy", {"policy": "exp3"}),
-    "river_thompson": ("boosters.baselines:RiverPolicy", {"policy": "thompson"}),
+    "banditbbm": ("boosters.online.banditbbm:BanditBBM", {}),
+    "adabandit": ("boosters.online.adabandit:AdaBandit", {}),
+    "onlinembbm": ("boosters.online.banditbbm:OnlineMBBM", {}),
+    "adaboostolm": ("boosters.online.adabandit:AdaBoostOLM", {}),
+    "oco": ("boosters.online.oco_bandit:OCOBandit", {}),
+    "oco_full": ("boosters.online.oco_bandit:OCOFull", {}),
+    "uniform": ("boosters.online.baselines:UniformPolicy", {}),
+    "egreedy_tree": ("boosters.online.baselines:EpsilonGreedyTree", {}),
+    "river_egreedy": ("boosters.online.baselines:RiverPolicy", {"policy": "epsilon_greedy"}),
+    "river_ucb": ("boosters.online.baselines:RiverPolicy", {"policy": "ucb"}),
+    "river_exp3": ("boosters.online.baselines:RiverPolicy", {"policy": "exp3"}),
+    "river_thompson": ("boosters.online.baselines:RiverPolicy", {"policy": "thompson"}),
 }
 
 

@@ -2,7 +2,7 @@
 
 Implements the weak learner of Ghai & Singh, *Sample-Efficient Agnostic Boosting* (NeurIPS 2024;
 docs/papers.md): a weak learner that accepts sample weights; the paper's experiments (Sec. 7)
-use scikit-learn decision stumps. Used by :mod:`boosters.sample_efficient`.
+use scikit-learn decision stumps. Used by :mod:`boosters.batch.sample_efficient`.
 
 A weak learner here is any object with ``fit(X, y, sample_weight, seed) -> model`` where ``model``
 has ``predict(X) -> ndarray of +-1.0``. :class:`DecisionStump` fits a scikit-learn tree of depth 1

@@ -16,7 +16,7 @@ One training run (:func:`train_and_evaluate`):
 4. **Evaluate** on the hold-out, with raw rewards, the policy as it will be served: softmax at
    ``temperature`` mixed with the floor ``min_propensity`` (restricted to the actions that were
    allowed for each event and renormalised, as serving does with ``excluded_actions``):
-   SNIPS and doubly robust (DR, reward model :class:`~boosters.brr.RewardRegression` fitted on
+   SNIPS and doubly robust (DR, reward model :class:`~boosters.batch.brr.RewardRegression` fitted on
    the training part), each with a normal-approximation interval at ``level``.
    The logging policy's value on the hold-out is the on-policy mean of the logged rewards (its
    SNIPS estimate of itself, with the interval of a mean); its DR estimate is reported too.
@@ -68,8 +68,8 @@ from typing import Any
 
 import numpy as np
 
-from boosters.bopl import BOPL, BOPLS
-from boosters.brr import RewardRegression
+from boosters.batch.bopl import BOPL, BOPLS
+from boosters.batch.brr import RewardRegression
 from boosters.exploration import complete_probabilities
 from boosters.ope import (
     DIFFERENCE_ESTIMATORS,

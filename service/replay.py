@@ -66,12 +66,13 @@ Policy replay (:func:`replay_policy`, ``--policy``)
     :mod:`boosters.ope`: per event the policy's probabilities pi(.|x) as it would be served
     (softmax at ``temperature`` mixed with the floor ``min_propensity``; by default the values it
     was evaluated with) restricted to the allowed actions. DR's reward model is the boosted
-    reward regression of the worker (:class:`boosters.brr.RewardRegression`, the paper's BRR-xgb),
-    *cross-fitted*: the events are split in two seeded halves and each half gets predictions from
-    the model fitted on the other, so no event is scored by a model that saw it. Where does the
-    policy come from (:func:`load_policy`): ``MODEL[:VERSION]`` names a published policy in Redis
-    (``REDIS_URL``; the latest published one without a version; only published policies have a
-    stored pickle), or a path to a pickle file of a bundle, e.g. the stored blob written to disk::
+    reward regression of the worker (:class:`boosters.batch.brr.RewardRegression`, the paper's
+    BRR-xgb), *cross-fitted*: the events are split in two seeded halves and each half gets
+    predictions from the model fitted on the other, so no event is scored by a model that saw it.
+    Where does the policy come from (:func:`load_policy`): ``MODEL[:VERSION]`` names a published
+    policy in Redis (``REDIS_URL``; the latest published one without a version; only published
+    policies have a stored pickle), or a path to a pickle file of a bundle, e.g. the stored blob
+    written to disk::
 
         open("policy.pkl", "wb").write(EventLog(client).policy_blob("news", 3))
 
@@ -950,7 +951,7 @@ def _cross_fitted_predictions(
 ) -> np.ndarray | None:
     """Reward predictions (n, k), each half of the rows predicted by a model fitted on the other
     half (None when a half has fewer than 2 rows)."""
-    from boosters.brr import RewardRegression
+    from boosters.batch.brr import RewardRegression
 
     fold = np.random.default_rng([int(seed), 0xD2]).integers(2, size=a.shape[0])
     q = np.empty((a.shape[0], k))

@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from boosters._params import FLAG_PARAMS
+from boosters import FLAG_PARAMS
 from boosters.base import check_context
 from boosters.registry import booster_params, names
 from service.domain import ModelConfig, NegativeRewards

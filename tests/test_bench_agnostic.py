@@ -16,7 +16,7 @@ from benchmarks.binary_streams import (
     progressive_validation,
 )
 from benchmarks.table3 import best_cells, flip_labels, within_spread
-from boosters.oco import OCOBooster
+from boosters.online.oco import OCOBooster
 
 # ---- noise injection -----------------------------------------------------------------------------
 

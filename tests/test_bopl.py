@@ -1,4 +1,4 @@
-"""BOPL / BOPL-S (boosters/bopl.py), policies, BRR-xgb and the batch tree learners.
+"""BOPL / BOPL-S (boosters/batch/bopl.py), policies, BRR-xgb and the batch tree learners.
 
 Paper: London et al. 2023, *Boosted Off-Policy Learning* (Algorithms 1-4, Eq. (6), (16)-(17);
 docs/papers.md).
@@ -11,7 +11,7 @@ import pickle
 import numpy as np
 import pytest
 
-from boosters.bopl import (
+from boosters.batch.bopl import (
     BOPL,
     BOPLS,
     ips_risk,
@@ -19,8 +19,8 @@ from boosters.bopl import (
     surrogate_risk,
     surrogate_risk_gradient,
 )
-from boosters.brr import RewardRegression
-from boosters.policies import (
+from boosters.batch.brr import RewardRegression
+from boosters.batch.policies import (
     AdditiveEnsemble,
     LoggingPolicy,
     SoftmaxEnsemblePolicy,

@@ -1,4 +1,4 @@
-"""Tests of boosters/sample_efficient.py (Ghai & Singh 2024; BCHM20 Algorithm 2).
+"""Tests of boosters/batch/sample_efficient.py (Ghai & Singh 2024; BCHM20 Algorithm 2).
 
 - the reuse invariant: with every chunk the same dataset and no clipping, the weak learner's input
   distribution satisfies ``cor_{D_t}(h) = sigma/(eta+sigma) (-Phi'(H_t, h))
@@ -21,7 +21,7 @@ import pytest
 from sklearn.datasets import make_classification
 from sklearn.model_selection import train_test_split
 
-from boosters.sample_efficient import (
+from boosters.batch.sample_efficient import (
     PAPER_EXPERIMENT,
     KanadeKalaiBooster,
     SampleEfficientBooster,

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from boosters.adabandit import AdaBandit
+from boosters.online.adabandit import AdaBandit
 from service.heap import HeapFreezer
 from service.store import ModelConfig, ServedModel, pickle_isolated, restore
 

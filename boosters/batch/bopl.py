@@ -58,7 +58,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from boosters.policies import AdditiveEnsemble, SoftmaxEnsemblePolicy, log_softmax, softmax
+from boosters.batch.policies import AdditiveEnsemble, SoftmaxEnsemblePolicy, log_softmax, softmax
 from learners.batch_trees import LeastSquaresTree, augment_actions
 
 __all__ = [

@@ -26,8 +26,8 @@ import numbers
 
 import numpy as np
 
-from boosters.bopl import check_logged_data
-from boosters.policies import SoftmaxEnsemblePolicy
+from boosters.batch.bopl import check_logged_data
+from boosters.batch.policies import SoftmaxEnsemblePolicy
 from learners.batch_trees import GradientBoostedRegressor, augment_actions
 
 __all__ = ["RewardRegression"]

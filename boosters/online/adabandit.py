@@ -10,7 +10,7 @@ trained on the true label with weight 5 for the first learner and ``-kappa_i C[y
 the others, ``kappa_i ~ U[5, 20]``). Both use the correct derivative; ``ref_code_gradient=True``
 reproduces the authors' sign slip in its ``j = h`` branch.
 
->>> from boosters.adabandit import AdaBandit
+>>> from boosters.online.adabandit import AdaBandit
 >>> booster = AdaBandit(n_actions=3, n_learners=5, rho=0.1, seed=42)
 >>> decision = booster.decide_one({"x": 1.0})
 >>> booster.learn_one({"x": 1.0}, decision, reward=0.0)
@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from boosters.template import BoostingTemplate
+from boosters.online.template import BoostingTemplate
 
 __all__ = ["AdaBandit", "AdaBoostOLM", "logistic_cost_matrices", "logistic_loss"]
 

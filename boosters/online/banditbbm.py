@@ -6,11 +6,11 @@ matrices of boost-by-majority potentials, eq. (9)) and OnlineMBBM (Jung et al. 2
 coded it: trained on the true label with weight ``sum_l (c_l - c_y)``, no clipping, weak learners
 predicting ``argmin_l sum_r P(r | x) C[l, r]``). The potentials are exact rather than the authors'
 Monte Carlo estimate (the exact one is noise-free and checked against brute force).
-:class:`boosters.potentials.BBMPotentials` computes each cost matrix per class of equally voted
-labels and keeps everything in bounded caches, so a round costs ``O(N^3)`` potentials' bookkeeping
-plus ``O(N k^2)`` array work, with bounded memory, at any ``k``.
+:class:`boosters.online.potentials.BBMPotentials` computes each cost matrix per class of equally
+voted labels and keeps everything in bounded caches, so a round costs ``O(N^3)`` potentials'
+bookkeeping plus ``O(N k^2)`` array work, with bounded memory, at any ``k``.
 
->>> from boosters.banditbbm import BanditBBM
+>>> from boosters.online.banditbbm import BanditBBM
 >>> booster = BanditBBM(n_actions=3, n_learners=5, rho=0.1, seed=42)
 >>> decision = booster.decide_one({"x": 1.0})
 >>> round(float(decision.probabilities.sum()), 6)
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from boosters.potentials import BBMPotentials
-from boosters.template import BoostingTemplate, _check_real
+from boosters.online.potentials import BBMPotentials
+from boosters.online.template import BoostingTemplate, _check_real
 
 __all__ = ["BanditBBM", "OnlineMBBM"]
 
@@ -31,10 +31,10 @@ __all__ = ["BanditBBM", "OnlineMBBM"]
 class BanditBBM(BoostingTemplate):
     """Bandit boost-by-majority (Algorithm 2 of Zhang et al. 2019).
 
-    Parameters are those of :class:`boosters.template.BoostingTemplate` plus ``gamma``, the weak
-    learners' assumed edge (0.1 in the paper, not tuned), which enters only through the potentials.
-    Above ``dense_max_actions`` actions the cost vectors are formed per class of labels
-    (:meth:`boosters.potentials.BBMPotentials.costs`) instead of through ``k x k`` matrices.
+    Parameters are those of :class:`boosters.online.template.BoostingTemplate` plus ``gamma``, the
+    weak learners' assumed edge (0.1 in the paper, not tuned), which enters only through the
+    potentials. Above ``dense_max_actions`` actions the cost vectors are formed per class of labels
+    (:meth:`boosters.online.potentials.BBMPotentials.costs`) instead of through ``k x k`` matrices.
     """
 
     #: up to this many actions, cost vectors are ``C @ omega`` with dense matrices (as always)

@@ -47,7 +47,7 @@ import numpy as np
 
 from boosters.base import Decision, OnlineBooster, check_context, resolve_feedback
 from boosters.exploration import check_allowed
-from boosters.template import _check_int, _check_real
+from boosters.online.template import _check_int, _check_real
 from learners.binary import BinaryHoeffdingTree, BinaryWeakLearner, signs_random_ties
 from learners.hoeffding import TREE_PROFILES, sample_tree_params
 

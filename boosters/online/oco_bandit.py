@@ -6,10 +6,11 @@ project's own extensions"), with no proven multiclass or bandit regret bound (ea
 booster only inherits Theorem 2 for its own binary pseudo-labelled task, and only in the
 ``"rounding"`` mode).
 
-- multiclass: k binary OCO boosters (:mod:`boosters.oco`, Algorithm 1 or 4), one per action, each
-  with N Hoeffding trees; the greedy action is the argmax of the unclipped one-vs-all margins ``z_a
-  = sum_i W_{a,i}(x) / (gamma N)``, ties broken uniformly at random. A true label (full-information
-  feedback) trains every booster with ``+1`` for the label and ``-1`` for the others.
+- multiclass: k binary OCO boosters (:mod:`boosters.online.oco`, Algorithm 1 or 4), one per action,
+  each with N Hoeffding trees; the greedy action is the argmax of the unclipped one-vs-all margins
+  ``z_a = sum_i W_{a,i}(x) / (gamma N)``, ties broken uniformly at random. A true label
+  (full-information feedback) trains every booster with ``+1`` for the label and ``-1`` for the
+  others.
 - contextual bandits, with exploration by eq. (2) of Zhang et al. 2019 (``1 - rho`` on the greedy
   action, ``rho / (k - 1)`` on each other; :func:`boosters.exploration.exploration_distribution`)
   instead of epsilon-greedy; the propensity is logged with the decision and ``pi_min`` is the
@@ -48,8 +49,8 @@ import numpy as np
 
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
 from boosters.exploration import check_allowed, exploration_distribution, explore, mask_scores
-from boosters.oco import OnlineConvexOptimizer, _OCOParams, oco_labels
-from boosters.template import _check_int, _check_real
+from boosters.online.oco import OnlineConvexOptimizer, _OCOParams, oco_labels
+from boosters.online.template import _check_int, _check_real
 from learners.binary import signs_random_ties
 from learners.reduction import argmax_random_ties
 
@@ -98,16 +99,16 @@ class OCOBandit(_OCOParams, OnlineBooster):
         Explore rate of eq. 2, in (0, 1) ([0, 1) for :class:`OCOFull`).
     gamma
         The weak learners' advantage in (0, 1] (vote scale and OGD step, as in
-        :class:`boosters.oco.OCOBooster`). The default 0.8 is above our first suggested grid
+        :class:`boosters.online.oco.OCOBooster`). The default 0.8 is above our first suggested grid
         (0.05-0.5): on short Car streams larger values did clearly better (0.1: ~0.3,
         0.5: ~0.5-0.7, 0.8: ~0.64-0.77 accuracy).
     seed, tree_profile, fixed_trees, nominal_attributes, fast_trees
-        As for the Zhang et al. 2019 boosters (``boosters.template.BoostingTemplate``).
+        As for the Zhang et al. 2019 boosters (``boosters.online.template.BoostingTemplate``).
     update
         ``"weighted"`` (CB-W, default) or ``"rounding"`` (CB-R).
     p_init, realizable, optimizer
         The binary boosters' OCO start, Algorithm 4 switch and optimiser
-        (:class:`boosters.oco.OCOBooster`).
+        (:class:`boosters.online.oco.OCOBooster`).
     baseline
         CB-W's reward baseline ``b`` in [0, 1].
     max_weight
