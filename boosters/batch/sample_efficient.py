@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from boosters._params import check_choice, check_int, check_real
 from learners.stumps import DecisionStump, WeakLearner
 
 __all__ = [
@@ -191,37 +192,6 @@ def chunk_masses(t: int, sigma: float) -> np.ndarray:
 # ---- validation ---------------------------------------------------------------------------------
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
-def _check_real(
-    name: str,
-    value: Any,
-    low: float,
-    high: float,
-    *,
-    open_low: bool = False,
-    open_high: bool = False,
-) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if (value <= low if open_low else value < low) or (
-        value >= high if open_high else value > high
-    ):
-        lb, rb = ("(" if open_low else "["), (")" if open_high else "]")
-        raise ValueError(f"{name} must be in {lb}{low}, {high}{rb}, got {value}")
-    return float(value)
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-    return value
-
-
 # ---- the shared machinery ------------------------------------------------------------------------
 
 
@@ -248,16 +218,16 @@ class _AgnosticBoosterBase:
         record_inputs,
         random_state,
     ) -> None:
-        self.n_rounds = _check_int("n_rounds", n_rounds, 1)
-        self.gamma = _check_real("gamma", gamma, 0.0, 1.0, open_low=True)
-        self.eta = _check_real("eta", eta, 0.0, math.inf, open_low=True)
-        self.kappa = _check_real("kappa", kappa, 0.0, math.inf, open_low=True)
-        self.step = _check_choice("step", step, ("fixed", "adaptive"))
-        self.branching = _check_choice("branching", branching, ("threshold", "better", "weak"))
-        self.tau = _check_real("tau", tau, -1.0, 1.0)
-        self.mode = _check_choice("mode", mode, ("sampling", "fractional"))
-        self.n_samples = None if n_samples is None else _check_int("n_samples", n_samples, 1)
-        self.holdout = _check_real("holdout", holdout, 0.0, 1.0, open_high=True)
+        self.n_rounds = check_int("n_rounds", n_rounds, 1)
+        self.gamma = check_real("gamma", gamma, 0.0, 1.0, open_low=True)
+        self.eta = check_real("eta", eta, 0.0, math.inf, open_low=True)
+        self.kappa = check_real("kappa", kappa, 0.0, math.inf, open_low=True)
+        self.step = check_choice("step", step, ("fixed", "adaptive"))
+        self.branching = check_choice("branching", branching, ("threshold", "better", "weak"))
+        self.tau = check_real("tau", tau, -1.0, 1.0)
+        self.mode = check_choice("mode", mode, ("sampling", "fractional"))
+        self.n_samples = None if n_samples is None else check_int("n_samples", n_samples, 1)
+        self.holdout = check_real("holdout", holdout, 0.0, 1.0, open_high=True)
         self.include_final = bool(include_final)
         if weak_learner is None:
             weak_learner = DecisionStump()
@@ -548,8 +518,8 @@ class SampleEfficientBooster(_AgnosticBoosterBase):
         )
         if sigma is None:
             sigma = min(1.0, self.eta / self.gamma)
-        self.sigma = _check_real("sigma", sigma, 0.0, 1.0, open_low=True)
-        self.label_weights = _check_choice("label_weights", label_weights, self._label_weights)
+        self.sigma = check_real("sigma", sigma, 0.0, 1.0, open_low=True)
+        self.label_weights = check_choice("label_weights", label_weights, self._label_weights)
 
     def fit(self, X, y, *, holdout_set: tuple[Any, Any] | None = None) -> SampleEfficientBooster:
         """Run Algorithm 1 on ``(X, y)`` (two classes; ``classes_[1]`` is +1).
@@ -731,7 +701,7 @@ class StatisticalAgnosticBooster(KanadeKalaiBooster):
             record_inputs,
             random_state,
         )
-        self.weights = _check_choice("weights", weights, ("oco", "madaboost"))
+        self.weights = check_choice("weights", weights, ("oco", "madaboost"))
 
     def _rows_sampled(self, idx, y, q, prob, rng):
         if self.n_samples is None:  # m0 = the number of rows, not 10x

@@ -63,9 +63,32 @@ class AdaBandit(BoostingTemplate):
         rho: float = 0.1,
         seed: int | None = None,
         ref_code_gradient: bool = False,
-        **kwargs,
+        *,
+        tree_profile: str | None = None,
+        fixed_trees: bool = False,
+        nominal_attributes: list | None = None,
+        clip: float = 100.0,
+        weight_scale: float = 1.0,
+        reduction_order: str = "reference",
+        estimator: str = "proposed",
+        weak_prediction: str | None = None,
+        fast_trees: bool = True,
     ):
-        super().__init__(n_actions, n_learners=n_learners, rho=rho, seed=seed, **kwargs)
+        super().__init__(
+            n_actions,
+            n_learners=n_learners,
+            rho=rho,
+            seed=seed,
+            tree_profile=tree_profile,
+            fixed_trees=fixed_trees,
+            nominal_attributes=nominal_attributes,
+            clip=clip,
+            weight_scale=weight_scale,
+            reduction_order=reduction_order,
+            estimator=estimator,
+            weak_prediction=weak_prediction,
+            fast_trees=fast_trees,
+        )
         self.ref_code_gradient = bool(ref_code_gradient)
         self.alpha = np.zeros(self.n_learners)
         self.log_v = np.zeros(self.n_learners)  # Hedge weights in log space
@@ -123,9 +146,34 @@ class AdaBoostOLM(AdaBandit):
         n_learners: int = 20,
         rho: float = 0.0,
         seed: int | None = None,
-        **kwargs,
+        ref_code_gradient: bool = False,
+        *,
+        tree_profile: str | None = None,
+        fixed_trees: bool = False,
+        nominal_attributes: list | None = None,
+        clip: float = 100.0,
+        weight_scale: float = 1.0,
+        reduction_order: str = "reference",
+        estimator: str = "proposed",
+        weak_prediction: str | None = None,
+        fast_trees: bool = True,
     ):
-        super().__init__(n_actions, n_learners=n_learners, rho=rho, seed=seed, **kwargs)
+        super().__init__(
+            n_actions,
+            n_learners=n_learners,
+            rho=rho,
+            seed=seed,
+            ref_code_gradient=ref_code_gradient,
+            tree_profile=tree_profile,
+            fixed_trees=fixed_trees,
+            nominal_attributes=nominal_attributes,
+            clip=clip,
+            weight_scale=weight_scale,
+            reduction_order=reduction_order,
+            estimator=estimator,
+            weak_prediction=weak_prediction,
+            fast_trees=fast_trees,
+        )
         self.kappa = 5.0 + 15.0 * self._rng.random(self.n_learners)  # U[5, 20] per learner
         self.kappa[0] = 0.0
 

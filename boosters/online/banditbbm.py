@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from boosters._params import check_real
 from boosters.online.potentials import BBMPotentials
-from boosters.online.template import BoostingTemplate, _check_real
+from boosters.online.template import BoostingTemplate
 
 __all__ = ["BanditBBM", "OnlineMBBM"]
 
@@ -47,10 +48,33 @@ class BanditBBM(BoostingTemplate):
         rho: float = 0.1,
         gamma: float = 0.1,
         seed: int | None = None,
-        **kwargs,
+        *,
+        tree_profile: str | None = None,
+        fixed_trees: bool = False,
+        nominal_attributes: list | None = None,
+        clip: float = 100.0,
+        weight_scale: float = 1.0,
+        reduction_order: str = "reference",
+        estimator: str = "proposed",
+        weak_prediction: str | None = None,
+        fast_trees: bool = True,
     ):
-        self.gamma = _check_real("gamma", gamma, 0.0, 1.0, open_low=True, open_high=True)
-        super().__init__(n_actions, n_learners=n_learners, rho=rho, seed=seed, **kwargs)
+        self.gamma = check_real("gamma", gamma, 0.0, 1.0, open_low=True, open_high=True)
+        super().__init__(
+            n_actions,
+            n_learners=n_learners,
+            rho=rho,
+            seed=seed,
+            tree_profile=tree_profile,
+            fixed_trees=fixed_trees,
+            nominal_attributes=nominal_attributes,
+            clip=clip,
+            weight_scale=weight_scale,
+            reduction_order=reduction_order,
+            estimator=estimator,
+            weak_prediction=weak_prediction,
+            fast_trees=fast_trees,
+        )
         self.potentials = BBMPotentials(self.n_actions, self.gamma)
         self.potentials.precompute(self.n_learners)
         self._ones = np.ones(self.n_learners, dtype=np.int64)
@@ -90,10 +114,32 @@ class OnlineMBBM(BanditBBM):
         rho: float = 0.0,
         gamma: float = 0.1,
         seed: int | None = None,
-        **kwargs,
+        *,
+        tree_profile: str | None = None,
+        fixed_trees: bool = False,
+        nominal_attributes: list | None = None,
+        clip: float = 100.0,
+        weight_scale: float = 1.0,
+        reduction_order: str = "reference",
+        estimator: str = "proposed",
+        weak_prediction: str | None = None,
+        fast_trees: bool = True,
     ):
         super().__init__(
-            n_actions, n_learners=n_learners, rho=rho, gamma=gamma, seed=seed, **kwargs
+            n_actions,
+            n_learners=n_learners,
+            rho=rho,
+            gamma=gamma,
+            seed=seed,
+            tree_profile=tree_profile,
+            fixed_trees=fixed_trees,
+            nominal_attributes=nominal_attributes,
+            clip=clip,
+            weight_scale=weight_scale,
+            reduction_order=reduction_order,
+            estimator=estimator,
+            weak_prediction=weak_prediction,
+            fast_trees=fast_trees,
         )
 
     def _labels_weights(self, costs, u, known_label):

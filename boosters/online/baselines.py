@@ -24,30 +24,12 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from river import bandit, proba
 
+from boosters._params import check_int, check_real
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
 from boosters.exploration import check_allowed, mask_scores
 from learners.hoeffding import make_vfdt
 
 __all__ = ["UniformPolicy", "EpsilonGreedyTree", "RiverPolicy"]
-
-
-def _check_n_actions(n_actions: int) -> int:
-    if isinstance(n_actions, bool) or not isinstance(n_actions, int | np.integer) or n_actions < 2:
-        raise ValueError(f"n_actions must be an integer >= 2, got {n_actions!r}")
-    return int(n_actions)
-
-
-def _check_real(name: str, value: float, low: float, high: float = math.inf) -> float:
-    """``value`` as a float in the closed interval [low, high], else a ValueError naming it."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not low <= value <= high
-        or math.isnan(value)
-    ):
-        interval = f"[{low}, {high}]" if math.isfinite(high) else f">= {low}"
-        raise ValueError(f"{name} must be a number in {interval}, got {value!r}")
-    return float(value)
 
 
 def _draw(rng: np.random.Generator, probabilities: np.ndarray) -> int:
@@ -109,7 +91,7 @@ class UniformPolicy(OnlineBooster):
     """
 
     def __init__(self, n_actions: int, seed: int | None = None):
-        self.n_actions = _check_n_actions(n_actions)
+        self.n_actions = check_int("n_actions", n_actions, 2)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._p = np.full(self.n_actions, 1.0 / self.n_actions)
@@ -184,8 +166,8 @@ class EpsilonGreedyTree(OnlineBooster):
         nominal_attributes: list[str] | None = None,
         fast_trees: bool = True,
     ):
-        self.n_actions = _check_n_actions(n_actions)
-        self.epsilon = _check_real("epsilon", epsilon, 0.0, 1.0)
+        self.n_actions = check_int("n_actions", n_actions, 2)
+        self.epsilon = check_real("epsilon", epsilon, 0.0, 1.0)
         if (
             isinstance(grace_period, bool)
             or not isinstance(grace_period, int | np.integer)
@@ -193,10 +175,10 @@ class EpsilonGreedyTree(OnlineBooster):
         ):
             raise ValueError(f"grace_period must be an integer >= 1, got {grace_period!r}")
         self.grace_period = int(grace_period)
-        self.delta = _check_real("delta", delta, 0.0, 1.0)
+        self.delta = check_real("delta", delta, 0.0, 1.0)
         if not 0.0 < self.delta < 1.0:
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-        self.tau = _check_real("tau", tau, 0.0)
+        self.tau = check_real("tau", tau, 0.0)
         if nominal_attributes is not None:
             if isinstance(nominal_attributes, str) or not isinstance(nominal_attributes, Iterable):
                 raise ValueError(
@@ -315,15 +297,15 @@ class RiverPolicy(OnlineBooster):
         delta: float = 1.0,
         gamma: float = 0.1,
     ):
-        self.n_actions = _check_n_actions(n_actions)
+        self.n_actions = check_int("n_actions", n_actions, 2)
         if policy not in self.POLICIES:
             raise ValueError(f"policy must be one of {', '.join(self.POLICIES)}, got {policy!r}")
         self.policy = policy
-        self.epsilon = _check_real("epsilon", epsilon, 0.0, 1.0)
-        self.delta = _check_real("delta", delta, 0.0)
+        self.epsilon = check_real("epsilon", epsilon, 0.0, 1.0)
+        self.delta = check_real("delta", delta, 0.0)
         if math.isinf(self.delta):
             raise ValueError(f"delta must be finite, got {delta!r}")
-        self.gamma = _check_real("gamma", gamma, 0.0, 1.0)
+        self.gamma = check_real("gamma", gamma, 0.0, 1.0)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         # River's own generator is never used to choose arms; seed it from ours for determinism

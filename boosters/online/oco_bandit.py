@@ -47,10 +47,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from boosters._params import check_int, check_real
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
 from boosters.exploration import check_allowed, exploration_distribution, explore, mask_scores
-from boosters.online.oco import OnlineConvexOptimizer, _OCOParams, oco_labels
-from boosters.online.template import _check_int, _check_real
+from boosters.online.oco import OCOParams, OnlineConvexOptimizer, oco_labels
 from learners.binary import signs_random_ties
 from learners.reduction import argmax_random_ties
 
@@ -85,7 +85,7 @@ def weighted_label(
     return label, weight
 
 
-class OCOBandit(_OCOParams, OnlineBooster):
+class OCOBandit(OCOParams, OnlineBooster):
     """One-vs-all OCO boosters with eq.-2 exploration and bandit updates (the project's extension).
 
     Parameters
@@ -135,18 +135,18 @@ class OCOBandit(_OCOParams, OnlineBooster):
         max_weight: float | None = None,
         fast_trees: bool = True,
     ):
-        self.n_actions = _check_int("n_actions", n_actions, 2)
-        self.n_learners = _check_int("n_learners", n_learners, 1)
+        self.n_actions = check_int("n_actions", n_actions, 2)
+        self.n_learners = check_int("n_learners", n_learners, 1)
         if self.full_information:
-            self.rho = _check_real("rho", rho, 0.0, 1.0, open_high=True)
+            self.rho = check_real("rho", rho, 0.0, 1.0, open_high=True)
         else:
-            self.rho = _check_real("rho", rho, 0.0, 1.0, open_low=True, open_high=True)
+            self.rho = check_real("rho", rho, 0.0, 1.0, open_low=True, open_high=True)
         if update not in UPDATES:
             raise ValueError(f"update must be 'weighted' or 'rounding', got {update!r}")
         self.update = update
-        self.baseline = _check_real("baseline", baseline, 0.0, 1.0)
+        self.baseline = check_real("baseline", baseline, 0.0, 1.0)
         if max_weight is not None:
-            max_weight = _check_real("max_weight", max_weight, 0.0, np.inf, open_low=True)
+            max_weight = check_real("max_weight", max_weight, 0.0, np.inf, open_low=True)
         self.max_weight = max_weight
         self.seed = seed
         self._rng = np.random.default_rng(seed)
