@@ -369,7 +369,7 @@ def make_method(
     """
     if method == "brr-xgb":
         return RewardRegression(
-            n_actions,
+            n_actions=n_actions,
             n_estimators=hp["rounds"],
             max_depth=hp["max_depth"],
             min_child_weight=hp["min_child_weight"],
@@ -393,7 +393,8 @@ def make_method(
             max_depth=hp["max_depth"], min_samples_leaf=hp["min_child_weight"]
         )
     return cls(
-        n_actions, base, n_rounds=hp["rounds"], reward_translation=hp["c"], random_state=seed
+        n_actions=n_actions, base_learner=base, n_rounds=hp["rounds"], reward_translation=hp["c"],
+        random_state=seed,
     )
 
 

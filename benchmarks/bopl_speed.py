@@ -121,7 +121,9 @@ def first_round_problem(
 
     rt = r + TRANSLATION
     keep = rt != 0
-    S, d = BOPLS(k)._coefficients(np.zeros((int(keep.sum()), k)), a[keep], p[keep], rt[keep])
+    S, d = BOPLS(n_actions=k)._coefficients(
+        np.zeros((int(keep.sum()), k)), a[keep], p[keep], rt[keep]
+    )
     return (S / d[:, None]).ravel(), np.repeat(d, k)
 
 
@@ -133,7 +135,8 @@ def time_bopls(X, a, p, r, k: int, rounds: int, tree_method: str, solver: str) -
 
     tree_cls = HistLeastSquaresTree if tree_method == "hist" else LeastSquaresTree
     tree = tree_cls(max_depth=DEPTH, min_child_weight=MIN_CHILD_WEIGHT)
-    model = BOPLS(k, tree, n_rounds=rounds, reward_translation=TRANSLATION, solver=solver)
+    model = BOPLS(n_actions=k, base_learner=tree, n_rounds=rounds,
+                  reward_translation=TRANSLATION, solver=solver)
     start = time.perf_counter()
     model.fit(X, a, p, r)
     elapsed = time.perf_counter() - start

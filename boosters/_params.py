@@ -2,7 +2,8 @@
 
 :func:`check_int`, :func:`check_real`, :func:`check_choice` and :func:`check_names` check one
 value; :func:`validate_params` checks a batch estimator's parameters against its declared
-``_parameter_constraints`` (:class:`Interval`, :class:`Options`, types, ``None``).
+``_parameter_constraints`` (:class:`Interval`, :class:`Options`, :class:`HasMethods`,
+types, ``None``).
 :func:`check_flags` and :func:`check_sizes` are the registry's checks before any online booster is
 built, against MAX_ACTIONS, MAX_LEARNERS, MAX_BBM_LEARNERS, MAX_WEAK_LEARNERS,
 MAX_COST_MATRIX_ENTRIES, MAX_GRACE_PERIOD, MAX_NOMINAL_ATTRIBUTES, MAX_MC_SAMPLES and MAX_MC_DRAWS
@@ -37,6 +38,7 @@ __all__ = [
     "FLAG_PARAMS",
     "OTHER_PARAMS",
     "SIZE_PARAMS",
+    "HasMethods",
     "Interval",
     "Options",
     "check_choice",
@@ -246,6 +248,18 @@ class Interval:
             return
         check_real(name, value, low, high, open_low=self.closed in ("right", "neither"),
                    open_high=self.closed in ("left", "neither"))
+
+
+@dataclass(frozen=True)
+class HasMethods:
+    """An object with these methods (a base learner, a weak learner)."""
+
+    methods: tuple
+
+    def check(self, name: str, value: Any) -> None:
+        missing = [m for m in self.methods if not callable(getattr(value, m, None))]
+        if missing:
+            raise ValueError(f"{name} must have a {', '.join(missing)} method, got {value!r}")
 
 
 @dataclass(frozen=True)

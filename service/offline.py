@@ -329,8 +329,8 @@ def _make_model(config: TrainConfig, n_actions: int, reward_translation: float) 
     else:
         base = WeightedTreeClassifier(max_depth=config.max_depth)
     return cls(
-        n_actions,
-        base,
+        n_actions=n_actions,
+        base_learner=base,
         n_rounds=config.n_rounds,
         reward_translation=reward_translation,
         random_state=config.seed,
@@ -373,7 +373,7 @@ def train_and_evaluate(
 
     target = restrict(model.policy(config.temperature, floor).probabilities(X_hold), hold.allowed)
     reward_model = RewardRegression(
-        k, n_estimators=config.reward_model_rounds, max_depth=4, learning_rate=0.3,
+        n_actions=k, n_estimators=config.reward_model_rounds, max_depth=4, learning_rate=0.3,
         random_state=config.seed,
     ).fit(X_train, train.actions, train.propensities, train.rewards)
     q = reward_model.scores(X_hold)

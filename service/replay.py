@@ -960,7 +960,7 @@ def _cross_fitted_predictions(
         if train.sum() < 2 or test.sum() < 1:
             return None
         model = RewardRegression(
-            k,
+            n_actions=k,
             n_estimators=rounds,
             max_depth=4,
             learning_rate=0.3,

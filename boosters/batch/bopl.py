@@ -52,12 +52,12 @@ True
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.base import BaseEstimator
 
+from boosters._params import HasMethods, Interval, Options, validate_params
 from boosters.batch.policies import AdditiveEnsemble, SoftmaxEnsemblePolicy, log_softmax, softmax
 from learners.batch_trees import LeastSquaresTree, augment_actions
 
@@ -177,7 +177,7 @@ def check_logged_data(
 # --------------------------------------------------------------------------- the boosters
 
 
-class BOPL:
+class BOPL(BaseEstimator):
     """Algorithm 1 (BOPL): boosts the IPS risk of a softmax ensemble policy.
 
     Parameters
@@ -220,13 +220,29 @@ class BOPL:
     n_rounds_, stop_reason_, solver_
         Rounds kept; "max_rounds", "gradient", "base_predictions", "alpha" or "no_signal";
         the solver actually used.
+    base_learner_
+        The base learner used (``base_learner``, or the default ``LeastSquaresTree()``).
+
+    Parameters are keyword-only and stored as given; :meth:`fit` checks them
+    (``_parameter_constraints``, :func:`boosters._params.validate_params`).
     """
 
     kappa: ClassVar[float] = 2.0
     objective_name: ClassVar[str] = "ips"
 
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "n_actions": [Interval(int, 2, None)],
+        "base_learner": [None, HasMethods(("fit",))],
+        "n_rounds": [Interval(int, 1, None)],
+        "reward_translation": [Interval(float, None, None)],
+        "tol": [Interval(float, 0.0, None)],
+        "solver": [Options(_SOLVERS)],
+        "random_state": [Interval(int, 0, None)],
+    }
+
     def __init__(
         self,
+        *,
         n_actions: int,
         base_learner: Any = None,
         n_rounds: int = 100,
@@ -235,61 +251,33 @@ class BOPL:
         solver: str = "auto",
         random_state: int = 0,
     ) -> None:
-        if (
-            isinstance(n_actions, bool)
-            or not isinstance(n_actions, numbers.Integral)
-            or n_actions < 2
-        ):
-            raise ValueError(f"n_actions must be an integer >= 2, got {n_actions!r}")
-        if base_learner is None:
-            base_learner = LeastSquaresTree()
-        kind = getattr(base_learner, "kind", None)
-        if kind not in ("regression", "classification") or not hasattr(base_learner, "fit"):
+        self.n_actions = n_actions
+        self.base_learner = base_learner
+        self.n_rounds = n_rounds
+        self.reward_translation = reward_translation
+        self.tol = tol
+        self.solver = solver
+        self.random_state = random_state
+
+    def _validate(self) -> None:
+        """Check the parameters (the constraint table, then the base learner's kind and the
+        solver it allows); set ``base_learner_`` and ``solver_``."""
+        validate_params(self.get_params(deep=False), self._parameter_constraints)
+        base = LeastSquaresTree() if self.base_learner is None else self.base_learner
+        if getattr(base, "kind", None) not in ("regression", "classification"):
             raise ValueError(
                 "base_learner must be a LeastSquaresTree, a WeightedTreeClassifier or an object "
-                f"with kind 'regression'/'classification' and fit(); got {base_learner!r}"
+                f"with kind 'regression'/'classification' and fit(); got {base!r}"
             )
-        if isinstance(n_rounds, bool) or not isinstance(n_rounds, numbers.Integral) or n_rounds < 1:
-            raise ValueError(f"n_rounds must be an integer >= 1, got {n_rounds!r}")
-        if (
-            isinstance(reward_translation, bool)
-            or not isinstance(reward_translation, numbers.Real)
-            or not math.isfinite(reward_translation)
-        ):
-            raise ValueError(
-                f"reward_translation must be a finite number, got {reward_translation!r}"
-            )
-        if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not 0.0 <= tol < math.inf:
-            raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
-        if solver not in _SOLVERS:
-            raise ValueError(f"solver must be one of {_SOLVERS}, got {solver!r}")
-        fast_ok = isinstance(base_learner, LeastSquaresTree) and base_learner.reg_lambda == 0.0
-        if solver == "xgb-objective" and not fast_ok:
+        fast_ok = isinstance(base, LeastSquaresTree) and base.reg_lambda == 0.0
+        if self.solver == "xgb-objective" and not fast_ok:
             raise ValueError(
                 "solver 'xgb-objective' needs a LeastSquaresTree base_learner with reg_lambda=0"
             )
-        if (
-            isinstance(random_state, bool)
-            or not isinstance(random_state, numbers.Integral)
-            or random_state < 0
-        ):
-            raise ValueError(f"random_state must be an integer >= 0, got {random_state!r}")
-        self.n_actions = int(n_actions)
-        self.base_learner = base_learner
-        self.n_rounds = int(n_rounds)
-        self.reward_translation = float(reward_translation)
-        self.tol = float(tol)
-        self.solver = solver
-        self.random_state = int(random_state)
-        self._fast_ok = fast_ok
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(n_actions={self.n_actions}, "
-            f"base_learner={self.base_learner!r}, "
-            f"n_rounds={self.n_rounds}, reward_translation={self.reward_translation}, "
-            f"tol={self.tol}, solver={self.solver!r}, random_state={self.random_state})"
-        )
+        self.base_learner_ = base
+        self.solver_ = "xgb-objective" if self.solver == "auto" and fast_ok else self.solver
+        if self.solver_ == "auto":
+            self.solver_ = "per-round"
 
     # ---- per-round coefficients (Algorithms 1 and 2)
 
@@ -316,18 +304,16 @@ class BOPL:
         rewards: np.ndarray,
     ) -> BOPL:
         """Learn from logged (x_i, a_i, p_i, r_i); rewards are raw (translated here)."""
+        self._validate()
         X, a, p, r = check_logged_data(X, actions, propensities, rewards, self.n_actions)
         r = r + self.reward_translation
         keep = r != 0.0  # zero-reward rows have zero weight in every variant
         X, a, p, r = X[keep], a[keep], p[keep], r[keep]
         k = self.n_actions
-        self.solver_ = "xgb-objective" if self.solver == "auto" and self._fast_ok else self.solver
-        if self.solver_ == "auto":
-            self.solver_ = "per-round"
         if X.shape[0] == 0:
             self._finish([], [], [], [], [0.0], [0.0], "no_signal")
             return self
-        data = self.base_learner.prepare(augment_actions(X, k))
+        data = self.base_learner_.prepare(augment_actions(X, k))
         seeds = np.random.default_rng(self.random_state).integers(0, 2**31 - 1, size=self.n_rounds)
         if self.solver_ == "xgb-objective":
             self._fit_objective(data, a, p, r, int(seeds[0]))
@@ -339,7 +325,7 @@ class BOPL:
         self, data: Any, a: np.ndarray, p: np.ndarray, r: np.ndarray, seeds: np.ndarray
     ) -> None:
         n, k = a.shape[0], self.n_actions
-        regression = self.base_learner.kind == "regression"
+        regression = self.base_learner_.kind == "regression"
         F = np.zeros((n, k))
         labels = None
         if not regression:
@@ -356,11 +342,11 @@ class BOPL:
                 reason = "gradient"
                 break
             if regression:
-                model, pred = self.base_learner.fit(
+                model, pred = self.base_learner_.fit(
                     data, (S / d[:, None]).ravel(), np.repeat(d, k), int(seeds[t])
                 )
             else:
-                model, pred = self.base_learner.fit(data, labels, np.abs(S).ravel(), int(seeds[t]))
+                model, pred = self.base_learner_.fit(data, labels, np.abs(S).ravel(), int(seeds[t]))
             fx = pred.reshape(n, k)
             if np.max(np.abs(fx)) < self.tol:
                 reason = "base_predictions"
@@ -420,7 +406,7 @@ class BOPL:
             state["prev"] = (F.copy(), S, d)
             return -S.ravel(), np.repeat(d, k)
 
-        fitted = self.base_learner.boost(data, gradient, self.n_rounds, kappa, seed)
+        fitted = self.base_learner_.boost(data, gradient, self.n_rounds, kappa, seed)
         n_trees = fitted.n_trees
         if state["reason"] == "max_rounds" and state["prev"] is not None:
             # account for the last tree, which no later objective call has seen
@@ -494,7 +480,8 @@ class BOPLS(BOPL):
     >>> X = rng.normal(size=(200, 2))
     >>> actions = rng.integers(0, 2, size=200)
     >>> rewards = (actions == (X[:, 1] > 0)).astype(float)
-    >>> model = BOPLS(2, LeastSquaresTree(max_depth=3), n_rounds=3, reward_translation=-0.3)
+    >>> model = BOPLS(n_actions=2, base_learner=LeastSquaresTree(max_depth=3), n_rounds=3,
+    ...               reward_translation=-0.3)
     >>> model.fit(X, actions, np.full(200, 0.5), rewards).alphas_.round(4).tolist()
     [1.0, 1.0, 1.0]
     """
