@@ -119,7 +119,8 @@ def check_flags(params: Mapping[str, Any]) -> None:
 
 def check_sizes(booster: str, n_actions: Any, params: Mapping[str, Any]) -> None:
     """ValueError naming the parameter, its value and its bound if a size of booster ``booster``
-    (a registered name) for ``n_actions`` actions is above its bound (module docstring).
+    (a registered name) for ``n_actions`` actions is above its bound (docs/boosters.md, "Size
+    bounds").
 
     ``params``: the booster's parameters with its defaults filled in (and any class-fixed size of
     :data:`CLASS_SIZE_ATTRIBUTES`). Values of the wrong type are left to the booster's own checks.

@@ -1,26 +1,6 @@
 """A Hoeffding-tree leaf whose split statistics live in NumPy arrays.
 
-River's majority-class leaf keeps one splitter object per feature: a ``GaussianSplitter`` (one
-``Gaussian`` per class) for a numeric feature, a ``NominalSplitterClassif`` (a dict per class)
-for a nominal one, and evaluates every candidate split of every feature in pure Python.
-:class:`ArrayLeaf` keeps the same sufficient statistics in arrays:
-
-- numeric features: per (feature, class) the weight, the weighted Welford mean and sum of squares,
-  the minimum and the maximum, updated with the same floating-point operations River performs, so
-  the statistics are bit for bit River's;
-- nominal features: one row of class weights per (feature, value), in a shared table.
-
-Split scoring: :class:`learners.leaf_splits.SplitScoring` (vectorised, then River's exact
-formulas near the top).
-
-High-cardinality nominal features (an id with thousands of values) get a bounded
-representation: at most ``max_nominal_values`` values of a feature are tracked per leaf (the
-rest share one "other" row that takes part in no binary candidate), and multiway splits are only
-proposed for features with at most ``max_multiway_values`` distinct values in the whole tree
-(the tree keeps that count; see :mod:`learners.vfdt`). Below both thresholds nothing changes.
-
-The leaf is created by :class:`learners.vfdt.ArrayHoeffdingTreeClassifier`; it needs the tree's
-Gaussian splitter settings (``n_splits``) and the information-gain criterion.
+More: docs/boosters.md, "learners/array_leaf.py".
 """
 
 from __future__ import annotations

@@ -1,37 +1,6 @@
 """Boosted off-policy learning: BOPL (Algorithm 1) and BOPL-S (Algorithm 2).
 
-Implements London, Lu, Sandler, Joachims, *Boosted Off-Policy Learning* (AISTATS 2023;
-docs/papers.md):
-
-- the IPS risk (Eq. (6)), the composite surrogate risk L~ (Eq. (16)-(17)) and their gradients with
-  respect to the score matrix F (Appendix B, Eq. (57), (65)): :func:`ips_risk`,
-  :func:`ips_risk_gradient`, :func:`surrogate_risk`, :func:`surrogate_risk_gradient`;
-- :class:`BOPL` (Algorithm 1) with the regression reduction (one exact least-squares tree per round,
-  Algorithm 3) or the binary-classification reduction (weighted decision tree, Algorithm 4, Appendix
-  D), alpha_t = 2 N_t / D_t;
-- :class:`BOPLS` (Algorithm 2), the same with xi, sigma and alpha_t = N_t / D_t;
-- early stop when the gradient, the base predictions or |alpha_t| fall below ``tol`` (1e-10,
-  Appendix G); no learning rate (footnote 3);
-- reward translation (Sec. 5.2, after Joachims et al. 2018) r' = r + c for training only;
-  zero-reward rows are dropped.
-
-Every round builds, from the current scores F_{t-1} of the n training rows (with q_i and
-g_i = e_{a_i} - pi_{t-1}(x_i)), ``S_i = c_i g_i`` (n times the negative functional gradient) and
-``d_i``; the regression base learner fits targets ``S_i / d_i`` with weights ``d_i`` on the
-n*k rows ``[x_i; e_a]``, the classification one fits labels
-``sgn(r_i)(2 1{a=a_i} - 1)`` with weights ``|S_{i,a}|``, and
-``alpha_t = kappa <S, f_t> / sum_i d_i ||f_t(x_i)||^2``.
-
-Faster, provably identical formulation (``solver="xgb-objective"``, the default for the regression
-base learner with ``reg_lambda = 0``): an exact least-squares tree with zero intercept, no leaf
-penalty and no shrinkage satisfies <y, f>_w = <f, f>_w, so alpha_t = kappa every round (derived from
-Algorithm 3). BOPL-regr is then XGBoost boosting with the custom objective grad = -S, hess = d (per
-row) and learning rate kappa: XGBoost grows the very same tree (its split gain and leaf value use
-only the sums of grad and hess, which here are -sum w y and sum w) and adds kappa f_t to its margin,
-which is F_t. One booster and one predict call when serving (about 6x faster scoring than T separate
-trees on digits, 40 rounds); fitting time is the same, tree growing dominates. The realised alpha_t
-is still recomputed every round for the history and the stopping rule. ``tests/test_bopl.py`` checks
-that both solvers agree.
+More: docs/boosters.md, "boosters/batch/bopl.py".
 
 >>> import numpy as np
 >>> from learners.batch_trees import LeastSquaresTree

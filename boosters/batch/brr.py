@@ -1,13 +1,6 @@
 """BRR-xgb: boosted reward regression on ``[x; e_a]`` with an argmax policy (Table 1 baseline).
 
-Implements the BRR-xgb baseline of London et al., *Boosted Off-Policy Learning* (AISTATS 2023;
-docs/papers.md): reward regression, Eq. (5), unweighted squared error on the logged action only,
-min_F (1/n) sum_i (F(x_i, a_i) - r_i)^2, on the features ``[x; e_a]`` (Appendix F.5), without reward
-translation, by XGBoost with exact splits (Sec. 5.2); the policy is argmax_a Fhat(x, a). The
-propensities are accepted and ignored, as in the paper.
-
-Its :meth:`RewardRegression.scores` are reward predictions for every action, usable as the reward
-model of :func:`boosters.ope.direct_method` and :func:`boosters.ope.doubly_robust`.
+More: docs/boosters.md, "boosters/batch/brr.py".
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)

@@ -1,21 +1,6 @@
 """Softmax ensemble policies over scores f(x, a) on ``[x; e_a]``, and the logging-policy wrapper.
 
-Implements London et al., *Boosted Off-Policy Learning* (AISTATS 2023; docs/papers.md): the
-softmax ensemble policy of Sec. 3.1 with inverse temperature beta (F_0 = 0 gives the uniform
-policy; evaluation as the argmax policy, beta -> infinity), scores of the pair (x, a) through the
-features ``[x; e_a]`` (Appendix F.5), logging propensities floored by epsilon-mixing,
-p = (1 - eps) softmax + eps / k (Appendix F.3), and numerically stable max-subtracted softmax and
-log-softmax through logsumexp.
-
-- :func:`log_softmax`, :func:`softmax`: numerically stable, row-wise, with inverse temperature.
-- :class:`AdditiveEnsemble`: F_T(x, a) = sum_t alpha_t f_t([x; e_a]) for all k actions at once.
-- :class:`SoftmaxEnsemblePolicy`: per-action probabilities (n, k) from any scoring model, with a
-  temperature (0 = argmax) and a propensity floor ``min_propensity`` (eps = k * min_propensity).
-- :class:`LoggingPolicy`: wraps a probability function (e.g. a fitted logistic regression's
-  ``predict_proba``) with the same floor.
-- :func:`sample_actions`, :func:`expected_reward`: vectorised sampling and full-information value.
-
-All objects pickle (when the wrapped models do); no I/O, randomness only through a Generator.
+More: docs/boosters.md, "boosters/batch/policies.py".
 
 >>> import numpy as np
 >>> class Scores:                       # any object with n_actions and scores(X) -> (n, k)

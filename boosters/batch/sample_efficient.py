@@ -1,35 +1,6 @@
 """Batch agnostic boosting: sample reuse and its Table 3 baselines (KK09, BCHM20).
 
-Implements Ghai, Singh, *Sample-Efficient Agnostic Boosting* (NeurIPS 2024; docs/papers.md):
-
-- the potential ``phi`` (Eq. (1)) and its derivatives (:func:`potential`,
-  :func:`potential_derivative`, :func:`potential_second_derivative`).
-- :class:`SampleEfficientBooster`, Algorithm 1 (Agnostic Boosting via Sample Reuse) as the project's
-  batch procedure (docs/papers.md): a hold-out ``D_0``, T disjoint fresh chunks, each chunk's
-  relabel probability frozen when it enters (``q_j = P(label = y_j)``, from ``w_t = (1 - sigma)
-  phi'(y H_{t-1}) - phi'(y H_t)``, the second-order pseudo-label of line 5.II averaged over
-  ``eta'``, :func:`relabel_weight`), the mixture masses ``(1 - sigma)^{t-1}`` for chunk 1 and
-  ``sigma (1 - sigma)^{t-s}`` for chunk ``s >= 2`` (:func:`chunk_masses`), the correlation threshold
-  ``tau`` with the backward step ``-sign(H_t)`` (line 9), and the final ``sign(H_{t*})`` with ``t*``
-  the best hold-out correlation (lines 12-13).
-- both ways of building the weak learner's input: ``mode="sampling"`` (the faithful one, m IID draws
-  with sampled labels) and ``mode="fractional"`` (the paper's experiments: both labels of every row
-  with weights ``M q`` and ``M (1 - q)``).
-- for small gamma Algorithm 1's ``q`` can leave [0, 1]: it is clipped to [0, 1] (``n_clipped_``
-  counts the rows).
-- the paper's experimental variant (App. J/K): unnormalised label weights ``(1 +- w) / 2``
-  (``label_weights="unnormalised"``), the adaptive step ``eta_t = kappa c_t`` with ``h_t = W_t``
-  (``step="adaptive"``) and App. K's "pick the better of ``W_t`` and ``-sign(H_t)`` on the
-  relabelled distribution" (``branching="better"``). :data:`PAPER_EXPERIMENT` collects those
-  settings.
-- the baselines of Table 3 (Sec. 7): :class:`KanadeKalaiBooster` ([KK09]: a fresh chunk every round,
-  relabelled with the Madaboost weight ``min(1, exp(-y H))``, the better of ``W_t`` and
-  ``-sign(H_t)``) and :class:`StatisticalAgnosticBooster` (Algorithm 2 of BCHM20, *Online Agnostic
-  Boosting via Regret Minimization*: all training rows every round, relabelled by the OGD iterate
-  ``p`` over ``[-1, 1]^m``, or, as the paper's Table 3 ran it, by the Madaboost weight).
-
-Labels inside are in {-1, +1}; ``sign(0) = +1``. Every random choice comes from one
-``numpy.random.Generator`` seeded by ``random_state``; no I/O. Fitted boosters pickle.
+More: docs/boosters.md, "boosters/batch/sample_efficient.py".
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)

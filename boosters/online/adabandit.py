@@ -1,14 +1,6 @@
 """AdaBandit and its full-information twin Adaboost.OLM ("AdaFull").
 
-Implements Sec. 3.3 (Algorithm 3) of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
-Feedback* (AISTATS 2019); docs/papers.md: the logistic cost matrix of eq. (10), learner weights
-``alpha`` by projected online gradient descent on the estimated logistic loss (eq. (11), feasible
-set [-2, 2], ``eta_t = rho / (k^2 sqrt t)``, a closed-form derivative), and Hedge (learning rate 1)
-over the N experts on the estimated losses, kept in log space. The full-information twin follows the
-authors' code (``eta_t = 2 sqrt 2 / ((k - 1) sqrt t)``, Hedge on the true 0-1 loss, every tree
-trained on the true label with weight 5 for the first learner and ``-kappa_i C[y, y] / (k - 1)`` for
-the others, ``kappa_i ~ U[5, 20]``). Both use the correct derivative; ``ref_code_gradient=True``
-reproduces the authors' sign slip in its ``j = h`` branch.
+More: docs/boosters.md, "boosters/online/adabandit.py".
 
 >>> from boosters.online.adabandit import AdaBandit
 >>> booster = AdaBandit(n_actions=3, n_learners=5, rho=0.1, seed=42)

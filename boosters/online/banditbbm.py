@@ -1,14 +1,6 @@
 """BanditBBM ("OptBandit") and its full-information twin OnlineMBBM ("OptFull").
 
-Implements Sec. 3.2 (Algorithm 2) of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
-Feedback* (AISTATS 2019); docs/papers.md (BanditBBM: all weights 1, the last expert plays, cost
-matrices of boost-by-majority potentials, eq. (9)) and OnlineMBBM (Jung et al. 2017) as the authors
-coded it: trained on the true label with weight ``sum_l (c_l - c_y)``, no clipping, weak learners
-predicting ``argmin_l sum_r P(r | x) C[l, r]``). The potentials are exact rather than the authors'
-Monte Carlo estimate (the exact one is noise-free and checked against brute force).
-:class:`boosters.online.potentials.BBMPotentials` computes each cost matrix per class of equally
-voted labels and keeps everything in bounded caches, so a round costs ``O(N^3)`` potentials'
-bookkeeping plus ``O(N k^2)`` array work, with bounded memory, at any ``k``.
+More: docs/boosters.md, "boosters/online/banditbbm.py".
 
 >>> from boosters.online.banditbbm import BanditBBM
 >>> booster = BanditBBM(n_actions=3, n_learners=5, rho=0.1, seed=42)

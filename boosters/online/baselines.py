@@ -1,18 +1,6 @@
 """Simple baselines on the booster protocol (boosters/base.py).
 
-- :class:`UniformPolicy`: uniform exploration, learns nothing.
-- :class:`EpsilonGreedyTree`: epsilon-greedy over one Hoeffding tree trained by the
-  importance-weighted classification reduction.
-- :class:`RiverPolicy`: River's context-free bandit policies (epsilon-greedy, UCB, Exp3, Thompson
-  sampling) with the exact probability vector every played arm was drawn from.
-
-``decide_one(x, allowed=A)`` applies each rule to the allowed actions only (uniform over ``A``;
-epsilon / ``|A|`` on every allowed action and the greedy mass on the argmax among them; Exp3's
-mixture over ``A``; Thompson's argmax among the allowed draws), with probability 0 on the others.
-Every importance weight divides by the logged probability of the played action, the one it was
-really drawn with, so the importance-weighted rewards (the tree's ``r / p`` and Exp3's) are
-unbiased for every allowed action's reward; an excluded action is never played and gets nothing.
-``decide_one(x, rng=g)`` draws from ``g`` and leaves the policy untouched.
+More: docs/boosters.md, "boosters/online/baselines.py".
 """
 
 from __future__ import annotations

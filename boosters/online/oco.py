@@ -1,28 +1,6 @@
 """Online agnostic boosting via online convex optimisation (BCHM20), binary labels.
 
-Implements Brukhim, Chen, Hazan, Moran, *Online Agnostic Boosting via Regret Minimization*
-(NeurIPS 2020, "BCHM20"; docs/papers.md):
-
-- Algorithm 1 (agnostic): N binary weak learners each predict once per round, *before* any update
-  (the paper's order of lines); the booster predicts the randomized projection ``Pi(z)`` of ``z =
-  sum_i W_i(x) / (gamma N)`` (Eq. 2, :func:`projection_probability`); after the label, one online
-  convex optimiser over [-1, 1], restarted for every example and run across the learner index on the
-  linear losses ``l^i(p) = p (W_i(x) y / gamma - 1)``, gives ``p^1 .. p^N``; learner ``i`` is
-  trained on ``y`` kept with probability ``(1 + p^i) / 2`` and flipped otherwise.
-- The OCO instantiation of Theorem 2 (online gradient descent): projected online gradient descent
-  with step ``D / (G sqrt i)`` (G = 2/gamma, D = 2, so ``gamma / sqrt i``), start ``p^1`` (the
-  paper's 0; ``p_init``). The optimiser is an object (:class:`ProjectedOGD` by default) so others
-  can be plugged in.
-- Algorithm 4 (realizable variant, ``realizable=True``): decision set [0, 1], start 1/2, step
-  ``gamma / (2 sqrt i)`` (D = 1), and learner ``i`` sees the true ``(x, y)`` with probability
-  ``p^i`` (otherwise nothing); no relabelling.
-- River weak learners, the project's choice (:class:`learners.binary.BinaryHoeffdingTree`, faithful
-  mode: sign predictions, a fair coin for an untrained tree or a tie, weight-1 updates).
-
-The booster follows the common protocol (boosters/base.py) as a full-information booster with
-``n_actions = 2``: action 0 is the label -1 and action 1 is +1. The decision's probabilities are
-``P(Pi(z) = -1), P(Pi(z) = +1)``; its internals are ``weak`` (each learner's prediction in
-{-1, +1}, taken once and reused to learn) and ``z``.
+More: docs/boosters.md, "boosters/online/oco.py".
 
 >>> booster = OCOBooster(n_learners=5, gamma=0.2, seed=0)
 >>> x = {"f": 1.0}

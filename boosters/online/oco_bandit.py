@@ -1,35 +1,6 @@
 """Multiclass contextual-bandit form of the online agnostic OCO booster (one-vs-all).
 
-**This goes beyond the papers.** BCHM20 (*Online Agnostic Boosting via Regret Minimization*) is
-binary and full-information; everything here is the project's own design (docs/papers.md, "The
-project's own extensions"), with no proven multiclass or bandit regret bound (each one-vs-all
-booster only inherits Theorem 2 for its own binary pseudo-labelled task, and only in the
-``"rounding"`` mode).
-
-- multiclass: k binary OCO boosters (:mod:`boosters.online.oco`, Algorithm 1 or 4), one per action,
-  each with N Hoeffding trees; the greedy action is the argmax of the unclipped one-vs-all margins
-  ``z_a = sum_i W_{a,i}(x) / (gamma N)``, ties broken uniformly at random. A true label
-  (full-information feedback) trains every booster with ``+1`` for the label and ``-1`` for the
-  others.
-- contextual bandits, with exploration by eq. (2) of Zhang et al. 2019 (``1 - rho`` on the greedy
-  action, ``rho / (k - 1)`` on each other; :func:`boosters.exploration.exploration_distribution`)
-  instead of epsilon-greedy; the propensity is logged with the decision and ``pi_min`` is the
-  smallest probability of eq. 2, ``min(1 - rho, rho / (k - 1))`` (or a smaller positive logged one).
-  A decision restricted to allowed actions (``decide_one(x, allowed=...)``) takes the argmax among
-  them and explores over them only. A bandit reward ``r`` trains only the played arm's booster, by
-  one of two rules (``update``):
-
-  ``"rounding"`` (CB-R, random rounding)
-      pseudo-label ``+1`` with probability ``1/2 + pi_min (r - 1/2) / pi(a)``
-      (:func:`rounding_probability`), weight 1; ``E[1{a = k} y~] = 2 pi_min (r(x, k) - 1/2)``.
-  ``"weighted"`` (CB-W, importance-weighted, the default)
-      label ``sign(r - b)`` with weight ``|r - b| / pi(a)`` (optionally clipped at
-      ``max_weight``; :func:`weighted_label`), skipped when the weight is 0; the per-round OGD
-      stays unweighted and the weight is applied when feeding the trees.
-      ``E[1{a = k} w sign(r - b)] = r(x, k) - b`` (no clipping).
-
-Decision-time internals: ``weak`` (k, N) predictions in {-1, +1}, ``z`` (k,) margins, ``yhat``
-the greedy action. :class:`OCOFull` is the full-information twin (``rho = 0`` by default).
+More: docs/boosters.md, "boosters/online/oco_bandit.py".
 
 >>> booster = OCOBandit(n_actions=3, n_learners=4, rho=0.1, seed=0)
 >>> d = booster.decide_one({"f": "a"})

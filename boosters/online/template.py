@@ -1,27 +1,6 @@
 """Algorithm 1 of Zhang et al. 2019, the online bandit boosting template of all four boosters.
 
-Implements Sec. 3.1 (Algorithm 1) of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
-Feedback* (AISTATS 2019); docs/papers.md: every weak learner predicts, the expert votes ``s^j =
-sum_{i <= j} alpha^i e_{h^i}`` are formed with the current weights, an expert is chosen, its label
-is explored by eq. 2, and after the bandit bit every weak learner receives the estimated cost vector
-``C^i (1 - lhat)`` (eq. 5) turned into a (label, weight) pair (App. B.3).
-
-The full-information twins (as in the authors' code) run the same code path with the true loss
-vector ``1 - e_y`` in place of the estimate. Subclasses supply the cost matrices, the weights
-``alpha``, the expert choice and the booster's own update.
-
-Decision-time internals logged with every decision: ``weak`` (each learner's label ``h``),
-``experts`` (each expert's label), ``expert`` (the chosen index), ``yhat`` (the booster's
-prediction before exploration) and ``alpha`` (the weights used for the votes), plus ``allowed``
-(the allowed actions) for a restricted decision. Learning rebuilds the votes from them, so a
-delayed reward trains exactly what was decided then.
-
-A restricted decision (``decide_one(x, allowed=A)``) takes every expert's label as the argmax of
-its votes among the allowed actions, plays the chosen expert's (allowed) label with eq. 2 over
-``A``, and learns with the restricted loss estimate of :mod:`boosters.exploration` (its module
-docstring, "Restricted decisions", says what is unbiased: every allowed coordinate always, and
-the whole loss vector whenever the true label is allowed). The weak learners' own labels are not
-restricted: they are the trees' predictions the cost matrices are built from.
+More: docs/boosters.md, "boosters/online/template.py".
 """
 
 from __future__ import annotations
@@ -182,9 +161,10 @@ class BoostingTemplate(OnlineBooster):
         """Steps 1-6 of Algorithm 1: weak labels, expert votes, expert choice, eq. 2 exploration.
 
         ``allowed``: the actions that may be played (``None``: all); the experts' labels are
-        their argmax among them and eq. 2 runs over them (module docstring). ``rng``: the
-        generator of this decision's draws instead of the booster's own; the booster is then
-        only read (its generator and ``n_decisions`` do not move).
+        their argmax among them and eq. 2 runs over them (docs/boosters.md,
+        "boosters/online/template.py"). ``rng``: the generator of this decision's draws instead of
+        the booster's own; the booster is then only read (its generator and ``n_decisions`` do not
+        move).
         """
         check_context(x)
         n, k = self.n_learners, self.n_actions
