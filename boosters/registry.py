@@ -54,26 +54,18 @@ def booster_class(name: str) -> type[OnlineBooster]:
 
 
 def booster_params(name: str) -> dict[str, Any]:
-    """Constructor parameters of ``name`` (other than ``n_actions``) with their defaults.
-
-    Follows ``**kwargs`` up the class hierarchy, so parameters of a base class count too; the
-    most derived default wins.
+    """Constructor parameters of ``name`` (other than ``n_actions`` and its presets) with their
+    defaults (every booster lists all of its parameters: no ``**kwargs``).
 
     >>> booster_params("uniform")
     {'seed': None}
     """
-    params: dict[str, Any] = {}
-    for klass in booster_class(name).__mro__:
-        if "__init__" not in vars(klass):
-            continue
-        more = False
-        for p in inspect.signature(vars(klass)["__init__"]).parameters.values():
-            if p.kind is p.VAR_KEYWORD:
-                more = True
-            elif p.name not in ("self", "n_actions") and p.kind is not p.VAR_POSITIONAL:
-                params.setdefault(p.name, None if p.default is p.empty else p.default)
-        if not more:
-            break
+    signature = inspect.signature(booster_class(name).__init__)
+    params = {
+        p.name: None if p.default is p.empty else p.default
+        for p in signature.parameters.values()
+        if p.name not in ("self", "n_actions")
+    }
     for preset in _BOOSTERS[name][1]:
         params.pop(preset, None)
     return params

@@ -244,5 +244,39 @@ class OCOFull(OCOBandit):
     full_information = True
     default_tree_profile = "full"
 
-    def __init__(self, n_actions: int, n_learners: int = 20, rho: float = 0.0, **kwargs):
-        super().__init__(n_actions, n_learners=n_learners, rho=rho, **kwargs)
+    def __init__(
+        self,
+        n_actions: int,
+        n_learners: int = 20,
+        rho: float = 0.0,
+        *,
+        gamma: float = 0.8,
+        seed: int | None = None,
+        tree_profile: str | None = None,
+        fixed_trees: bool = False,
+        nominal_attributes: list | None = None,
+        update: str = "weighted",
+        p_init: float | None = None,
+        realizable: bool = False,
+        optimizer: OnlineConvexOptimizer | None = None,
+        baseline: float = 0.5,
+        max_weight: float | None = None,
+        fast_trees: bool = True,
+    ):
+        super().__init__(
+            n_actions,
+            n_learners=n_learners,
+            rho=rho,
+            gamma=gamma,
+            seed=seed,
+            tree_profile=tree_profile,
+            fixed_trees=fixed_trees,
+            nominal_attributes=nominal_attributes,
+            update=update,
+            p_init=p_init,
+            realizable=realizable,
+            optimizer=optimizer,
+            baseline=baseline,
+            max_weight=max_weight,
+            fast_trees=fast_trees,
+        )
