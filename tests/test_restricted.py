@@ -416,16 +416,26 @@ _RUN = r"""
 import copy, hashlib, itertools, json, pickle, sys
 import numpy as np
 from river import datasets
+import io
 import boosters
-from boosters.online.oco import OCOBooster
 from boosters.registry import booster_params, make_booster, names
+
+
+class ByName(pickle.Pickler):  # a class of boosters/ by its name, wherever its module lives
+    def reducer_override(self, obj):
+        if isinstance(obj, type) and obj.__module__.startswith("boosters"):
+            return str, ("class " + obj.__qualname__,)
+        return NotImplemented
+
 
 def model_bytes(booster):  # as tests/test_restricted.py's _model_bytes
     booster = copy.deepcopy(booster)
     prototype = getattr(getattr(booster, "_bandit", None), "reward_obj", None)
     if hasattr(prototype, "_rng"):
         prototype._rng = None
-    return pickle.dumps(booster)
+    out = io.BytesIO()
+    ByName(out).dump(booster)
+    return out.getvalue()
 
 
 rows = list(itertools.islice(datasets.ImageSegments(), int(sys.argv[1])))
