@@ -1,61 +1,13 @@
-"""Upper bounds on the sizes of an online booster, and its flags' type, checked before anything
-is built.
+"""The one set of parameter checks of boosters/: value checks, constraint tables, size bounds.
 
-:func:`check_flags` refuses a flag (:data:`FLAG_PARAMS`) that is not a boolean (a truthy
-``"no"`` or ``0`` would otherwise turn it on or off silently). :func:`check_sizes` is the one
-place that checks the sizes; :func:`boosters.registry.make_booster`
-calls it before constructing anything (so the service's ``POST /v1/models``, the Personalizer
-routes' models, model restores and the CLI all go through it). Only upper bounds are checked
-here, cheaply; types and lower bounds stay the boosters' own checks. A size above its bound is a
-ValueError naming the parameter, its value and its bound.
-
-What grows with which size (measured on the 2-core development machine, under load):
-
-- The Zhang et al. 2019 ensembles (``banditbbm``, ``adabandit``, ``onlinembbm``, ``adaboostolm``)
-  hold ``n_learners`` trees over all actions. Their rounds form dense ``k x k`` cost matrices per
-  learner (AdaBandit's eq. 10 for every learning round, the cost-sensitive weak predictions of
-  the twins for every decision): ``n_learners * n_actions**2`` entries, ~24 bytes each in
-  temporaries. At 1,000 actions and the default 20 learners (2*10^7 entries) an AdaBandit
-  learning round takes ~1 s and ~0.5 GB; at 100 learners it was 5 s and 2.5 GB.
-- BanditBBM's exact boost-by-majority potentials (:mod:`boosters.potentials`) have a recursion
-  whose working set outgrows its bounded caches between 33 and 40 learners (k >= 10): the worst
-  round went from ~1 s (N = 33) to 4 s (N = 36) and 10-15 s (N = 40); at N = 50 a round did not
-  end in a minute, and at N = 1,000 the recursion overflows Python's stack.
-- The OCO boosters (``oco``, ``oco_full``) hold one binary tree per action and per booster
-  round: ``n_actions * n_learners`` trees. 20,000 fresh trees (1,000 actions x 20): built in
-  0.4 s, pickled for the first snapshot in ~1 s (7.5 MB + 4 MB serving copy), ~55 MB, 20 ms per
-  decision; 100,000 trees took 3-4 s to build, ~270 MB and 250 ms per decision.
-- Thompson sampling (``river_thompson``) draws ``mc_samples x n_actions`` Beta variates per
-  decision to estimate its propensities: 10^6 (1,000 x 1,000) took ~0.15 s.
-
-The bounds (each generous for real use: this project's Table 1 reproductions use 5-20 learners,
-and the service's own ``max_actions`` default is 1,000):
-
-- ``MAX_ACTIONS`` (10,000): ten times the service's default ``max_actions``.
-- ``MAX_LEARNERS`` (1,000): fifty times the default 20.
-- ``MAX_BBM_LEARNERS`` (32) for ``banditbbm`` and ``onlinembbm``: below the potentials' cliff
-  above; benchmarks/table1.py runs them at N = 10-20.
-- ``MAX_WEAK_LEARNERS`` (20,000) on ``n_actions x n_learners`` for the OCO boosters: 1,000
-  actions at the default 20 rounds; a second to build and snapshot.
-- ``MAX_COST_MATRIX_ENTRIES`` (25,000,000) on ``n_learners x n_actions**2`` for the
-  Zhang et al. 2019 ensembles: keeps the default 20 learners at 1,000 actions (~1 s, ~0.5 GB
-  per round at most); 1,000 learners up to 158 actions.
-- ``MAX_GRACE_PERIOD`` (1,000,000) for ``egreedy_tree``: 5,000 times River's default 200; a
-  tree with a larger one never splits within a model's life. (The ensembles' grace periods come
-  from the fixed ``tree_profile`` ranges of :data:`learners.hoeffding.TREE_PROFILES`, at most
-  301; tests/test_limits.py keeps them within this bound too.)
-- ``MAX_NOMINAL_ATTRIBUTES`` (10,000): the service's default ``max_feature_names``; a model
-  never sees more distinct features than that.
-- ``MAX_MC_SAMPLES`` (100,000) and ``MAX_MC_DRAWS`` (1,000,000 = ``mc_samples x n_actions``) for
-  Thompson sampling's Monte Carlo propensities (a class attribute, 1,000, read from the class):
-  100,000 draws estimate a propensity to +-0.002 already; 10^6 draws keep a decision near 0.15 s
-  and 8 MB, which is the default 1,000 draws at 1,000 actions.
-
-The trees' own limits (River's ``max_depth``, ``max_size`` of 100 MB per tree, the array
-leaves' ``max_nominal_values`` 64 and ``max_multiway_values`` 32, splitter bins) are not booster
-parameters: they are fixed defaults, so there is nothing to bound here. :data:`SIZE_PARAMS` and
-:data:`OTHER_PARAMS` classify every registered booster parameter; tests/test_limits.py fails when
-a booster gains a parameter that is in neither, so a new size parameter gets a bound.
+:func:`check_int`, :func:`check_real`, :func:`check_choice` and :func:`check_names` check one
+value; :func:`validate_params` checks a batch estimator's parameters against its declared
+``_parameter_constraints`` (:class:`Interval`, :class:`Options`, :class:`HasMethods`,
+types, ``None``).
+:func:`check_flags` and :func:`check_sizes` are the registry's checks before any online booster is
+built, against MAX_ACTIONS, MAX_LEARNERS, MAX_BBM_LEARNERS, MAX_WEAK_LEARNERS,
+MAX_COST_MATRIX_ENTRIES, MAX_GRACE_PERIOD, MAX_NOMINAL_ATTRIBUTES, MAX_MC_SAMPLES and MAX_MC_DRAWS
+(what each bounds and why: docs/boosters.md, "Size bounds").
 
 >>> check_sizes("adabandit", 5, {"n_learners": 20})
 >>> check_sizes("adabandit", 5, {"n_learners": 10**9})
@@ -66,8 +18,10 @@ ValueError: n_learners = 1000000000 is above its bound 1000 (MAX_LEARNERS in boo
 
 from __future__ import annotations
 
+import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -84,8 +38,16 @@ __all__ = [
     "FLAG_PARAMS",
     "OTHER_PARAMS",
     "SIZE_PARAMS",
+    "HasMethods",
+    "Interval",
+    "Options",
+    "check_choice",
     "check_flags",
+    "check_int",
+    "check_names",
+    "check_real",
     "check_sizes",
+    "validate_params",
 ]
 
 #: number of actions of one booster (the service's default ``max_actions`` is 1,000)
@@ -157,7 +119,8 @@ def check_flags(params: Mapping[str, Any]) -> None:
 
 def check_sizes(booster: str, n_actions: Any, params: Mapping[str, Any]) -> None:
     """ValueError naming the parameter, its value and its bound if a size of booster ``booster``
-    (a registered name) for ``n_actions`` actions is above its bound (module docstring).
+    (a registered name) for ``n_actions`` actions is above its bound (docs/boosters.md, "Size
+    bounds").
 
     ``params``: the booster's parameters with its defaults filled in (and any class-fixed size of
     :data:`CLASS_SIZE_ATTRIBUTES`). Values of the wrong type are left to the booster's own checks.
@@ -191,3 +154,160 @@ def check_sizes(booster: str, n_actions: Any, params: Mapping[str, Any]) -> None
     if booster in _MONTE_CARLO and _is_int(mc_samples) and _is_int(n_actions):
         _bound("mc_samples x n_actions", int(mc_samples) * int(n_actions), MAX_MC_DRAWS,
                "MAX_MC_DRAWS", f" (Beta draws of {booster} per decision)")
+
+
+# ---- one value ----------------------------------------------------------------------------------
+
+
+def check_int(name: str, value: Any, low: int) -> int:
+    """``value`` as an int ``>= low`` (no bool), else a ValueError naming ``name``.
+
+    >>> check_int("n_learners", 3, 1)
+    3
+    >>> check_int("n_learners", True, 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_learners must be an integer >= 1, got True
+    """
+    if not _is_int(value) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def check_real(
+    name: str,
+    value: Any,
+    low: float = -math.inf,
+    high: float = math.inf,
+    *,
+    open_low: bool = False,
+    open_high: bool = False,
+) -> float:
+    """``value`` as a finite float in the interval from ``low`` to ``high`` (closed ends unless
+    ``open_low`` / ``open_high``), else a ValueError naming ``name``.
+
+    >>> check_real("rho", 0.5, 0.0, 1.0, open_low=True)
+    0.5
+    >>> check_real("rho", 0.0, 0.0, 1.0, open_low=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: rho must be in (0.0, 1.0], got 0.0
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    too_low = value <= low if open_low else value < low
+    if too_low or (value >= high if open_high else value > high):
+        lb, rb = ("(" if open_low else "["), (")" if open_high else "]")
+        raise ValueError(f"{name} must be in {lb}{low}, {high}{rb}, got {value}")
+    return float(value)
+
+
+def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
+    """``value`` if it is one of ``choices``, else a ValueError naming ``name`` and them.
+
+    >>> check_choice("step", "fast", ("fixed", "adaptive"))
+    Traceback (most recent call last):
+    ...
+    ValueError: step must be one of 'fixed', 'adaptive', got 'fast'
+    """
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value
+
+
+def check_names(name: str, value: Any) -> list | None:
+    """A list of feature names (``None`` or empty: ``None``), else a ValueError naming ``name``.
+
+    >>> check_names("nominal_attributes", ("colour",)), check_names("nominal_attributes", [])
+    (['colour'], None)
+    """
+    if value is not None and not isinstance(value, list | tuple):
+        raise ValueError(f"{name} must be a list of feature names")
+    return list(value) if value else None
+
+
+# ---- a constraint table (scikit-learn's _parameter_constraints style) ----------------------------
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Numbers of ``kind`` (int or float) from ``low`` to ``high``; ``closed`` says which ends
+    belong: "both", "left", "right" or "neither" (``None`` as an end: unbounded)."""
+
+    kind: type
+    low: float | None
+    high: float | None
+    closed: str = "both"
+
+    def check(self, name: str, value: Any) -> None:
+        low = -math.inf if self.low is None else self.low
+        high = math.inf if self.high is None else self.high
+        if self.kind is int:
+            check_int(name, value, math.ceil(low) + (self.closed in ("right", "neither")))
+            if value > high or (value == high and self.closed in ("left", "neither")):
+                raise ValueError(f"{name} must be an integer <= {high}, got {value!r}")
+            return
+        check_real(name, value, low, high, open_low=self.closed in ("right", "neither"),
+                   open_high=self.closed in ("left", "neither"))
+
+
+@dataclass(frozen=True)
+class HasMethods:
+    """An object with these methods (a base learner, a weak learner)."""
+
+    methods: tuple
+
+    def check(self, name: str, value: Any) -> None:
+        missing = [m for m in self.methods if not callable(getattr(value, m, None))]
+        if missing:
+            raise ValueError(f"{name} must have a {', '.join(missing)} method, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Options:
+    """One of a fixed set of values."""
+
+    choices: tuple
+
+    def check(self, name: str, value: Any) -> None:
+        check_choice(name, value, self.choices)
+
+
+def _satisfies(name: str, value: Any, constraint: Any) -> str | None:
+    """None if ``value`` meets ``constraint`` (None, a type, "callable", Interval, Options),
+    else the reason it does not."""
+    if constraint is None:
+        return None if value is None else "not None"
+    if constraint == "callable":
+        return None if callable(value) else "not callable"
+    if isinstance(constraint, type):
+        return None if isinstance(value, constraint) else f"not a {constraint.__name__}"
+    try:
+        constraint.check(name, value)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def validate_params(params: Mapping[str, Any], constraints: Mapping[str, Sequence[Any]]) -> None:
+    """ValueError naming the parameter if a value of ``params`` meets none of its constraints.
+
+    ``constraints``: name -> a list of allowed forms, any of which will do (a batch estimator's
+    ``_parameter_constraints``); parameters without an entry are not checked.
+
+    >>> table = {"n_rounds": [Interval(int, 1, None)], "solver": [Options(("auto", "xgb"))]}
+    >>> validate_params({"n_rounds": 10, "solver": "auto"}, table)
+    >>> validate_params({"n_rounds": 0, "solver": "auto"}, table)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_rounds must be an integer >= 1, got 0
+    """
+    for name, allowed in constraints.items():
+        if name not in params:
+            continue
+        reasons = [_satisfies(name, params[name], c) for c in allowed]
+        if None in reasons:
+            continue
+        messages = [r for r in reasons if r and r.startswith(name)]
+        raise ValueError(messages[0] if len(messages) == 1 else
+                         f"{name} = {params[name]!r} is invalid: {'; '.join(map(str, reasons))}")

@@ -1,25 +1,6 @@
 """The one protocol every online booster follows (ARCHITECTURE.md, "One protocol").
 
-A booster *decides* on a context and returns a :class:`Decision`: the action played, the full
-probability vector it was drawn from, and the decision-time internals it needs to learn later.
-It then *learns* from the context, that decision and the feedback: a bandit reward in [0, 1]
-(1 = correct) or, where the client knows it, the true label (full information).
-
-Actions are integer indices ``0 .. n_actions - 1``; the service maps its action ids onto them.
-All randomness comes from one seeded :class:`numpy.random.Generator` held by the booster, so the
-same seed and the same event order reproduce the same decisions and the same model.
-
-Every :meth:`OnlineBooster.decide_one` takes two keyword-only arguments:
-
-- ``allowed``: the actions that may be played this time (a sequence of indices; ``None`` = all).
-  The booster predicts among them with its own rule restricted to them, explores over them only,
-  puts probability 0 on the others, and logs what its learning needs to stay unbiased
-  (:mod:`boosters.exploration`, "Restricted decisions"). Asking for all actions is the same as
-  ``None``, and ``None`` is exactly the unrestricted decision of before.
-- ``rng``: a :class:`numpy.random.Generator` for this decision's draws instead of the booster's
-  own. The booster is then only read: its generator, its counters and every other state stay as
-  they were, so a service can decide concurrently with a per-event generator. With the same
-  generator state the decision is the one the booster's own generator would give.
+More: docs/boosters.md, "boosters/base.py".
 """
 
 from __future__ import annotations
@@ -213,7 +194,8 @@ class OnlineBooster(abc.ABC):
         rng: np.random.Generator | None = None,
     ) -> Decision:
         """Decide an action for context ``x`` among ``allowed`` (``None``: all actions), drawing
-        from ``rng`` if given (then without changing the booster); see the module docstring."""
+        from ``rng`` if given (then without changing the booster); see docs/boosters.md,
+        "boosters/base.py"."""
 
     @abc.abstractmethod
     def learn_one(

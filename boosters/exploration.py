@@ -1,11 +1,6 @@
 """Exploration and loss estimation for bandit feedback (Zhang et al. 2019).
 
-Implements Sec. 2.2 of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit Feedback*
-(AISTATS 2019; docs/papers.md): eq. (2), the exploration distribution with explore rate ``rho``;
-eq. (3), the naive estimator, and eq. (4), the proposed estimator; eq. (5), estimated cost
-vectors; vectorised over learners and labels; plus the pieces every
-booster shares for *restricted* decisions (only some actions allowed): :func:`check_allowed`,
-:func:`mask_scores`, :func:`explore`, :func:`restrict` and :func:`draw`.
+More: docs/boosters.md, "boosters/exploration.py".
 
 >>> import numpy as np
 >>> p = exploration_distribution(yhat=1, k=3, rho=0.1)
@@ -13,49 +8,6 @@ booster shares for *restricted* decisions (only some actions allowed): :func:`ch
 [0.05, 0.9, 0.05]
 >>> loss_estimate(yhat=1, ytilde=1, correct=True, p=p).round(4).tolist()   # case A
 [1.1111, 0.0, 1.1111]
-
-Restricted decisions
---------------------
-A decision may be restricted to a set ``A`` of allowed actions (``decide_one(x, allowed=A)``).
-The booster then predicts ``yhat`` in ``A`` (its own prediction rule with the scores of the
-excluded actions set to ``-inf``), eq. 2 runs over ``A`` with ``k`` replaced by ``|A|`` (``1 - rho``
-on ``yhat``, ``rho / (|A| - 1)`` on every other allowed action, 0 on the excluded ones; everything
-on ``yhat`` when ``|A| = 1``), and the decision logs that ``p``, the allowed ``yhat`` and ``A``
-(``internals["allowed"]``). What the loss estimate of a restricted decision is unbiased for, under
-the 0-1 label model of Zhang et al. 2019 (the reward of action ``a`` is ``1{a = y}`` for a true
-label ``y``; a fractional reward is rounded to 1 with its own probability by
-:func:`boosters.base.resolve_feedback`, so it reads as the probability that ``a`` is the label),
-the expectation being over the played action ``ytilde ~ p`` (and the rounding), with
-``rho > 0`` (the bandit boosters; the full-information twins learn from the true label, exactly):
-
-* every **allowed** coordinate is unbiased whatever the label, excluded labels included:
-  ``E[lhat_j] = 1{j != y}`` for every ``j`` in ``A``;
-* an **excluded** coordinate ``j`` has ``E[lhat_j] = 1{y in A}``, which is ``1{j != y}`` when the
-  label is allowed or is ``j`` itself;
-* so the whole loss vector ``1 - e_y`` (eq. 1, what eq. 4 estimates) is estimated without bias
-  whenever the true label is allowed, or only one action is excluded. When the label is excluded
-  together with other actions, the excluded coordinates other than the label's have expectation
-  0 instead of 1, and no estimator can do better: every allowed action is then wrong whichever
-  excluded action is the label, so the feedback has the same distribution for ``y = j`` and
-  ``y = j'`` (both excluded) and nothing computed from it has expectation ``1{j != y}`` for both.
-
-The estimator (:func:`loss_estimate` with ``allowed``): eq. 4 itself on ``yhat``
-(``1{ytilde = yhat, wrong} / p_yhat``) and on the excluded actions (``1{correct} / p_ytilde``),
-and ``1 - 1{ytilde = j, correct} / p_j`` on every other allowed ``j``: that is eq. 4's value plus
-``1 - 1{correct} / p_ytilde``, a term of mean zero whenever the label is allowed, so in those
-rounds the expectation is eq. 4's; in rounds where the label is excluded it fixes the allowed
-coordinates, which eq. 4 alone leaves at 0 (eq. 4 charges them only in rounds where the label is
-found). Every propensity divided by is the logged one of the restricted ``p``, the probability the
-action was really played with. Without exclusions nothing changes: eq. 4 exactly, bit for bit.
-(Eq. 3, :func:`naive_loss_estimate`, the same way: ``1 - 1{ytilde = j, correct} / p_j`` on every
-allowed ``j``, eq. 3 on the excluded ones; the same statements hold.)
-The estimated costs ``C^i (1 - lhat)`` (eq. 5), AdaBandit's loss gradients and its Hedge losses
-``lhat[experts]`` (the experts' allowed labels, so always unbiased) are linear in ``lhat`` and
-inherit all of this. Renormalising eq. 2 after the fact instead (zeroing the excluded actions of
-the unrestricted decision) is biased as soon as the booster's own prediction is excluded: its
-coordinate then has expectation 0 although it is wrong, even with the label allowed (and, like
-eq. 4 alone, the allowed coordinates are biased in rounds whose label is excluded);
-tests/test_restricted.py enumerates both at k = 4.
 """
 
 from __future__ import annotations
@@ -180,21 +132,28 @@ def restrict(p: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     actions if they had no mass). For a *fixed* policy's probabilities (a published offline
     policy): logging the result keeps its importance weights right on the allowed actions. A
     booster restricts its own rule instead (``decide_one(x, allowed=...)``): renormalising a
-    booster's eq. 2 after the fact would bias its loss estimate (see the module docstring).
+    booster's eq. 2 after the fact would bias its loss estimate (docs/boosters.md,
+    "boosters/exploration.py").
+
+    ``allowed``: the allowed action indices of one vector ``p``, or a boolean mask shaped like
+    ``p`` (rows of events; entries only grow, so a floor still holds on the allowed actions).
 
     >>> restrict(np.array([0.5, 0.25, 0.25]), np.array([1, 2])).tolist()
     [0.0, 0.5, 0.5]
+    >>> restrict(np.array([[0.2, 0.3, 0.5]]), np.array([[True, True, False]])).round(3).tolist()
+    [[0.4, 0.6, 0.0]]
     """
     p = np.array(p, dtype=float)
     if allowed is None:
         return p
-    out = np.zeros_like(p)
-    out[allowed] = p[allowed]
-    total = out.sum()
-    if total <= 0.0:
-        out[allowed] = 1.0
-        total = float(allowed.size)
-    return out / total
+    mask = np.asarray(allowed)
+    if mask.dtype != np.bool_:
+        mask = np.zeros(p.shape, dtype=bool)
+        mask[allowed] = True
+    out = np.where(mask, p, 0.0)
+    has_mass = out.sum(axis=-1, keepdims=True) > 0.0
+    out = np.where(has_mass, out, mask.astype(np.float64))
+    return out / out.sum(axis=-1, keepdims=True)
 
 
 def draw(p: np.ndarray, rng: np.random.Generator) -> int:
@@ -221,8 +180,8 @@ def loss_estimate(
 
     With ``allowed`` (a restricted decision: ``p`` is 0 off ``allowed`` and ``yhat`` is allowed),
     the allowed coordinates other than ``yhat`` are ``1 - 1{ytilde = j, correct} / p_j``, so that
-    every allowed coordinate is unbiased even when the label is excluded; the module docstring
-    ("Restricted decisions") says exactly what is unbiased.
+    every allowed coordinate is unbiased even when the label is excluded; docs/boosters.md
+    ("boosters/exploration.py", "Restricted decisions") says exactly what is unbiased.
 
     >>> p = exploration_distribution(0, 4, 0.2, np.array([0, 1, 2]))
     >>> loss_estimate(0, 1, True, p, np.array([0, 1, 2])).tolist()

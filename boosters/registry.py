@@ -23,18 +23,18 @@ if TYPE_CHECKING:  # annotations only: listing the names stays free of numpy (th
 
 # name -> ("module:Class", preset keyword arguments); imported lazily to keep the import cheap.
 _BOOSTERS: dict[str, tuple[str, dict[str, Any]]] = {
-    "banditbbm": ("boosters.banditbbm:BanditBBM", {}),
-    "adabandit": ("boosters.adabandit:AdaBandit", {}),
-    "onlinembbm": ("boosters.banditbbm:OnlineMBBM", {}),
-    "adaboostolm": ("boosters.adabandit:AdaBoostOLM", {}),
-    "oco": ("boosters.oco_bandit:OCOBandit", {}),
-    "oco_full": ("boosters.oco_bandit:OCOFull", {}),
-    "uniform": ("boosters.baselines:UniformPolicy", {}),
-    "egreedy_tree": ("boosters.baselines:EpsilonGreedyTree", {}),
-    "river_egreedy": ("boosters.baselines:RiverPolicy", {"policy": "epsilon_greedy"}),
-    "river_ucb": ("boosters.baselines:RiverPolicy", {"policy": "ucb"}),
-    "river_exp3": ("boosters.baselines:RiverPolicy", {"policy": "exp3"}),
-    "river_thompson": ("boosters.baselines:RiverPolicy", {"policy": "thompson"}),
+    "banditbbm": ("boosters.online.banditbbm:BanditBBM", {}),
+    "adabandit": ("boosters.online.adabandit:AdaBandit", {}),
+    "onlinembbm": ("boosters.online.banditbbm:OnlineMBBM", {}),
+    "adaboostolm": ("boosters.online.adabandit:AdaBoostOLM", {}),
+    "oco": ("boosters.online.oco_bandit:OCOBandit", {}),
+    "oco_full": ("boosters.online.oco_bandit:OCOFull", {}),
+    "uniform": ("boosters.online.baselines:UniformPolicy", {}),
+    "egreedy_tree": ("boosters.online.baselines:EpsilonGreedyTree", {}),
+    "river_egreedy": ("boosters.online.baselines:RiverPolicy", {"policy": "epsilon_greedy"}),
+    "river_ucb": ("boosters.online.baselines:RiverPolicy", {"policy": "ucb"}),
+    "river_exp3": ("boosters.online.baselines:RiverPolicy", {"policy": "exp3"}),
+    "river_thompson": ("boosters.online.baselines:RiverPolicy", {"policy": "thompson"}),
 }
 
 
@@ -54,26 +54,18 @@ def booster_class(name: str) -> type[OnlineBooster]:
 
 
 def booster_params(name: str) -> dict[str, Any]:
-    """Constructor parameters of ``name`` (other than ``n_actions``) with their defaults.
-
-    Follows ``**kwargs`` up the class hierarchy, so parameters of a base class count too; the
-    most derived default wins.
+    """Constructor parameters of ``name`` (other than ``n_actions`` and its presets) with their
+    defaults (every booster lists all of its parameters: no ``**kwargs``).
 
     >>> booster_params("uniform")
     {'seed': None}
     """
-    params: dict[str, Any] = {}
-    for klass in booster_class(name).__mro__:
-        if "__init__" not in vars(klass):
-            continue
-        more = False
-        for p in inspect.signature(vars(klass)["__init__"]).parameters.values():
-            if p.kind is p.VAR_KEYWORD:
-                more = True
-            elif p.name not in ("self", "n_actions") and p.kind is not p.VAR_POSITIONAL:
-                params.setdefault(p.name, None if p.default is p.empty else p.default)
-        if not more:
-            break
+    signature = inspect.signature(booster_class(name).__init__)
+    params = {
+        p.name: None if p.default is p.empty else p.default
+        for p in signature.parameters.values()
+        if p.name not in ("self", "n_actions")
+    }
     for preset in _BOOSTERS[name][1]:
         params.pop(preset, None)
     return params

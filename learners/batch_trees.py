@@ -1,21 +1,6 @@
 """Batch tree base learners for boosted off-policy learning (BOPL), on action-augmented rows.
 
-Implements base learners of London et al., *Boosted Off-Policy Learning* (AISTATS 2023;
-docs/papers.md): the action representation ``[x; e_a]`` of Appendix F.5 (one row per example
-and action, example-major order), the base-learner software of Appendix G, and the project's
-single-booster fast path of Algorithm 3 used by :mod:`boosters.bopl`:
-
-- :func:`augment_actions`: the (n*k, d+k) design matrix, row ``i*k + a`` = ``[x_i; e_a]``.
-- :class:`LeastSquaresTree`: one exact weighted least-squares regression tree per call, fitted by
-  XGBoost with ``n_estimators = 1``, ``tree_method = "exact"``, ``learning_rate = 1`` and
-  ``base_score = 0`` (those four settings are not in the paper; the exact single tree is).
-- :class:`WeightedTreeClassifier`: a weighted scikit-learn ``DecisionTreeClassifier`` on labels
-  +-1 with predictions cast to +-1.0 (Appendix G; ``min_samples_leaf`` stands in for the
-  paper's "min_child_weight", criterion gini, both not in the paper).
-- :meth:`LeastSquaresTree.boost`: many rounds inside *one* XGBoost booster driven by a custom
-  gradient callback (the functional-gradient formulation; see :mod:`boosters.bopl`).
-
-No I/O, no clock; randomness only through the integer ``seed`` passed to ``fit``.
+More: docs/boosters.md, "learners/batch_trees.py".
 
 >>> import numpy as np
 >>> X = np.array([[0.0], [1.0]])

@@ -1,16 +1,6 @@
 """Binary weak learner over River's Hoeffding tree, predicting in {-1, +1}.
 
-The weak learner of the online agnostic booster of BCHM20 (*Online Agnostic Boosting via Regret
-Minimization*, NeurIPS 2020; docs/papers.md) is, by the project's choice (faithful mode),
-``river.tree.HoeffdingTreeClassifier`` trained on labels in {-1, +1}. ``predict_proba_one`` gives
-nothing before a class has been seen; that (and any exact tie) is a fair coin in {-1, +1}, drawn
-by the caller's uniform number ``u`` so that all randomness stays with the booster's seeded
-generator.
-
-The booster-facing protocol (:class:`BinaryWeakLearner`) is two methods: ``margin_one(x)``, the
-score ``P(+1 | x) - P(-1 | x)`` in [-1, 1] whose sign is the prediction (0 = tie), and
-``learn_one(x, y, w=1.0)`` with ``y`` in {-1, +1}. :func:`margins` and :func:`signs_random_ties`
-turn the margins of N learners into N predictions with two array operations.
+More: docs/boosters.md, "learners/binary.py".
 
 >>> import numpy as np
 >>> tree = BinaryHoeffdingTree(grace_period=10)

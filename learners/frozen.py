@@ -1,23 +1,6 @@
 """Read-only serving copies of Hoeffding trees, and a pickler that writes models with them.
 
-A grown River ``HoeffdingTreeClassifier`` is mostly learning state: every leaf keeps one
-attribute observer per feature (per-value class counts for nominal features, per-class Gaussian
-estimators for numeric ones) to find its next split. Deciding needs none of it. With the
-majority-class leaves our boosters use (the authors' VFDT in River, :func:`learners.hoeffding.
-make_vfdt`), a prediction is the path of branch tests from the root to a leaf plus that leaf's
-class counts, normalised.
-
-:class:`FrozenHoeffdingTree` keeps exactly that, as a flat tuple of plain tuples: each branch's
-test as River's branch classes make it, the child River's ``most_common_path`` picks when the
-test cannot be made (a missing feature, a nominal value the branch has not seen), and each
-leaf's normalised class counts, computed by River's own function. Its ``predict_proba_one``
-walks the same path River's does and returns the same numbers for every input; it cannot learn.
-
-:func:`dumps_serving` pickles any object graph (a whole booster) with every such tree replaced
-by its frozen copy, each tree a pickle of its own, so loading it lets other threads in between
-trees. For the load benchmark's AdaBandit (20 trees, Car, 20,000 events) that is a twelfth of
-the bytes, and it decides in half the time (``python benchmarks/swap_stall.py``; RESULTS.md,
-"Service load").
+More: docs/boosters.md, "learners/frozen.py".
 
 >>> from learners.hoeffding import make_vfdt
 >>> tree = make_vfdt(5.0, 0.1, 0.05, nominal_attributes=["c"])
@@ -224,9 +207,9 @@ def release(obj: Any) -> int:
     """Empty the frozen trees reachable from ``obj`` one at a time; returns how many it emptied.
 
     Dropping the last reference to a booster frees all of its trees in one cascade of
-    deallocations that no other thread can interrupt (about 40 ms for a serving copy of 20 grown
-    trees). Emptying the trees one by one from Python code lets other threads run in between,
-    for about a millisecond of work per tree. Only for a booster nothing uses any more: its
+    deallocations that no other thread can interrupt (benchmarks/RESULTS.md has the cost).
+    Emptying the trees one by one from Python code lets other threads run in between, a tree's
+    work at a time. Only for a booster nothing uses any more: its
     frozen trees predict nothing afterwards. Lists, tuples, dicts and instance attributes are
     followed; anything else is left to reference counting.
 

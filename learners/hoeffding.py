@@ -1,11 +1,6 @@
 """Multiclass weak learner over River's Hoeffding tree, with per-tree random hyperparameters.
 
-Implements the VFDT weak learner of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
-Feedback* (AISTATS 2019; docs/papers.md), App. B.3: the weak-learner prediction rule and the
-cost-sensitive reduction, via :mod:`learners.reduction`; and the VFDT hyperparameters drawn per
-tree as in the authors' code, mapped to ``river.tree.HoeffdingTreeClassifier``. The per-tree
-random draws are the authors' code, not the paper; :func:`sample_tree_params` with ``fixed=True``
-gives every tree the middle of each range instead.
+More: docs/boosters.md, "learners/hoeffding.py".
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)

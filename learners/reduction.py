@@ -1,27 +1,6 @@
 """Cost vector -> (label, importance weight) for a weak learner that takes weighted labels.
 
-Implements App. B.3 of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit Feedback*
-(AISTATS 2019; docs/papers.md):
-the tree is trained on the argmin label of the (clipped) estimated cost vector, weighted by how much
-more all the other labels cost. Vectorised over the N weak learners of a booster.
-
-Two orders of operations are available:
-
-``"reference"`` (default; the authors' code's order)
-    label: clip to ``[-clip, clip]``, round to ``decimals``, argmin with the tie rule;
-    weight: shift by the row minimum, round to ``decimals``, clip to ``[-clip, clip]``, sum,
-    divide by ``scale``, floor at ``weight_floor``.
-``"paper"``
-    clip to ``[-clip, clip]``; label = argmin with the tie rule (exact equality);
-    weight = sum of excesses over the minimum of the clipped vector, divided by ``scale``, floored.
-
-Passing ``clip=None`` and ``decimals=None`` disables clipping and rounding (the full-information
-twins train on exact cost vectors, as in the authors' code).
-
-Tie rule (paper, App. B.3): in a correct round (the true label is known) pick the true label when
-it is among the minimisers; otherwise pick uniformly at random among the minimisers, using the
-uniform draws ``u`` (one per learner and label, shape (N, k)) so the caller controls the
-randomness.
+More: docs/boosters.md, "learners/reduction.py".
 
 >>> import numpy as np
 >>> costs = np.array([[0.5, -0.2, 0.1], [1.0, 1.0, -3.0]])

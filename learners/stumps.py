@@ -1,17 +1,6 @@
 """Weighted decision stumps (scikit-learn) as weak learners on labels in {-1, +1}.
 
-Implements the weak learner of Ghai & Singh, *Sample-Efficient Agnostic Boosting* (NeurIPS 2024;
-docs/papers.md): a weak learner that accepts sample weights; the paper's experiments (Sec. 7)
-use scikit-learn decision stumps. Used by :mod:`boosters.sample_efficient`.
-
-A weak learner here is any object with ``fit(X, y, sample_weight, seed) -> model`` where ``model``
-has ``predict(X) -> ndarray of +-1.0``. :class:`DecisionStump` fits a scikit-learn tree of depth 1
-and keeps only its split (feature, threshold, the two leaf signs) in a tiny picklable
-:class:`FittedStump`, so predicting is one comparison per row. :class:`SklearnWeakLearner` wraps
-any scikit-learn classifier that accepts ``sample_weight``.
-
-No I/O and no clock; the only randomness is the integer ``seed`` given to ``fit`` (scikit-learn
-breaks ties between equally good splits at random).
+More: docs/boosters.md, "learners/stumps.py".
 
 >>> import numpy as np
 >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 1.0], [3.0, 0.0]])

@@ -1,19 +1,6 @@
 """River's Hoeffding tree classifier with a cheaper, exactly equivalent memory check.
 
-River's ``HoeffdingTreeClassifier`` calls ``_enforce_size_limit`` after *every* split. That
-routine walks every leaf, computes each one's split promise, sorts them, and then finds how many
-leaves may stay active within ``max_size``: the first ``len(leaves) - max_active`` (the least
-promising) are deactivated, and every other inactive leaf above ``max_depth`` is re-activated.
-Profiling the boosters of Zhang et al. 2019 (importance-weighted samples make the trees split often)
-shows this routine at ~80% of a tree's learning time.
-
-When every leaf fits as an active leaf (the usual case: the trees stay far below River's default
-100 MB), ``max_active`` is the number of leaves, nothing is deactivated, and the routine's only
-effect is the re-activation. :class:`FastHoeffdingTreeClassifier` checks that case from the
-tree's own counters and size estimates and then re-activates directly, skipping the promises
-and the sort (and the walk when no leaf is inactive); in every other case it runs River's
-routine. The trees it grows are River's, split for split (tested against River's class on
-weighted streams with pre-pruning, a depth limit and a memory limit).
+More: docs/boosters.md, "learners/vfdt.py".
 
 >>> tree = FastHoeffdingTreeClassifier(grace_period=5, delta=0.1, nominal_attributes=["c"])
 >>> for i in range(300):

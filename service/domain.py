@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from boosters._params import FLAG_PARAMS
+from boosters import FLAG_PARAMS
 from boosters.base import OnlineBooster
 from boosters.registry import make_booster
 from service.events import dumps, loads

@@ -79,10 +79,10 @@ def decide(
     x: dict[str, Any],
     *,
     allowed: Sequence[int] | None = None,
-    rng: np.random.Generator,
+    rng: np.random.Generator | None = None,
 ) -> Decision:
     """THE decision for context ``x`` among ``allowed`` (None: every action), drawn once from
-    ``rng``; nothing changes.
+    ``rng``; nothing changes. Without ``rng`` (a replay) a booster draws from its own generator.
 
     An online booster decides by its own rule (its prediction and exploration restricted to
     ``allowed``, so its loss estimate stays unbiased: :mod:`boosters.exploration`). A
@@ -99,6 +99,8 @@ def decide(
     """
     if not isinstance(source, ServedPolicy):
         return source.decide_one(x, allowed=allowed, rng=rng)
+    if rng is None:
+        raise ValueError("a served policy draws from the event's generator: pass rng")
     p = source.probabilities(x)
     if allowed is not None:
         p = restrict(p, np.asarray(allowed))

@@ -51,12 +51,22 @@ def dumps_whole(obj: Any) -> bytes:
 
 
 #: where the classes of stored pickles moved: a pickle written before names the old module
-MOVED_MODULES = {"service.offline": "service.training", "service.featurize": "service.training"}
+MOVED_MODULES = {
+    "service.offline": "service.training",
+    "service.featurize": "service.training",
+    **{f"boosters.{m}": f"boosters.online.{m}" for m in (
+        "template", "banditbbm", "potentials", "adabandit", "oco", "oco_bandit", "baselines")},
+    **{f"boosters.{m}": f"boosters.batch.{m}" for m in (
+        "bopl", "brr", "policies", "sample_efficient")},
+}
+#: classes renamed when they became public: (old module, old name) -> (module, name)
+RENAMED = {("boosters.oco", "_OCOParams"): ("boosters.online.oco", "OCOParams")}
 
 
 class _Unpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        return super().find_class(MOVED_MODULES.get(module, module), name)
+        module, name = RENAMED.get((module, name), (MOVED_MODULES.get(module, module), name))
+        return super().find_class(module, name)
 
 
 def loads(blob: bytes) -> Any:

@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from boosters.bopl import BOPL, BOPLS
-from boosters.brr import RewardRegression
-from boosters.exploration import complete_probabilities
+from boosters.batch.bopl import BOPL, BOPLS
+from boosters.batch.brr import RewardRegression
+from boosters.exploration import complete_probabilities, restrict
 from boosters.ope import (
     DIFFERENCE_ESTIMATORS,
     Difference,
@@ -51,7 +51,7 @@ from boosters.ope import (
 from learners.batch_trees import LeastSquaresTree, WeightedTreeClassifier
 
 __all__ = ["ESTIMATORS", "VARIANTS", "Featurizer", "LoggedData", "PolicyBundle", "TrainConfig",
-           "TrainResult", "logged_data", "publish_decision", "restrict", "train_and_evaluate"]
+           "TrainResult", "logged_data", "publish_decision", "train_and_evaluate"]
 
 #: BOPL variants: objective (IPS: ``bopl``, surrogate: ``bopls``) x base-learner reduction.
 VARIANTS: tuple[str, ...] = ("bopl-regr", "bopl-class", "bopls-regr", "bopls-class")
@@ -247,22 +247,6 @@ def logged_data(events: Sequence[Mapping[str, Any]], actions: Sequence[str]) -> 
     )
 
 
-def restrict(probabilities: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """Zero the disallowed actions and renormalise each row (uniform over the allowed if none
-    of them has mass). Entries can only grow, so a floor still holds on the allowed actions.
-
-    >>> restrict(np.array([[0.2, 0.3, 0.5]]), np.array([[True, True, False]])).round(3).tolist()
-    [[0.4, 0.6, 0.0]]
-    """
-    P = np.where(allowed, probabilities, 0.0)
-    total = P.sum(axis=1, keepdims=True)
-    empty = total[:, 0] <= 0.0
-    if np.any(empty):
-        P[empty] = allowed[empty].astype(np.float64)
-        total[empty] = P[empty].sum(axis=1, keepdims=True)
-    return P / total
-
-
 class PolicyBundle:
     """The published object: the featurizer fitted on the training window and the BOPL model.
 
@@ -358,8 +342,9 @@ def _make_model(config: TrainConfig, n_actions: int, reward_translation: float) 
     objective, reduction = config.variant.split("-")
     cls = BOPL if objective == "bopl" else BOPLS
     base_class = LeastSquaresTree if reduction == "regr" else WeightedTreeClassifier
-    return cls(n_actions, base_class(max_depth=config.max_depth), n_rounds=config.n_rounds,
-               reward_translation=reward_translation, random_state=config.seed)
+    return cls(n_actions=n_actions, base_learner=base_class(max_depth=config.max_depth),
+               n_rounds=config.n_rounds, reward_translation=reward_translation,
+               random_state=config.seed)
 
 
 def _split(
@@ -457,7 +442,7 @@ def train_and_evaluate(
 
     target = restrict(model.policy(config.temperature, floor).probabilities(X_hold), hold.allowed)
     reward_model = RewardRegression(
-        k, n_estimators=config.reward_model_rounds, max_depth=4, learning_rate=0.3,
+        n_actions=k, n_estimators=config.reward_model_rounds, max_depth=4, learning_rate=0.3,
         random_state=config.seed,
     ).fit(X_train, train.actions, train.propensities, train.rewards)
     q = reward_model.scores(X_hold)

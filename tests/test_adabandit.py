@@ -12,8 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from boosters.adabandit import AdaBandit, AdaBoostOLM, logistic_cost_matrices, logistic_loss
 from boosters.exploration import loss_estimate
+from boosters.online.adabandit import AdaBandit, AdaBoostOLM, logistic_cost_matrices, logistic_loss
 
 EPS = 1e-5
 

@@ -10,7 +10,7 @@ import pytest
 from river import bandit
 
 from boosters.base import Decision
-from boosters.baselines import EpsilonGreedyTree, RiverPolicy, UniformPolicy
+from boosters.online.baselines import EpsilonGreedyTree, RiverPolicy, UniformPolicy
 
 RIVER_POLICIES = RiverPolicy.POLICIES
 

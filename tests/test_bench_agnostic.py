@@ -17,7 +17,7 @@ from benchmarks.paper.binary_streams import (
 )
 from benchmarks.paper.table3 import best_cells, flip_labels, within_spread
 from benchmarks.speed import batch_speed
-from boosters.oco import OCOBooster
+from boosters.online.oco import OCOBooster
 
 # ---- noise injection -----------------------------------------------------------------------------
 

@@ -229,3 +229,17 @@ def test_decisions_are_distributions_over_the_allowed_actions(name):
             assert d.action in allowed
             assert p[[a for a in range(K) if a not in allowed]].tolist() == [0.0]
         booster.learn_one(_x(i), d, **_feedback(booster, i, d.action))
+
+
+@pytest.mark.parametrize("name", names())
+def test_constructor_lists_every_parameter(name):
+    """River's convention: explicit parameters, no ``**kwargs``; the registry's view is the
+    class's own signature, and every parameter is kept as an attribute of the same name."""
+    import inspect
+
+    cls = booster_class(name)
+    kinds = {p.kind for p in inspect.signature(cls.__init__).parameters.values()}
+    assert not kinds & {inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL}
+    booster = make_booster(name, n_actions=3, seed=0)
+    for param in booster_params(name):
+        assert hasattr(booster, param), param

@@ -1,4 +1,4 @@
-"""BOPL / BOPL-S (boosters/bopl.py), policies, BRR-xgb and the batch tree learners.
+"""BOPL / BOPL-S (boosters/batch/bopl.py), policies, BRR-xgb and the batch tree learners.
 
 Paper: London et al. 2023, *Boosted Off-Policy Learning* (Algorithms 1-4, Eq. (6), (16)-(17);
 docs/papers.md).
@@ -11,7 +11,7 @@ import pickle
 import numpy as np
 import pytest
 
-from boosters.bopl import (
+from boosters.batch.bopl import (
     BOPL,
     BOPLS,
     ips_risk,
@@ -19,8 +19,8 @@ from boosters.bopl import (
     surrogate_risk,
     surrogate_risk_gradient,
 )
-from boosters.brr import RewardRegression
-from boosters.policies import (
+from boosters.batch.brr import RewardRegression
+from boosters.batch.policies import (
     AdditiveEnsemble,
     LoggingPolicy,
     SoftmaxEnsemblePolicy,
@@ -65,7 +65,8 @@ CLASS = WeightedTreeClassifier(max_depth=4, min_samples_leaf=2)
 @pytest.mark.parametrize(("cls", "kappa"), [(BOPL, 2.0), (BOPLS, 1.0)])
 def test_alpha_identity_exact_ls_tree(logs, cls, kappa, c, solver):
     X, a, p, r, _ = logs
-    model = cls(K, REGR, n_rounds=8, reward_translation=c, solver=solver).fit(X, a, p, r)
+    model = cls(n_actions=K, base_learner=REGR, n_rounds=8,
+                reward_translation=c, solver=solver).fit(X, a, p, r)
     assert model.n_rounds_ == 8
     np.testing.assert_allclose(model.alphas_, kappa, rtol=1e-5)
 
@@ -73,13 +74,15 @@ def test_alpha_identity_exact_ls_tree(logs, cls, kappa, c, solver):
 def test_alpha_compensates_learning_rate_and_grows_with_leaf_penalty(logs):
     X, a, p, r, _ = logs
     half = LeastSquaresTree(max_depth=4, learning_rate=0.5)
-    model = BOPL(K, half, n_rounds=4, reward_translation=-0.3, solver="per-round")
+    model = BOPL(n_actions=K, base_learner=half, n_rounds=4, reward_translation=-0.3,
+                 solver="per-round")
     np.testing.assert_allclose(model.fit(X, a, p, r).alphas_, 4.0, rtol=1e-5)  # alpha = 2 / eta
-    fast = BOPL(K, half, n_rounds=4, reward_translation=-0.3).fit(X, a, p, r)
+    fast = BOPL(n_actions=K, base_learner=half, n_rounds=4, reward_translation=-0.3).fit(X, a, p, r)
     assert fast.solver_ == "xgb-objective"
     np.testing.assert_allclose(fast.scores(X), model.scores(X), atol=1e-4)  # same ensemble
     shrunk = LeastSquaresTree(max_depth=4, reg_lambda=1.0)
-    model = BOPL(K, shrunk, n_rounds=4, reward_translation=-0.3).fit(X, a, p, r)
+    model = BOPL(n_actions=K, base_learner=shrunk, n_rounds=4,
+                 reward_translation=-0.3).fit(X, a, p, r)
     assert model.solver_ == "per-round"
     assert np.all(model.alphas_ > 2.0)
 
@@ -93,7 +96,8 @@ VARIANTS = [(BOPL, REGR), (BOPLS, REGR), (BOPL, CLASS), (BOPLS, CLASS)]
 @pytest.mark.parametrize(("cls", "base"), VARIANTS)
 def test_objective_never_increases_and_per_round_bound(logs, cls, base, c):
     X, a, p, r, _ = logs
-    model = cls(K, base, n_rounds=12, reward_translation=c, solver="per-round").fit(X, a, p, r)
+    model = cls(n_actions=K, base_learner=base, n_rounds=12,
+                reward_translation=c, solver="per-round").fit(X, a, p, r)
     assert model.n_rounds_ >= 1
     obj = model.objective_
     assert obj.shape == (model.n_rounds_ + 1,)
@@ -113,7 +117,8 @@ def test_objective_never_increases_and_per_round_bound(logs, cls, base, c):
 def test_classification_alpha_matches_adaboost_form(logs):
     """Eq. 122-127: alpha_t = 2 W_t (1 - 2 eps_t) / (K sum |r|/p); positive since eps_t < 1/2."""
     X, a, p, r, _ = logs
-    model = BOPL(K, CLASS, n_rounds=5, reward_translation=-0.3).fit(X, a, p, r)
+    model = BOPL(n_actions=K, base_learner=CLASS, n_rounds=5,
+                 reward_translation=-0.3).fit(X, a, p, r)
     assert np.all(model.alphas_ > 0)
     rt = (r - 0.3)
     z = K * np.mean(np.abs(rt) / p)                   # ||f||^2 = K: D(f) = Z for every f
@@ -159,8 +164,10 @@ def test_surrogate_upper_bounds_ips(logs):
 @pytest.mark.parametrize("cls", [BOPL, BOPLS])
 def test_xgb_objective_solver_matches_per_round(logs, cls):
     X, a, p, r, _ = logs
-    slow = cls(K, REGR, n_rounds=10, reward_translation=-0.3, solver="per-round").fit(X, a, p, r)
-    fast = cls(K, REGR, n_rounds=10, reward_translation=-0.3, solver="xgb-objective")
+    slow = cls(n_actions=K, base_learner=REGR, n_rounds=10,
+               reward_translation=-0.3, solver="per-round").fit(X, a, p, r)
+    fast = cls(n_actions=K, base_learner=REGR, n_rounds=10,
+               reward_translation=-0.3, solver="xgb-objective")
     fast.fit(X, a, p, r)
     assert fast.n_rounds_ == slow.n_rounds_ == 10
     assert len(fast.ensemble_) == 1                  # one booster holding every round's tree
@@ -176,8 +183,9 @@ def test_xgb_objective_solver_matches_per_round(logs, cls):
 def test_reward_translation_changes_training_not_evaluation(logs):
     X, a, p, r, reward_matrix = logs
     r_before = r.copy()
-    plain = BOPL(K, REGR, n_rounds=5).fit(X, a, p, r)
-    shifted = BOPL(K, REGR, n_rounds=5, reward_translation=-0.3).fit(X, a, p, r)
+    plain = BOPL(n_actions=K, base_learner=REGR, n_rounds=5).fit(X, a, p, r)
+    shifted = BOPL(n_actions=K, base_learner=REGR, n_rounds=5,
+                   reward_translation=-0.3).fit(X, a, p, r)
     assert np.array_equal(r, r_before)                        # raw rewards are not modified
     assert not np.allclose(plain.scores(X), shifted.scores(X))  # training differs
     # training used r - 0.3: its recorded objective is the translated risk at F_0 (uniform)
@@ -189,7 +197,7 @@ def test_reward_translation_changes_training_not_evaluation(logs):
     q = softmax(F)[np.arange(len(a)), a]
     assert ips_risk(F, a, p, r - 0.3) == pytest.approx(ips_risk(F, a, p, r) + 0.3 * np.mean(q / p))
     # evaluation uses the raw reward matrix whatever c was; the same policy gets the same value
-    twin = BOPL(K, REGR, n_rounds=5, reward_translation=-0.3).fit(X, a, p, r)
+    twin = BOPL(n_actions=K, base_learner=REGR, n_rounds=5, reward_translation=-0.3).fit(X, a, p, r)
     v1 = expected_reward(shifted.policy().probabilities(X), reward_matrix)
     v2 = expected_reward(twin.policy().probabilities(X), reward_matrix)
     assert v1 == v2 and 0.0 <= v1 <= 1.0
@@ -201,8 +209,10 @@ def test_reward_translation_changes_training_not_evaluation(logs):
 @pytest.mark.parametrize(("cls", "base"), VARIANTS)
 def test_deterministic_by_seed(logs, cls, base):
     X, a, p, r, _ = logs
-    m1 = cls(K, base, n_rounds=4, reward_translation=-0.2, random_state=7).fit(X, a, p, r)
-    m2 = cls(K, base, n_rounds=4, reward_translation=-0.2, random_state=7).fit(X, a, p, r)
+    m1 = cls(n_actions=K, base_learner=base, n_rounds=4,
+             reward_translation=-0.2, random_state=7).fit(X, a, p, r)
+    m2 = cls(n_actions=K, base_learner=base, n_rounds=4,
+             reward_translation=-0.2, random_state=7).fit(X, a, p, r)
     assert np.array_equal(m1.scores(X), m2.scores(X))
     assert np.array_equal(m1.alphas_, m2.alphas_)
 
@@ -211,7 +221,8 @@ def test_deterministic_by_seed(logs, cls, base):
 @pytest.mark.parametrize("solver", ["auto", "per-round"])
 def test_pickle_round_trip(logs, cls, base, solver):
     X, a, p, r, _ = logs
-    model = cls(K, base, n_rounds=3, reward_translation=-0.2, solver=solver).fit(X, a, p, r)
+    model = cls(n_actions=K, base_learner=base, n_rounds=3,
+                reward_translation=-0.2, solver=solver).fit(X, a, p, r)
     policy = model.policy(temperature=0.5, min_propensity=0.02)
     restored = pickle.loads(pickle.dumps(policy))
     assert np.array_equal(restored.probabilities(X), policy.probabilities(X))
@@ -225,7 +236,7 @@ def test_pickle_round_trip(logs, cls, base, solver):
 
 def test_zero_rewards_are_dropped_and_no_signal_gives_uniform_policy(logs):
     X, a, p, _, _ = logs
-    model = BOPL(K, REGR, n_rounds=3).fit(X, a, p, np.zeros(len(a)))
+    model = BOPL(n_actions=K, base_learner=REGR, n_rounds=3).fit(X, a, p, np.zeros(len(a)))
     assert model.stop_reason_ == "no_signal" and model.n_rounds_ == 0
     np.testing.assert_allclose(model.predict_proba(X), 1.0 / K)
 
@@ -235,7 +246,8 @@ def test_early_stop_when_gradient_vanishes(solver):
     """One context, one action logged with positive reward: BOPL-S drives pi(a|x) to 1."""
     X = np.zeros((20, 1))
     a = np.zeros(20, dtype=int)
-    model = BOPLS(2, LeastSquaresTree(max_depth=2, min_child_weight=0.0), n_rounds=200,
+    model = BOPLS(n_actions=2, base_learner=LeastSquaresTree(max_depth=2, min_child_weight=0.0),
+                  n_rounds=200,
                   tol=0.02, solver=solver)
     model.fit(X, a, np.full(20, 0.5), np.ones(20))
     # the LS targets S/d shrink with the gradient, so the base-prediction test fires with it
@@ -275,7 +287,8 @@ class _Fixed:
 
 def test_additive_ensemble_matches_manual_sum(logs):
     X, a, p, r, _ = logs
-    model = BOPL(K, CLASS, n_rounds=3, reward_translation=-0.2).fit(X, a, p, r)
+    model = BOPL(n_actions=K, base_learner=CLASS, n_rounds=3,
+                 reward_translation=-0.2).fit(X, a, p, r)
     Z = augment_actions(X, K)
     manual = sum(al * est.predict(Z) for al, est in zip(model.alphas_, model.ensemble_.estimators))
     np.testing.assert_allclose(model.scores(X), manual.reshape(-1, K))
@@ -291,39 +304,63 @@ def test_sample_actions_matches_probabilities():
     assert freq[1] == 0 and np.array_equal(props, P[0, actions])
 
 
+TINY = (np.zeros((4, 2)), np.array([0, 1, 0, 1]), np.full(4, 0.5), np.ones(4))
+
+
 @pytest.mark.parametrize(
     ("build", "name"),
     [
-        (lambda: BOPL(1), "n_actions"),
-        (lambda: BOPL(3, n_rounds=0), "n_rounds"),
-        (lambda: BOPL(3, base_learner="tree"), "base_learner"),
-        (lambda: BOPL(3, reward_translation=float("nan")), "reward_translation"),
-        (lambda: BOPL(3, tol=-1.0), "tol"),
-        (lambda: BOPL(3, solver="fast"), "solver"),
-        (lambda: BOPL(3, CLASS, solver="xgb-objective"), "solver"),
-        (lambda: BOPL(3, random_state=-1), "random_state"),
+        (lambda: BOPL(n_actions=1).fit(*TINY), "n_actions"),
+        (lambda: BOPL(n_actions=3, n_rounds=0).fit(*TINY), "n_rounds"),
+        (lambda: BOPL(n_actions=3, base_learner="tree").fit(*TINY), "base_learner"),
+        (lambda: BOPL(n_actions=3, reward_translation=float("nan")).fit(*TINY),
+         "reward_translation"),
+        (lambda: BOPL(n_actions=3, tol=-1.0).fit(*TINY), "tol"),
+        (lambda: BOPL(n_actions=3, solver="fast").fit(*TINY), "solver"),
+        (lambda: BOPL(n_actions=3, base_learner=CLASS, solver="xgb-objective").fit(*TINY),
+         "solver"),
+        (lambda: BOPL(n_actions=3, random_state=-1).fit(*TINY), "random_state"),
         (lambda: LeastSquaresTree(min_child_weight=-1), "min_child_weight"),
         (lambda: LeastSquaresTree(learning_rate=0), "learning_rate"),
         (lambda: WeightedTreeClassifier(min_samples_leaf=0), "min_samples_leaf"),
         (lambda: SoftmaxEnsemblePolicy(_Fixed(np.zeros((1, 3))), temperature=-1), "temperature"),
         (lambda: SoftmaxEnsemblePolicy(_Fixed(np.zeros((1, 3))), min_propensity=0.5),
          "min_propensity"),
-        (lambda: RewardRegression(3, n_estimators=0), "n_estimators"),
+        (lambda: RewardRegression(n_actions=3, n_estimators=0).fit(*TINY), "n_estimators"),
     ],
 )
 def test_constructor_validation(build, name):
+    """Batch estimators check their parameters in fit (scikit-learn), the rest when built."""
     with pytest.raises(ValueError, match=name):
         build()
+
+
+def test_batch_estimators_follow_scikit_learn():
+    """Keyword-only parameters stored as given, checked in fit; get_params / clone / repr."""
+    from sklearn.base import clone
+
+    bad = BOPL(n_actions=1, n_rounds=0)  # nothing is checked before fit
+    assert bad.get_params() == {"n_actions": 1, "base_learner": None, "n_rounds": 0,
+                                "reward_translation": 0.0, "tol": 1e-10, "solver": "auto",
+                                "random_state": 0}
+    with pytest.raises(TypeError):
+        BOPL(3)  # keyword-only
+    model = BOPLS(n_actions=K, base_learner=REGR, n_rounds=3)
+    twin = clone(model)
+    assert twin is not model and twin.get_params()["n_rounds"] == 3
+    assert repr(model).startswith("BOPLS(") and "n_rounds=3" in repr(model)
+    brr = RewardRegression(n_actions=K, n_estimators=5).set_params(max_depth=2)
+    assert clone(brr).get_params()["max_depth"] == 2
 
 
 def test_fit_validates_logged_data(logs):
     X, a, p, r, _ = logs
     with pytest.raises(ValueError, match="propensities"):
-        BOPL(K, REGR).fit(X, a, np.zeros_like(p), r)
+        BOPL(n_actions=K, base_learner=REGR).fit(X, a, np.zeros_like(p), r)
     with pytest.raises(ValueError, match="actions"):
-        BOPL(K, REGR).fit(X, a + K, p, r)
+        BOPL(n_actions=K, base_learner=REGR).fit(X, a + K, p, r)
     with pytest.raises(RuntimeError, match="not fitted"):
-        BOPL(K, REGR).scores(X)
+        BOPL(n_actions=K, base_learner=REGR).scores(X)
 
 
 # ------------------------------------------------------------------ end to end on digits
@@ -347,12 +384,13 @@ def test_digits_bopl_beats_logging_policy():
     logging_value = expected_reward(logging.probabilities(X[test]), reward_matrix[test])
 
     base = LeastSquaresTree(max_depth=6, min_child_weight=5.0)
-    bopl = BOPL(k, base, n_rounds=20, reward_translation=-0.1)
+    bopl = BOPL(n_actions=k, base_learner=base, n_rounds=20, reward_translation=-0.1)
     bopl.fit(X[train], actions, props, rewards)
     bopl_value = expected_reward(bopl.policy().probabilities(X[test]), reward_matrix[test])
     assert 0.15 < logging_value < 0.6
     assert bopl_value > logging_value + 0.2
 
-    brr = RewardRegression(k, n_estimators=60, max_depth=4).fit(X[train], actions, props, rewards)
+    brr = RewardRegression(n_actions=k, n_estimators=60, max_depth=4)
+    brr = brr.fit(X[train], actions, props, rewards)
     brr_value = expected_reward(brr.policy().probabilities(X[test]), reward_matrix[test])
     assert brr_value > logging_value + 0.1

@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks.paper import bopl_repro as br
 from benchmarks.speed import bopl_speed as bs
-from boosters.bopl import BOPLS
+from boosters.batch.bopl import BOPLS
 
 # ------------------------------------------------------------------ rewards (App. F.4)
 

@@ -28,7 +28,7 @@ from boosters._params import (
     SIZE_PARAMS,
     check_sizes,
 )
-from boosters.baselines import RiverPolicy
+from boosters.online.baselines import RiverPolicy
 from boosters.registry import booster_params, make_booster, names
 from learners.hoeffding import TREE_PROFILES
 from service.api.app import create_app

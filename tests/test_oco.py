@@ -16,7 +16,7 @@ import pytest
 
 from boosters.base import Decision
 from boosters.exploration import exploration_distribution
-from boosters.oco import (
+from boosters.online.oco import (
     OCOBooster,
     ProjectedOGD,
     oco_labels,
@@ -24,7 +24,7 @@ from boosters.oco import (
     randomized_projection,
     relabel_probability,
 )
-from boosters.oco_bandit import OCOBandit, OCOFull, rounding_probability, weighted_label
+from boosters.online.oco_bandit import OCOBandit, OCOFull, rounding_probability, weighted_label
 from learners.binary import BinaryHoeffdingTree, BinaryWeakLearner, signs_random_ties
 from service.sim.datasets import load_dataset
 from service.sim.loop import simulate
@@ -230,7 +230,7 @@ def test_bandit_update_trains_only_the_played_arm(update, monkeypatch):
     booster = OCOBandit(n_actions=k, n_learners=n, rho=0.3, seed=0, update=update)
     booster.learners = [Recorder() for _ in range(k * n)]
     seen = []
-    import boosters.oco_bandit as module
+    import boosters.online.oco_bandit as module
 
     original = module.weighted_label if update == "weighted" else module.rounding_probability
 

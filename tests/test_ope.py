@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from boosters.batch.policies import sample_actions, softmax
 from boosters.ope import (
     Estimate,
     clipped_ips,
@@ -17,7 +18,6 @@ from boosters.ope import (
     paired_difference,
     snips,
 )
-from boosters.policies import sample_actions, softmax
 
 N_EVENTS, K = 2000, 4
 

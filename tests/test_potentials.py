@@ -13,9 +13,9 @@ import pickle
 import numpy as np
 import pytest
 
-from boosters.adabandit import logistic_cost_matrices
-from boosters.banditbbm import BanditBBM
-from boosters.potentials import (
+from boosters.online.adabandit import logistic_cost_matrices
+from boosters.online.banditbbm import BanditBBM
+from boosters.online.potentials import (
     BBMPotentials,
     BoundedCache,
     LRUCache,

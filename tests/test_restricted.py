@@ -38,7 +38,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from boosters.adabandit import AdaBandit
 from boosters.base import Decision
 from boosters.exploration import (
     check_allowed,
@@ -49,7 +48,8 @@ from boosters.exploration import (
     loss_estimate,
     restrict,
 )
-from boosters.oco import OCOBooster
+from boosters.online.adabandit import AdaBandit
+from boosters.online.oco import OCOBooster
 from boosters.registry import booster_params, make_booster, names
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -361,7 +361,7 @@ def test_adabandit_learns_with_the_restricted_estimate():
 
 
 def test_oco_rounding_uses_the_unrestricted_pi_min(monkeypatch):
-    import boosters.oco_bandit as oco_bandit
+    import boosters.online.oco_bandit as oco_bandit
 
     seen = []
     real = oco_bandit.rounding_probability
@@ -416,16 +416,26 @@ _RUN = r"""
 import copy, hashlib, itertools, json, pickle, sys
 import numpy as np
 from river import datasets
+import io
 import boosters
-from boosters.oco import OCOBooster
 from boosters.registry import booster_params, make_booster, names
+
+
+class ByName(pickle.Pickler):  # a class of boosters/ by its name, wherever its module lives
+    def reducer_override(self, obj):
+        if isinstance(obj, type) and obj.__module__.startswith("boosters"):
+            return str, ("class " + obj.__qualname__,)
+        return NotImplemented
+
 
 def model_bytes(booster):  # as tests/test_restricted.py's _model_bytes
     booster = copy.deepcopy(booster)
     prototype = getattr(getattr(booster, "_bandit", None), "reward_obj", None)
     if hasattr(prototype, "_rng"):
         prototype._rng = None
-    return pickle.dumps(booster)
+    out = io.BytesIO()
+    ByName(out).dump(booster)
+    return out.getvalue()
 
 
 rows = list(itertools.islice(datasets.ImageSegments(), int(sys.argv[1])))

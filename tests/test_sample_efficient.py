@@ -1,4 +1,4 @@
-"""Tests of boosters/sample_efficient.py (Ghai & Singh 2024; BCHM20 Algorithm 2).
+"""Tests of boosters/batch/sample_efficient.py (Ghai & Singh 2024; BCHM20 Algorithm 2).
 
 - the reuse invariant: with every chunk the same dataset and no clipping, the weak learner's input
   distribution satisfies ``cor_{D_t}(h) = sigma/(eta+sigma) (-Phi'(H_t, h))
@@ -21,7 +21,7 @@ import pytest
 from sklearn.datasets import make_classification
 from sklearn.model_selection import train_test_split
 
-from boosters.sample_efficient import (
+from boosters.batch.sample_efficient import (
     PAPER_EXPERIMENT,
     KanadeKalaiBooster,
     SampleEfficientBooster,
@@ -97,7 +97,7 @@ def test_chunk_masses_sum_to_one():
 
 def invariant_gap(model, X, y_pm, hs):
     """max over rounds and h of |cor_{D_t}(h) - the closed form|."""
-    eta, sigma = model.eta, model.sigma
+    eta, sigma = model.eta, model.sigma_
     worst = 0.0
     staged = list(model.staged_decision_function(X))
     for t, (rows, labels, weights) in enumerate(model.inputs_, 1):
@@ -171,7 +171,7 @@ def test_small_gamma_clips_inside_the_booster():
     model = SampleEfficientBooster(
         n_rounds=20, gamma=0.1, eta=0.02, mode="fractional", record_inputs=True, random_state=0
     ).fit(X_tr, y_tr)
-    assert model.sigma == pytest.approx(0.2)  # sigma = eta / gamma
+    assert model.sigma is None and model.sigma_ == pytest.approx(0.2)  # sigma = eta / gamma
     assert model.n_clipped_ > 0
     for _, labels, weights in model.inputs_:
         assert np.all(weights >= 0) and np.all(np.isin(labels, (-1, 1)))
@@ -322,8 +322,22 @@ def test_beats_a_single_stump(make, margin):
     ],
 )
 def test_bad_parameters(cls, kwargs, name):
+    """Stored as given (scikit-learn), refused by fit naming the parameter."""
+    model = cls(**kwargs)
+    assert all(model.get_params()[key] is value for key, value in kwargs.items())
+    X, y = np.array([[0.0], [1.0], [2.0], [3.0]]), np.array([0, 1, 0, 1])
     with pytest.raises(ValueError, match=name):
-        cls(**kwargs)
+        model.fit(X, y)
+
+
+def test_scikit_learn_conventions():
+    from sklearn.base import clone
+
+    with pytest.raises(TypeError):
+        SampleEfficientBooster(10)  # keyword-only
+    model = StatisticalAgnosticBooster(n_rounds=7, weights="oco")
+    assert "branching" not in model.get_params() and clone(model).get_params()["n_rounds"] == 7
+    assert repr(model) == "StatisticalAgnosticBooster(n_rounds=7, weights='oco')"
 
 
 def test_bad_fit_input():

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import gc
 import pickle
+import re
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from boosters.adabandit import AdaBandit
+from boosters.online.adabandit import AdaBandit
 from service.domain import ModelConfig
 from service.runtime import ServedModel
 from service.snapshots import HeapFreezer, pickle_isolated
@@ -358,3 +359,27 @@ def test_the_store_serves_the_published_policy_or_the_booster(redis_url: str) ->
     served = store.served_policy(config, policy, 1)
     assert (served.temperature, served.min_propensity) == (0.5, bundle.min_propensity)
     assert served.bundle.n_actions == len(ACTIONS)
+
+
+@pytest.mark.parametrize("name", ["adabandit", "banditbbm", "oco", "egreedy_tree"])
+def test_a_snapshot_pickled_before_the_boosters_moved_still_loads(name: str) -> None:
+    """Stored snapshots name their classes by module path; those written before boosters/ was
+    split into online/ and batch/ name ``boosters.<module>``, and must still load and decide."""
+    from boosters.registry import booster_class
+    from service import snapshots
+
+    booster = booster_class(name)(n_actions=3, seed=1)
+    for i in range(30):
+        x = {"x": i / 10}
+        booster.learn_one(x, booster.decide_one(x), reward=float(i % 2))
+    blob = pickle.dumps(booster, protocol=2)  # GLOBAL opcodes: module paths as plain text
+    old = re.sub(rb"boosters\.(online|batch)\.(\w+)\n", rb"boosters.\2\n", blob)
+    assert old != blob and b"boosters.online." not in old
+    with pytest.raises(ModuleNotFoundError):
+        pickle.loads(old)
+    restored = snapshots.loads(old)
+    x, rng_seed = {"x": 0.3}, 5
+    a = restored.decide_one(x, rng=np.random.default_rng(rng_seed))
+    b = booster.decide_one(x, rng=np.random.default_rng(rng_seed))
+    assert a.action == b.action
+    np.testing.assert_array_equal(a.probabilities, b.probabilities)

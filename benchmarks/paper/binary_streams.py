@@ -1,7 +1,7 @@
 """Binary streams: the online agnostic OCO booster against River's online boosters (issue 5).
 
 The OCO booster of BCHM20, *Online Agnostic Boosting via Regret Minimization* (NeurIPS 2020;
-:class:`boosters.oco.OCOBooster`, Algorithm 1 with the project's River trees; docs/papers.md)
+:class:`boosters.online.oco.OCOBooster`, Algorithm 1 with the project's River trees; docs/papers.md)
 is used with full
 information through the common booster protocol (ARCHITECTURE.md "One protocol"): per example
 ``decide_one(x)`` and then ``learn_one(x, decision, label=y)``. It is scored by ``sign(z)`` (ties
@@ -174,7 +174,7 @@ def make_model(name: str, seed: int) -> StreamModel:
     from river import ensemble, tree
 
     if name.startswith("oco-") and name[4:] in GAMMAS:
-        from boosters.oco import OCOBooster
+        from boosters.online.oco import OCOBooster
 
         return BoosterModel(OCOBooster(n_learners=N_TREES, gamma=float(name[4:]), seed=seed))
     if name == "adaboost":

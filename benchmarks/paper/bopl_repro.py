@@ -1,9 +1,9 @@
 """Reproduce Table 1 of "Boosted Off-Policy Learning" (London et al. 2023) on Fashion-MNIST, digits,
 Yeast.
 
-Implements the protocol of the paper's Sec. 5 and Appendix F (with the reward translation of
-Sec. 5.2; docs/papers.md), using boosters/bopl.py (BOPL, BOPL-S, Algorithms 1-4), boosters/brr.py
-(BRR-xgb) and boosters/policies.py:
+Implements the protocol of the paper's Sec. 5 and Appendix F (with the reward translation of Sec.
+5.2; docs/papers.md), using boosters/batch/bopl.py (BOPL, BOPL-S, Algorithms 1-4),
+boosters/batch/brr.py (BRR-xgb) and boosters/batch/policies.py:
 
 - App. F.2 splits, made once per dataset with a fixed seed (the paper does not say; the split is
   most likely fixed across trials): Fashion-MNIST uses the standard 60,000/10,000 train/test
@@ -55,9 +55,9 @@ import numpy as np
 
 from benchmarks import ROOT
 from benchmarks.stats import median
-from boosters.bopl import BOPL, BOPLS
-from boosters.brr import RewardRegression
-from boosters.policies import LoggingPolicy, expected_reward
+from boosters.batch.bopl import BOPL, BOPLS
+from boosters.batch.brr import RewardRegression
+from boosters.batch.policies import LoggingPolicy, expected_reward
 from learners.batch_trees import (
     FittedBooster,
     LeastSquaresTree,
@@ -367,7 +367,7 @@ def make_method(
     """
     if method == "brr-xgb":
         return RewardRegression(
-            n_actions,
+            n_actions=n_actions,
             n_estimators=hp["rounds"],
             max_depth=hp["max_depth"],
             min_child_weight=hp["min_child_weight"],
@@ -391,7 +391,8 @@ def make_method(
             max_depth=hp["max_depth"], min_samples_leaf=hp["min_child_weight"]
         )
     return cls(
-        n_actions, base, n_rounds=hp["rounds"], reward_translation=hp["c"], random_state=seed
+        n_actions=n_actions, base_learner=base, n_rounds=hp["rounds"], reward_translation=hp["c"],
+        random_state=seed,
     )
 
 

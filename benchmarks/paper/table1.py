@@ -11,7 +11,7 @@ Learning curves (moving average, window 0.2 x rounds) are kept for Car in benchm
 
 Other registered boosters can be added as columns with the same protocol and seeds; they get
 AdaBandit's N and rho and the bandit tree profile (:func:`config`). Issue 5's column, the OCO
-bandit booster (an extension beyond the papers, boosters/oco_bandit.py), was run with
+bandit booster (an extension beyond the papers, boosters/online/oco_bandit.py), was run with
 
     python -m benchmarks.paper.table1 --seeds 20 --jobs 2 --datasets balance car --boosters oco \
         --out benchmarks/out/table1-oco.jsonl

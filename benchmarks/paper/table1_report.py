@@ -123,7 +123,7 @@ def extension_note(rows: list[dict], boosters: list[str]) -> str:
         lines += [
             f"**The {LABELS.get(b, b)} column goes beyond the papers.** It is this project's "
             "extension "
-            "(docs/papers.md, `boosters/oco_bandit.py`): one-vs-all online "
+            "(docs/papers.md, `boosters/online/oco_bandit.py`): one-vs-all online "
             "agnostic boosters of BCHM20 (binary, full information in the paper) run with "
             "bandit feedback (eq. 2 exploration, importance-weighted updates of the played "
             "arm's booster). Neither Zhang et al. 2019 nor BCHM20 reports it, so it has no paper "

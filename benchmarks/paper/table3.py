@@ -5,7 +5,7 @@ learners; k-fold cross-validation (30 folds); classification noise of 0/5/10/20%
 *training* folds only (exactly ``round(noise * n)`` training labels, chosen at random, are flipped:
 :func:`flip_labels`; the test fold stays clean); a grid search over T in {25, 50, 100} for every
 algorithm and over sigma in {0.1, 0.25, 0.5} for Algorithm 1. Algorithms
-(boosters/sample_efficient.py):
+(boosters/batch/sample_efficient.py):
 
 - ``ours``: :class:`SampleEfficientBooster` with the paper's experimental settings
   (``PAPER_EXPERIMENT``: fractional relabelling with the unnormalised weights ``(1 +- w) / 2``,
@@ -59,7 +59,7 @@ from tqdm import tqdm
 
 from benchmarks import ROOT
 from benchmarks.stats import median
-from boosters.sample_efficient import (
+from boosters.batch.sample_efficient import (
     PAPER_EXPERIMENT,
     KanadeKalaiBooster,
     SampleEfficientBooster,

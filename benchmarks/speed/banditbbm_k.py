@@ -55,7 +55,7 @@ def one_run(
     :mod:`benchmarks.speed.speed` does; booster time minus floor time is the booster's own time
     (potentials included).
     """
-    from boosters.banditbbm import BanditBBM
+    from boosters.online.banditbbm import BanditBBM
 
     xs, ys = synthetic_stream(k, rounds)
     booster = BanditBBM(n_actions=k, n_learners=n_learners, rho=rho, seed=seed)

@@ -1,7 +1,7 @@
 """Batch agnostic boosters: wall time per boosting round against fitting one stump (issue 5).
 
 For each dataset of Ghai & Singh 2024 (as :mod:`benchmarks.paper.table3` loads it) and each batch
-booster of boosters/sample_efficient.py, one repeat times
+booster of boosters/batch/sample_efficient.py, one repeat times
 
 - the *baseline*: one weighted decision stump (:class:`learners.stumps.DecisionStump`, unit
   weights) fitted on the whole dataset (the same ``X`` and labels the booster gets), as the
@@ -111,7 +111,7 @@ def report(results: list[dict], command: str, machine: str) -> str:
         "## Batch agnostic boosters: wall time per round against fitting one stump",
         "",
         "`benchmarks/speed/batch_speed.py` (issue 5): each booster of "
-        "`boosters/sample_efficient.py` "
+        "`boosters/batch/sample_efficient.py` "
         "fitted with T rounds on the whole dataset; its time per round against one "
         "unit-weight decision stump fitted on the same data, both timed in every repeat.",
         "",

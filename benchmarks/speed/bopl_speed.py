@@ -3,10 +3,10 @@
 Three measurements (the base learner of *Boosted Off-Policy Learning*, Algorithm 3 and Appendix
 G, and the cost of its n*k-row design matrix; boosters/ope.py for the estimators):
 
-1. **Training time.** :class:`boosters.bopl.BOPLS` with the regression base learner (BOPL-S-regr,
-   Table 5 Fashion settings: depth 20, min_child_weight 200, translation -0.4) for T rounds on
-   Fashion-MNIST logged data (trial 0 of :mod:`benchmarks.paper.bopl_repro`, a random subset of the
-   target rows), against XGBoost growing T trees of the same depth with its built-in
+1. **Training time.** :class:`boosters.batch.bopl.BOPLS` with the regression base learner
+   (BOPL-S-regr, Table 5 Fashion settings: depth 20, min_child_weight 200, translation -0.4) for T
+   rounds on Fashion-MNIST logged data (trial 0 of :mod:`benchmarks.paper.bopl_repro`, a random
+   subset of the target rows), against XGBoost growing T trees of the same depth with its built-in
    ``reg:squarederror`` objective on the same expanded matrix ``[x_i; e_a]`` (labels: BOPL-S's
    first-round targets, weights: its d_i), same split method, one thread each, ``base_score = 0``,
    eta 1. Both timings include building the XGBoost matrix from the features. Repeats alternate the
@@ -60,7 +60,7 @@ def synthetic_events(
     >>> a.shape, target.shape, bool(np.all((p > 0) & (p <= 1)))
     ((4,), (4, 3), True)
     """
-    from boosters.policies import sample_actions, softmax
+    from boosters.batch.policies import sample_actions, softmax
 
     rng = np.random.default_rng(seed)
     mean_reward = rng.uniform(0.0, 1.0, size=(n, k))
@@ -114,23 +114,26 @@ def first_round_problem(
     X: np.ndarray, a: np.ndarray, p: np.ndarray, r: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """BOPL-S-regr's first-round targets and weights on the n*k rows (Algorithm 2, App. D)."""
-    from boosters.bopl import BOPLS
+    from boosters.batch.bopl import BOPLS
 
     rt = r + TRANSLATION
     keep = rt != 0
-    S, d = BOPLS(k)._coefficients(np.zeros((int(keep.sum()), k)), a[keep], p[keep], rt[keep])
+    S, d = BOPLS(n_actions=k)._coefficients(
+        np.zeros((int(keep.sum()), k)), a[keep], p[keep], rt[keep]
+    )
     return (S / d[:, None]).ravel(), np.repeat(d, k)
 
 
 def time_bopls(X, a, p, r, k: int, rounds: int, tree_method: str, solver: str) -> float:
     """Seconds of ``BOPLS.fit`` (BOPL-S-regr) for ``rounds`` rounds, one thread."""
     from benchmarks.paper.bopl_repro import HistLeastSquaresTree
-    from boosters.bopl import BOPLS
+    from boosters.batch.bopl import BOPLS
     from learners.batch_trees import LeastSquaresTree
 
     tree_cls = HistLeastSquaresTree if tree_method == "hist" else LeastSquaresTree
     tree = tree_cls(max_depth=DEPTH, min_child_weight=MIN_CHILD_WEIGHT)
-    model = BOPLS(k, tree, n_rounds=rounds, reward_translation=TRANSLATION, solver=solver)
+    model = BOPLS(n_actions=k, base_learner=tree, n_rounds=rounds,
+                  reward_translation=TRANSLATION, solver=solver)
     start = time.perf_counter()
     model.fit(X, a, p, r)
     elapsed = time.perf_counter() - start

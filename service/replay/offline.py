@@ -35,8 +35,9 @@ from typing import Any, Literal
 import numpy as np
 
 from boosters.base import Decision, OnlineBooster
-from boosters.exploration import complete_probabilities
+from boosters.exploration import complete_probabilities, restrict
 from boosters.ope import Estimate, cross_fitted_predictions, estimate_all, mean_estimate
+from service import snapshots
 from service.formats.reader import LineError
 from service.progress import bar as progress_bar
 from service.replay.reading import (
@@ -65,7 +66,7 @@ from service.replay.result import (
     undefined_notes,
     weighted,
 )
-from service.training import restrict
+from service.runtime import decide
 
 __all__ = ["load_policy", "replay_learner", "replay_policy"]
 
@@ -110,10 +111,9 @@ def _check_learner(booster: OnlineBooster, mode: str) -> None:
 def _learn_one(booster: OnlineBooster, ev: LoggedEvent, mode: str, stream: _Stream,
                t: int) -> None:
     """The booster decides on event ``t``'s context, then learns from it as ``mode`` says."""
-    if ev.allowed.all():
-        decision = booster.decide_one(ev.context)
-    else:  # as served: the booster decides among the allowed actions
-        decision = booster.decide_one(ev.context, allowed=np.flatnonzero(ev.allowed))
+    # as served: the booster decides among the allowed actions, by the service's decision path
+    allowed = None if ev.allowed.all() else np.flatnonzero(ev.allowed)
+    decision = decide(booster, ev.context, allowed=allowed)
     a = ev.action
     stream.rewards[t], stream.props[t] = ev.reward, ev.propensity
     stream.target[t] = decision.probabilities[a]
@@ -232,8 +232,7 @@ def replay_learner(
 
 def _load_policy_file(path: Path) -> tuple[Any, str]:
     try:
-        with open(path, "rb") as handle:
-            bundle = pickle.load(handle)
+        bundle = snapshots.loads(path.read_bytes())
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
         raise ValueError(f"cannot load the policy file {path}: {exc}") from None
     for attr in ("featurizer", "model", "actions", "temperature", "min_propensity"):
@@ -274,7 +273,7 @@ def load_policy(spec: str, log: Any = None) -> tuple[Any, str]:
         raise ValueError(
             f"policy v{version} of {name!r} was not published (only published policies are stored)"
         )
-    return pickle.loads(blob), f"{name}:{version}"
+    return snapshots.loads(blob), f"{name}:{version}"
 
 
 def _policy_features(bundle: Any) -> set[str]:
@@ -349,12 +348,12 @@ class _PolicyPass:
 def _policy_estimates(run: _PolicyPass, k: int, dr: bool, rounds: int, seed: int,
                       level: float) -> tuple[dict[str, Estimate], str, list[str]]:
     """``(estimates, primary, notes)``: IPS, SNIPS, cross-fitted DR, the logged mean."""
-    from boosters.brr import RewardRegression
+    from boosters.batch.brr import RewardRegression
 
     a, p, r, target = run.array("a"), run.array("p"), run.array("r"), run.array("target")
 
     def fit(X: np.ndarray, a: np.ndarray, p: np.ndarray, r: np.ndarray) -> Any:
-        model = RewardRegression(k, n_estimators=rounds, max_depth=4, learning_rate=0.3,
+        model = RewardRegression(n_actions=k, n_estimators=rounds, max_depth=4, learning_rate=0.3,
                                  random_state=int(seed) % (2**31 - 1))
         return model.fit(X, a, p, r).scores
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictStr, field_validator
 
-from boosters._params import FLAG_PARAMS
+from boosters import FLAG_PARAMS
 from boosters.registry import booster_params, names
 from service.api.schemas.common import NAME_PATTERN, Body
 from service.domain import ModelConfig, NegativeRewards

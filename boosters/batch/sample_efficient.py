@@ -1,35 +1,6 @@
 """Batch agnostic boosting: sample reuse and its Table 3 baselines (KK09, BCHM20).
 
-Implements Ghai, Singh, *Sample-Efficient Agnostic Boosting* (NeurIPS 2024; docs/papers.md):
-
-- the potential ``phi`` (Eq. (1)) and its derivatives (:func:`potential`,
-  :func:`potential_derivative`, :func:`potential_second_derivative`).
-- :class:`SampleEfficientBooster`, Algorithm 1 (Agnostic Boosting via Sample Reuse) as the project's
-  batch procedure (docs/papers.md): a hold-out ``D_0``, T disjoint fresh chunks, each chunk's
-  relabel probability frozen when it enters (``q_j = P(label = y_j)``, from ``w_t = (1 - sigma)
-  phi'(y H_{t-1}) - phi'(y H_t)``, the second-order pseudo-label of line 5.II averaged over
-  ``eta'``, :func:`relabel_weight`), the mixture masses ``(1 - sigma)^{t-1}`` for chunk 1 and
-  ``sigma (1 - sigma)^{t-s}`` for chunk ``s >= 2`` (:func:`chunk_masses`), the correlation threshold
-  ``tau`` with the backward step ``-sign(H_t)`` (line 9), and the final ``sign(H_{t*})`` with ``t*``
-  the best hold-out correlation (lines 12-13).
-- both ways of building the weak learner's input: ``mode="sampling"`` (the faithful one, m IID draws
-  with sampled labels) and ``mode="fractional"`` (the paper's experiments: both labels of every row
-  with weights ``M q`` and ``M (1 - q)``).
-- for small gamma Algorithm 1's ``q`` can leave [0, 1]: it is clipped to [0, 1] (``n_clipped_``
-  counts the rows).
-- the paper's experimental variant (App. J/K): unnormalised label weights ``(1 +- w) / 2``
-  (``label_weights="unnormalised"``), the adaptive step ``eta_t = kappa c_t`` with ``h_t = W_t``
-  (``step="adaptive"``) and App. K's "pick the better of ``W_t`` and ``-sign(H_t)`` on the
-  relabelled distribution" (``branching="better"``). :data:`PAPER_EXPERIMENT` collects those
-  settings.
-- the baselines of Table 3 (Sec. 7): :class:`KanadeKalaiBooster` ([KK09]: a fresh chunk every round,
-  relabelled with the Madaboost weight ``min(1, exp(-y H))``, the better of ``W_t`` and
-  ``-sign(H_t)``) and :class:`StatisticalAgnosticBooster` (Algorithm 2 of BCHM20, *Online Agnostic
-  Boosting via Regret Minimization*: all training rows every round, relabelled by the OGD iterate
-  ``p`` over ``[-1, 1]^m``, or, as the paper's Table 3 ran it, by the Madaboost weight).
-
-Labels inside are in {-1, +1}; ``sign(0) = +1``. Every random choice comes from one
-``numpy.random.Generator`` seeded by ``random_state``; no I/O. Fitted boosters pickle.
+More: docs/boosters.md, "boosters/batch/sample_efficient.py".
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -47,12 +18,13 @@ True
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.base import BaseEstimator
 
+from boosters._params import HasMethods, Interval, Options, validate_params
 from learners.stumps import DecisionStump, WeakLearner
 
 __all__ = [
@@ -191,98 +163,36 @@ def chunk_masses(t: int, sigma: float) -> np.ndarray:
 # ---- validation ---------------------------------------------------------------------------------
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
-def _check_real(
-    name: str,
-    value: Any,
-    low: float,
-    high: float,
-    *,
-    open_low: bool = False,
-    open_high: bool = False,
-) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if (value <= low if open_low else value < low) or (
-        value >= high if open_high else value > high
-    ):
-        lb, rb = ("(" if open_low else "["), (")" if open_high else "]")
-        raise ValueError(f"{name} must be in {lb}{low}, {high}{rb}, got {value}")
-    return float(value)
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
-    return value
-
-
 # ---- the shared machinery ------------------------------------------------------------------------
 
 
-class _AgnosticBoosterBase:
+class _AgnosticBoosterBase(BaseEstimator):
     """Hold-out split, labels, weak-learner calls, steps, replay and hold-out selection."""
 
-    #: which ``label_weights`` values the subclass supports
-    _label_weights: tuple[str, ...] = ("normalised", "unnormalised")
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "n_rounds": [Interval(int, 1, None)],
+        "gamma": [Interval(float, 0.0, 1.0, closed="right")],
+        "eta": [Interval(float, 0.0, None, closed="right")],
+        "kappa": [Interval(float, 0.0, None, closed="right")],
+        "step": [Options(("fixed", "adaptive"))],
+        "branching": [Options(("threshold", "better", "weak"))],
+        "tau": [Interval(float, -1.0, 1.0)],
+        "mode": [Options(("sampling", "fractional"))],
+        "n_samples": [None, Interval(int, 1, None)],
+        "holdout": [Interval(float, 0.0, 1.0, closed="left")],
+        "weak_learner": [None, HasMethods(("fit",))],
+        "random_state": [None, np.random.Generator, Interval(int, 0, None)],
+    }
 
-    def _init_common(
-        self,
-        n_rounds,
-        gamma,
-        eta,
-        kappa,
-        step,
-        branching,
-        tau,
-        mode,
-        n_samples,
-        holdout,
-        include_final,
-        weak_learner,
-        record_inputs,
-        random_state,
-    ) -> None:
-        self.n_rounds = _check_int("n_rounds", n_rounds, 1)
-        self.gamma = _check_real("gamma", gamma, 0.0, 1.0, open_low=True)
-        self.eta = _check_real("eta", eta, 0.0, math.inf, open_low=True)
-        self.kappa = _check_real("kappa", kappa, 0.0, math.inf, open_low=True)
-        self.step = _check_choice("step", step, ("fixed", "adaptive"))
-        self.branching = _check_choice("branching", branching, ("threshold", "better", "weak"))
-        self.tau = _check_real("tau", tau, -1.0, 1.0)
-        self.mode = _check_choice("mode", mode, ("sampling", "fractional"))
-        self.n_samples = None if n_samples is None else _check_int("n_samples", n_samples, 1)
-        self.holdout = _check_real("holdout", holdout, 0.0, 1.0, open_high=True)
-        self.include_final = bool(include_final)
-        if weak_learner is None:
-            weak_learner = DecisionStump()
-        if not callable(getattr(weak_learner, "fit", None)):
-            raise ValueError("weak_learner must have a fit(X, y, sample_weight, seed) method")
-        self.weak_learner = weak_learner
-        self.record_inputs = bool(record_inputs)
-        if not (
-            random_state is None
-            or isinstance(random_state, np.random.Generator)
-            or (
-                isinstance(random_state, numbers.Integral)
-                and not isinstance(random_state, bool)
-                and random_state >= 0
-            )
-        ):
-            raise ValueError(
-                "random_state must be None, a non-negative int or a Generator, "
-                f"got {random_state!r}"
-            )
-        self.random_state = random_state
+    def _validate(self) -> None:
+        """Check the parameters against the table; set ``weak_learner_``."""
+        validate_params(self.get_params(deep=False), self._parameter_constraints)
+        self.weak_learner_ = DecisionStump() if self.weak_learner is None else self.weak_learner
 
     # -- data --------------------------------------------------------------------------------------
 
     def _prepare(self, X, y, holdout_set) -> tuple[np.ndarray, ...]:
+        self._validate()
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or not np.isfinite(X).all():
             raise ValueError(f"X must be a finite 2-D array, got shape {X.shape}")
@@ -358,7 +268,7 @@ class _AgnosticBoosterBase:
         rng: np.random.Generator,
     ) -> Any:
         seed = int(rng.integers(2**31 - 1))
-        return self.weak_learner.fit(X[rows], labels.astype(np.int64), weights, seed)
+        return self.weak_learner_.fit(X[rows], labels.astype(np.int64), weights, seed)
 
     def _take_step(self, c_weak: float, c_back: float) -> tuple[str, float, float]:
         """Branch (line 9 / App. K) and step size: ``(kind, c of the chosen branch, eta_t)``.
@@ -513,6 +423,7 @@ class SampleEfficientBooster(_AgnosticBoosterBase):
 
     def __init__(
         self,
+        *,
         n_rounds: int = 50,
         sigma: float | None = None,
         gamma: float = 0.3,
@@ -530,26 +441,33 @@ class SampleEfficientBooster(_AgnosticBoosterBase):
         record_inputs: bool = False,
         random_state: int | np.random.Generator | None = None,
     ):
-        self._init_common(
-            n_rounds,
-            gamma,
-            eta,
-            kappa,
-            step,
-            branching,
-            tau,
-            mode,
-            n_samples,
-            holdout,
-            include_final,
-            weak_learner,
-            record_inputs,
-            random_state,
-        )
-        if sigma is None:
-            sigma = min(1.0, self.eta / self.gamma)
-        self.sigma = _check_real("sigma", sigma, 0.0, 1.0, open_low=True)
-        self.label_weights = _check_choice("label_weights", label_weights, self._label_weights)
+        self.n_rounds = n_rounds
+        self.sigma = sigma
+        self.gamma = gamma
+        self.eta = eta
+        self.kappa = kappa
+        self.step = step
+        self.branching = branching
+        self.tau = tau
+        self.mode = mode
+        self.label_weights = label_weights
+        self.n_samples = n_samples
+        self.holdout = holdout
+        self.include_final = include_final
+        self.weak_learner = weak_learner
+        self.record_inputs = record_inputs
+        self.random_state = random_state
+
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        **_AgnosticBoosterBase._parameter_constraints,
+        "sigma": [None, Interval(float, 0.0, 1.0, closed="right")],
+        "label_weights": [Options(("normalised", "unnormalised"))],
+    }
+
+    def _validate(self) -> None:
+        """The shared checks, then ``sigma_``: ``sigma``, or ``min(1, eta / gamma)``."""
+        super()._validate()
+        self.sigma_ = min(1.0, self.eta / self.gamma) if self.sigma is None else self.sigma
 
     def fit(self, X, y, *, holdout_set: tuple[Any, Any] | None = None) -> SampleEfficientBooster:
         """Run Algorithm 1 on ``(X, y)`` (two classes; ``classes_[1]`` is +1).
@@ -570,14 +488,14 @@ class SampleEfficientBooster(_AgnosticBoosterBase):
             if t == 1:
                 q_t = np.ones(idx_t.size)  # chunk 1 keeps its true labels
             else:  # (a): frozen keep probability of the fresh chunk
-                w = relabel_weight(ytr[idx_t], H_prev[idx_t], H[idx_t], self.sigma)
+                w = relabel_weight(ytr[idx_t], H_prev[idx_t], H[idx_t], self.sigma_)
                 q_t, clipped = keep_probability(
-                    w, eta_last, self.sigma, self.label_weights == "normalised"
+                    w, eta_last, self.sigma_, self.label_weights == "normalised"
                 )
                 self.n_clipped_ += int(clipped.sum())
             q_parts.append(q_t)
             # (b) masses; (c) the weak learner's input
-            masses = chunk_masses(t, self.sigma)
+            masses = chunk_masses(t, self.sigma_)
             idx = np.concatenate(chunks[:t])
             q = np.concatenate(q_parts)
             per_row = np.repeat(masses / [c.size for c in chunks[:t]], [c.size for c in chunks[:t]])
@@ -619,6 +537,7 @@ class KanadeKalaiBooster(_AgnosticBoosterBase):
 
     def __init__(
         self,
+        *,
         n_rounds: int = 50,
         gamma: float = 0.3,
         eta: float = 0.1,
@@ -634,22 +553,20 @@ class KanadeKalaiBooster(_AgnosticBoosterBase):
         record_inputs: bool = False,
         random_state: int | np.random.Generator | None = None,
     ):
-        self._init_common(
-            n_rounds,
-            gamma,
-            eta,
-            kappa,
-            step,
-            branching,
-            tau,
-            mode,
-            n_samples,
-            holdout,
-            include_final,
-            weak_learner,
-            record_inputs,
-            random_state,
-        )
+        self.n_rounds = n_rounds
+        self.gamma = gamma
+        self.eta = eta
+        self.kappa = kappa
+        self.step = step
+        self.branching = branching
+        self.tau = tau
+        self.mode = mode
+        self.n_samples = n_samples
+        self.holdout = holdout
+        self.include_final = include_final
+        self.weak_learner = weak_learner
+        self.record_inputs = record_inputs
+        self.random_state = random_state
 
     def fit(self, X, y, *, holdout_set: tuple[Any, Any] | None = None) -> KanadeKalaiBooster:
         """Boost on ``(X, y)``; one fresh chunk per round."""
@@ -701,6 +618,7 @@ class StatisticalAgnosticBooster(KanadeKalaiBooster):
 
     def __init__(
         self,
+        *,
         n_rounds: int = 50,
         weights: str = "madaboost",
         gamma: float = 0.3,
@@ -715,23 +633,27 @@ class StatisticalAgnosticBooster(KanadeKalaiBooster):
         record_inputs: bool = False,
         random_state: int | np.random.Generator | None = None,
     ):
-        super().__init__(
-            n_rounds,
-            gamma,
-            eta,
-            kappa,
-            step,
-            "weak",
-            0.0,
-            mode,
-            n_samples,
-            holdout,
-            include_final,
-            weak_learner,
-            record_inputs,
-            random_state,
-        )
-        self.weights = _check_choice("weights", weights, ("oco", "madaboost"))
+        self.n_rounds = n_rounds
+        self.weights = weights
+        self.gamma = gamma
+        self.eta = eta
+        self.kappa = kappa
+        self.step = step
+        self.mode = mode
+        self.n_samples = n_samples
+        self.holdout = holdout
+        self.include_final = include_final
+        self.weak_learner = weak_learner
+        self.record_inputs = record_inputs
+        self.random_state = random_state
+
+    #: fixed: always the weak learner's hypothesis (not parameters of this booster)
+    branching: ClassVar[str] = "weak"
+    tau: ClassVar[float] = 0.0
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        **KanadeKalaiBooster._parameter_constraints,
+        "weights": [Options(("oco", "madaboost"))],
+    }
 
     def _rows_sampled(self, idx, y, q, prob, rng):
         if self.n_samples is None:  # m0 = the number of rows, not 10x

@@ -1,34 +1,6 @@
 """Multiclass contextual-bandit form of the online agnostic OCO booster (one-vs-all).
 
-**This goes beyond the papers.** BCHM20 (*Online Agnostic Boosting via Regret Minimization*) is
-binary and full-information; everything here is the project's own design (docs/papers.md, "The
-project's own extensions"), with no proven multiclass or bandit regret bound (each one-vs-all
-booster only inherits Theorem 2 for its own binary pseudo-labelled task, and only in the
-``"rounding"`` mode).
-
-- multiclass: k binary OCO boosters (:mod:`boosters.oco`, Algorithm 1 or 4), one per action, each
-  with N Hoeffding trees; the greedy action is the argmax of the unclipped one-vs-all margins ``z_a
-  = sum_i W_{a,i}(x) / (gamma N)``, ties broken uniformly at random. A true label (full-information
-  feedback) trains every booster with ``+1`` for the label and ``-1`` for the others.
-- contextual bandits, with exploration by eq. (2) of Zhang et al. 2019 (``1 - rho`` on the greedy
-  action, ``rho / (k - 1)`` on each other; :func:`boosters.exploration.exploration_distribution`)
-  instead of epsilon-greedy; the propensity is logged with the decision and ``pi_min`` is the
-  smallest probability of eq. 2, ``min(1 - rho, rho / (k - 1))`` (or a smaller positive logged one).
-  A decision restricted to allowed actions (``decide_one(x, allowed=...)``) takes the argmax among
-  them and explores over them only. A bandit reward ``r`` trains only the played arm's booster, by
-  one of two rules (``update``):
-
-  ``"rounding"`` (CB-R, random rounding)
-      pseudo-label ``+1`` with probability ``1/2 + pi_min (r - 1/2) / pi(a)``
-      (:func:`rounding_probability`), weight 1; ``E[1{a = k} y~] = 2 pi_min (r(x, k) - 1/2)``.
-  ``"weighted"`` (CB-W, importance-weighted, the default)
-      label ``sign(r - b)`` with weight ``|r - b| / pi(a)`` (optionally clipped at
-      ``max_weight``; :func:`weighted_label`), skipped when the weight is 0; the per-round OGD
-      stays unweighted and the weight is applied when feeding the trees.
-      ``E[1{a = k} w sign(r - b)] = r(x, k) - b`` (no clipping).
-
-Decision-time internals: ``weak`` (k, N) predictions in {-1, +1}, ``z`` (k,) margins, ``yhat``
-the greedy action. :class:`OCOFull` is the full-information twin (``rho = 0`` by default).
+More: docs/boosters.md, "boosters/online/oco_bandit.py".
 
 >>> booster = OCOBandit(n_actions=3, n_learners=4, rho=0.1, seed=0)
 >>> d = booster.decide_one({"f": "a"})
@@ -46,10 +18,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from boosters._params import check_int, check_real
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
 from boosters.exploration import check_allowed, exploration_distribution, explore, mask_scores
-from boosters.oco import OnlineConvexOptimizer, _OCOParams, oco_labels
-from boosters.template import _check_int, _check_real
+from boosters.online.oco import OCOParams, OnlineConvexOptimizer, oco_labels
 from learners.binary import signs_random_ties
 from learners.reduction import argmax_random_ties
 
@@ -84,7 +56,7 @@ def weighted_label(
     return label, weight
 
 
-class OCOBandit(_OCOParams, OnlineBooster):
+class OCOBandit(OCOParams, OnlineBooster):
     """One-vs-all OCO boosters with eq.-2 exploration and bandit updates (the project's extension).
 
     Parameters
@@ -98,16 +70,16 @@ class OCOBandit(_OCOParams, OnlineBooster):
         Explore rate of eq. 2, in (0, 1) ([0, 1) for :class:`OCOFull`).
     gamma
         The weak learners' advantage in (0, 1] (vote scale and OGD step, as in
-        :class:`boosters.oco.OCOBooster`). The default 0.8 is above our first suggested grid
+        :class:`boosters.online.oco.OCOBooster`). The default 0.8 is above our first suggested grid
         (0.05-0.5): on short Car streams larger values did clearly better (0.1: ~0.3,
         0.5: ~0.5-0.7, 0.8: ~0.64-0.77 accuracy).
     seed, tree_profile, fixed_trees, nominal_attributes, fast_trees
-        As for the Zhang et al. 2019 boosters (``boosters.template.BoostingTemplate``).
+        As for the Zhang et al. 2019 boosters (``boosters.online.template.BoostingTemplate``).
     update
         ``"weighted"`` (CB-W, default) or ``"rounding"`` (CB-R).
     p_init, realizable, optimizer
         The binary boosters' OCO start, Algorithm 4 switch and optimiser
-        (:class:`boosters.oco.OCOBooster`).
+        (:class:`boosters.online.oco.OCOBooster`).
     baseline
         CB-W's reward baseline ``b`` in [0, 1].
     max_weight
@@ -134,18 +106,18 @@ class OCOBandit(_OCOParams, OnlineBooster):
         max_weight: float | None = None,
         fast_trees: bool = True,
     ):
-        self.n_actions = _check_int("n_actions", n_actions, 2)
-        self.n_learners = _check_int("n_learners", n_learners, 1)
+        self.n_actions = check_int("n_actions", n_actions, 2)
+        self.n_learners = check_int("n_learners", n_learners, 1)
         if self.full_information:
-            self.rho = _check_real("rho", rho, 0.0, 1.0, open_high=True)
+            self.rho = check_real("rho", rho, 0.0, 1.0, open_high=True)
         else:
-            self.rho = _check_real("rho", rho, 0.0, 1.0, open_low=True, open_high=True)
+            self.rho = check_real("rho", rho, 0.0, 1.0, open_low=True, open_high=True)
         if update not in UPDATES:
             raise ValueError(f"update must be 'weighted' or 'rounding', got {update!r}")
         self.update = update
-        self.baseline = _check_real("baseline", baseline, 0.0, 1.0)
+        self.baseline = check_real("baseline", baseline, 0.0, 1.0)
         if max_weight is not None:
-            max_weight = _check_real("max_weight", max_weight, 0.0, np.inf, open_low=True)
+            max_weight = check_real("max_weight", max_weight, 0.0, np.inf, open_low=True)
         self.max_weight = max_weight
         self.seed = seed
         self._rng = np.random.default_rng(seed)
@@ -272,5 +244,39 @@ class OCOFull(OCOBandit):
     full_information = True
     default_tree_profile = "full"
 
-    def __init__(self, n_actions: int, n_learners: int = 20, rho: float = 0.0, **kwargs):
-        super().__init__(n_actions, n_learners=n_learners, rho=rho, **kwargs)
+    def __init__(
+        self,
+        n_actions: int,
+        n_learners: int = 20,
+        rho: float = 0.0,
+        *,
+        gamma: float = 0.8,
+        seed: int | None = None,
+        tree_profile: str | None = None,
+        fixed_trees: bool = False,
+        nominal_attributes: list | None = None,
+        update: str = "weighted",
+        p_init: float | None = None,
+        realizable: bool = False,
+        optimizer: OnlineConvexOptimizer | None = None,
+        baseline: float = 0.5,
+        max_weight: float | None = None,
+        fast_trees: bool = True,
+    ):
+        super().__init__(
+            n_actions,
+            n_learners=n_learners,
+            rho=rho,
+            gamma=gamma,
+            seed=seed,
+            tree_profile=tree_profile,
+            fixed_trees=fixed_trees,
+            nominal_attributes=nominal_attributes,
+            update=update,
+            p_init=p_init,
+            realizable=realizable,
+            optimizer=optimizer,
+            baseline=baseline,
+            max_weight=max_weight,
+            fast_trees=fast_trees,
+        )

@@ -1,13 +1,6 @@
 """BRR-xgb: boosted reward regression on ``[x; e_a]`` with an argmax policy (Table 1 baseline).
 
-Implements the BRR-xgb baseline of London et al., *Boosted Off-Policy Learning* (AISTATS 2023;
-docs/papers.md): reward regression, Eq. (5), unweighted squared error on the logged action only,
-min_F (1/n) sum_i (F(x_i, a_i) - r_i)^2, on the features ``[x; e_a]`` (Appendix F.5), without reward
-translation, by XGBoost with exact splits (Sec. 5.2); the policy is argmax_a Fhat(x, a). The
-propensities are accepted and ignored, as in the paper.
-
-Its :meth:`RewardRegression.scores` are reward predictions for every action, usable as the reward
-model of :func:`boosters.ope.direct_method` and :func:`boosters.ope.doubly_robust`.
+More: docs/boosters.md, "boosters/batch/brr.py".
 
 >>> import numpy as np
 >>> rng = np.random.default_rng(0)
@@ -22,18 +15,20 @@ True
 
 from __future__ import annotations
 
-import numbers
+from typing import ClassVar
 
 import numpy as np
+from sklearn.base import BaseEstimator
 
-from boosters.bopl import check_logged_data
-from boosters.policies import SoftmaxEnsemblePolicy
+from boosters._params import Interval, validate_params
+from boosters.batch.bopl import check_logged_data
+from boosters.batch.policies import SoftmaxEnsemblePolicy
 from learners.batch_trees import GradientBoostedRegressor, augment_actions
 
 __all__ = ["RewardRegression"]
 
 
-class RewardRegression:
+class RewardRegression(BaseEstimator):
     """BRR-xgb (BOPL paper, Sec. 5.2): XGBoost squared-error regression of r on ``[x_i; e_{a_i}]``.
 
     Parameters
@@ -46,10 +41,18 @@ class RewardRegression:
         XGBoost threads.
     random_state
         Integer seed passed to XGBoost.
+
+    Parameters are keyword-only and stored as given; :meth:`fit` checks them.
     """
+
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "n_actions": [Interval(int, 2, None)],
+        "random_state": [Interval(int, 0, None)],
+    }
 
     def __init__(
         self,
+        *,
         n_actions: int,
         n_estimators: int = 100,
         max_depth: int = 6,
@@ -59,28 +62,14 @@ class RewardRegression:
         n_jobs: int = 1,
         random_state: int = 0,
     ) -> None:
-        if (
-            isinstance(n_actions, bool)
-            or not isinstance(n_actions, numbers.Integral)
-            or n_actions < 2
-        ):
-            raise ValueError(f"n_actions must be an integer >= 2, got {n_actions!r}")
-        if (
-            isinstance(random_state, bool)
-            or not isinstance(random_state, numbers.Integral)
-            or random_state < 0
-        ):
-            raise ValueError(f"random_state must be an integer >= 0, got {random_state!r}")
-        self.n_actions = int(n_actions)
-        self.regressor = GradientBoostedRegressor(
-            n_estimators=n_estimators,
-            max_depth=max_depth,
-            min_child_weight=min_child_weight,
-            reg_lambda=reg_lambda,
-            learning_rate=learning_rate,
-            n_jobs=n_jobs,
-        )
-        self.random_state = int(random_state)
+        self.n_actions = n_actions
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.min_child_weight = min_child_weight
+        self.reg_lambda = reg_lambda
+        self.learning_rate = learning_rate
+        self.n_jobs = n_jobs
+        self.random_state = random_state
 
     def fit(
         self,
@@ -90,12 +79,21 @@ class RewardRegression:
         rewards: np.ndarray,
     ) -> RewardRegression:
         """Fit Eq. 5 on the logged rows; ``propensities`` are validated but unused."""
+        validate_params(self.get_params(deep=False), self._parameter_constraints)
+        regressor = GradientBoostedRegressor(  # checks its own parameters
+            n_estimators=self.n_estimators,
+            max_depth=self.max_depth,
+            min_child_weight=self.min_child_weight,
+            reg_lambda=self.reg_lambda,
+            learning_rate=self.learning_rate,
+            n_jobs=self.n_jobs,
+        )
         X, a, _, r = check_logged_data(X, actions, propensities, rewards, self.n_actions)
         n, d = X.shape
         Z = np.empty((n, d + self.n_actions))
         Z[:, :d] = X
         Z[:, d:] = np.eye(self.n_actions)[a]
-        self.model_ = self.regressor.fit(Z, r, seed=self.random_state)
+        self.model_ = regressor.fit(Z, r, seed=self.random_state)
         return self
 
     def scores(self, X: np.ndarray) -> np.ndarray:

@@ -1,18 +1,6 @@
 """Simple baselines on the booster protocol (boosters/base.py).
 
-- :class:`UniformPolicy`: uniform exploration, learns nothing.
-- :class:`EpsilonGreedyTree`: epsilon-greedy over one Hoeffding tree trained by the
-  importance-weighted classification reduction.
-- :class:`RiverPolicy`: River's context-free bandit policies (epsilon-greedy, UCB, Exp3, Thompson
-  sampling) with the exact probability vector every played arm was drawn from.
-
-``decide_one(x, allowed=A)`` applies each rule to the allowed actions only (uniform over ``A``;
-epsilon / ``|A|`` on every allowed action and the greedy mass on the argmax among them; Exp3's
-mixture over ``A``; Thompson's argmax among the allowed draws), with probability 0 on the others.
-Every importance weight divides by the logged probability of the played action, the one it was
-really drawn with, so the importance-weighted rewards (the tree's ``r / p`` and Exp3's) are
-unbiased for every allowed action's reward; an excluded action is never played and gets nothing.
-``decide_one(x, rng=g)`` draws from ``g`` and leaves the policy untouched.
+More: docs/boosters.md, "boosters/online/baselines.py".
 """
 
 from __future__ import annotations
@@ -24,30 +12,12 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from river import bandit, proba
 
+from boosters._params import check_int, check_real
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
 from boosters.exploration import check_allowed, mask_scores
 from learners.hoeffding import make_vfdt
 
 __all__ = ["UniformPolicy", "EpsilonGreedyTree", "RiverPolicy"]
-
-
-def _check_n_actions(n_actions: int) -> int:
-    if isinstance(n_actions, bool) or not isinstance(n_actions, int | np.integer) or n_actions < 2:
-        raise ValueError(f"n_actions must be an integer >= 2, got {n_actions!r}")
-    return int(n_actions)
-
-
-def _check_real(name: str, value: float, low: float, high: float = math.inf) -> float:
-    """``value`` as a float in the closed interval [low, high], else a ValueError naming it."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, numbers.Real)
-        or not low <= value <= high
-        or math.isnan(value)
-    ):
-        interval = f"[{low}, {high}]" if math.isfinite(high) else f">= {low}"
-        raise ValueError(f"{name} must be a number in {interval}, got {value!r}")
-    return float(value)
 
 
 def _draw(rng: np.random.Generator, probabilities: np.ndarray) -> int:
@@ -109,7 +79,7 @@ class UniformPolicy(OnlineBooster):
     """
 
     def __init__(self, n_actions: int, seed: int | None = None):
-        self.n_actions = _check_n_actions(n_actions)
+        self.n_actions = check_int("n_actions", n_actions, 2)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._p = np.full(self.n_actions, 1.0 / self.n_actions)
@@ -184,8 +154,8 @@ class EpsilonGreedyTree(OnlineBooster):
         nominal_attributes: list[str] | None = None,
         fast_trees: bool = True,
     ):
-        self.n_actions = _check_n_actions(n_actions)
-        self.epsilon = _check_real("epsilon", epsilon, 0.0, 1.0)
+        self.n_actions = check_int("n_actions", n_actions, 2)
+        self.epsilon = check_real("epsilon", epsilon, 0.0, 1.0)
         if (
             isinstance(grace_period, bool)
             or not isinstance(grace_period, int | np.integer)
@@ -193,10 +163,10 @@ class EpsilonGreedyTree(OnlineBooster):
         ):
             raise ValueError(f"grace_period must be an integer >= 1, got {grace_period!r}")
         self.grace_period = int(grace_period)
-        self.delta = _check_real("delta", delta, 0.0, 1.0)
+        self.delta = check_real("delta", delta, 0.0, 1.0)
         if not 0.0 < self.delta < 1.0:
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-        self.tau = _check_real("tau", tau, 0.0)
+        self.tau = check_real("tau", tau, 0.0)
         if nominal_attributes is not None:
             if isinstance(nominal_attributes, str) or not isinstance(nominal_attributes, Iterable):
                 raise ValueError(
@@ -315,15 +285,15 @@ class RiverPolicy(OnlineBooster):
         delta: float = 1.0,
         gamma: float = 0.1,
     ):
-        self.n_actions = _check_n_actions(n_actions)
+        self.n_actions = check_int("n_actions", n_actions, 2)
         if policy not in self.POLICIES:
             raise ValueError(f"policy must be one of {', '.join(self.POLICIES)}, got {policy!r}")
         self.policy = policy
-        self.epsilon = _check_real("epsilon", epsilon, 0.0, 1.0)
-        self.delta = _check_real("delta", delta, 0.0)
+        self.epsilon = check_real("epsilon", epsilon, 0.0, 1.0)
+        self.delta = check_real("delta", delta, 0.0)
         if math.isinf(self.delta):
             raise ValueError(f"delta must be finite, got {delta!r}")
-        self.gamma = _check_real("gamma", gamma, 0.0, 1.0)
+        self.gamma = check_real("gamma", gamma, 0.0, 1.0)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         # River's own generator is never used to choose arms; seed it from ours for determinism

@@ -1,16 +1,8 @@
 """AdaBandit and its full-information twin Adaboost.OLM ("AdaFull").
 
-Implements Sec. 3.3 (Algorithm 3) of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
-Feedback* (AISTATS 2019); docs/papers.md: the logistic cost matrix of eq. (10), learner weights
-``alpha`` by projected online gradient descent on the estimated logistic loss (eq. (11), feasible
-set [-2, 2], ``eta_t = rho / (k^2 sqrt t)``, a closed-form derivative), and Hedge (learning rate 1)
-over the N experts on the estimated losses, kept in log space. The full-information twin follows the
-authors' code (``eta_t = 2 sqrt 2 / ((k - 1) sqrt t)``, Hedge on the true 0-1 loss, every tree
-trained on the true label with weight 5 for the first learner and ``-kappa_i C[y, y] / (k - 1)`` for
-the others, ``kappa_i ~ U[5, 20]``). Both use the correct derivative; ``ref_code_gradient=True``
-reproduces the authors' sign slip in its ``j = h`` branch.
+More: docs/boosters.md, "boosters/online/adabandit.py".
 
->>> from boosters.adabandit import AdaBandit
+>>> from boosters.online.adabandit import AdaBandit
 >>> booster = AdaBandit(n_actions=3, n_learners=5, rho=0.1, seed=42)
 >>> decision = booster.decide_one({"x": 1.0})
 >>> booster.learn_one({"x": 1.0}, decision, reward=0.0)
@@ -24,7 +16,7 @@ import math
 
 import numpy as np
 
-from boosters.template import BoostingTemplate
+from boosters.online.template import BoostingTemplate
 
 __all__ = ["AdaBandit", "AdaBoostOLM", "logistic_cost_matrices", "logistic_loss"]
 
@@ -63,9 +55,32 @@ class AdaBandit(BoostingTemplate):
         rho: float = 0.1,
         seed: int | None = None,
         ref_code_gradient: bool = False,
-        **kwargs,
+        *,
+        tree_profile: str | None = None,
+        fixed_trees: bool = False,
+        nominal_attributes: list | None = None,
+        clip: float = 100.0,
+        weight_scale: float = 1.0,
+        reduction_order: str = "reference",
+        estimator: str = "proposed",
+        weak_prediction: str | None = None,
+        fast_trees: bool = True,
     ):
-        super().__init__(n_actions, n_learners=n_learners, rho=rho, seed=seed, **kwargs)
+        super().__init__(
+            n_actions,
+            n_learners=n_learners,
+            rho=rho,
+            seed=seed,
+            tree_profile=tree_profile,
+            fixed_trees=fixed_trees,
+            nominal_attributes=nominal_attributes,
+            clip=clip,
+            weight_scale=weight_scale,
+            reduction_order=reduction_order,
+            estimator=estimator,
+            weak_prediction=weak_prediction,
+            fast_trees=fast_trees,
+        )
         self.ref_code_gradient = bool(ref_code_gradient)
         self.alpha = np.zeros(self.n_learners)
         self.log_v = np.zeros(self.n_learners)  # Hedge weights in log space
@@ -123,9 +138,34 @@ class AdaBoostOLM(AdaBandit):
         n_learners: int = 20,
         rho: float = 0.0,
         seed: int | None = None,
-        **kwargs,
+        ref_code_gradient: bool = False,
+        *,
+        tree_profile: str | None = None,
+        fixed_trees: bool = False,
+        nominal_attributes: list | None = None,
+        clip: float = 100.0,
+        weight_scale: float = 1.0,
+        reduction_order: str = "reference",
+        estimator: str = "proposed",
+        weak_prediction: str | None = None,
+        fast_trees: bool = True,
     ):
-        super().__init__(n_actions, n_learners=n_learners, rho=rho, seed=seed, **kwargs)
+        super().__init__(
+            n_actions,
+            n_learners=n_learners,
+            rho=rho,
+            seed=seed,
+            ref_code_gradient=ref_code_gradient,
+            tree_profile=tree_profile,
+            fixed_trees=fixed_trees,
+            nominal_attributes=nominal_attributes,
+            clip=clip,
+            weight_scale=weight_scale,
+            reduction_order=reduction_order,
+            estimator=estimator,
+            weak_prediction=weak_prediction,
+            fast_trees=fast_trees,
+        )
         self.kappa = 5.0 + 15.0 * self._rng.random(self.n_learners)  # U[5, 20] per learner
         self.kappa[0] = 0.0
 

@@ -1,36 +1,15 @@
 """Algorithm 1 of Zhang et al. 2019, the online bandit boosting template of all four boosters.
 
-Implements Sec. 3.1 (Algorithm 1) of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
-Feedback* (AISTATS 2019); docs/papers.md: every weak learner predicts, the expert votes ``s^j =
-sum_{i <= j} alpha^i e_{h^i}`` are formed with the current weights, an expert is chosen, its label
-is explored by eq. 2, and after the bandit bit every weak learner receives the estimated cost vector
-``C^i (1 - lhat)`` (eq. 5) turned into a (label, weight) pair (App. B.3).
-
-The full-information twins (as in the authors' code) run the same code path with the true loss
-vector ``1 - e_y`` in place of the estimate. Subclasses supply the cost matrices, the weights
-``alpha``, the expert choice and the booster's own update.
-
-Decision-time internals logged with every decision: ``weak`` (each learner's label ``h``),
-``experts`` (each expert's label), ``expert`` (the chosen index), ``yhat`` (the booster's
-prediction before exploration) and ``alpha`` (the weights used for the votes), plus ``allowed``
-(the allowed actions) for a restricted decision. Learning rebuilds the votes from them, so a
-delayed reward trains exactly what was decided then.
-
-A restricted decision (``decide_one(x, allowed=A)``) takes every expert's label as the argmax of
-its votes among the allowed actions, plays the chosen expert's (allowed) label with eq. 2 over
-``A``, and learns with the restricted loss estimate of :mod:`boosters.exploration` (its module
-docstring, "Restricted decisions", says what is unbiased: every allowed coordinate always, and
-the whole loss vector whenever the true label is allowed). The weak learners' own labels are not
-restricted: they are the trees' predictions the cost matrices are built from.
+More: docs/boosters.md, "boosters/online/template.py".
 """
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from boosters._params import check_choice, check_int, check_names, check_real
 from boosters.base import Decision, OnlineBooster, check_context
 from boosters.exploration import (
     check_allowed,
@@ -45,23 +24,6 @@ from learners.hoeffding import TREE_PROFILES, CostSensitiveTree, proba_matrix, s
 from learners.reduction import argmax_random_ties, cost_to_label_weight
 
 __all__ = ["BoostingTemplate"]
-
-
-def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    return int(value)
-
-
-def _check_real(name: str, value, low: float, high: float, *, open_low=False, open_high=False):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    bad_low = value <= low if open_low else value < low
-    bad_high = value >= high if open_high else value > high
-    if bad_low or bad_high:
-        lb, rb = ("(" if open_low else "["), (")" if open_high else "]")
-        raise ValueError(f"{name} must be in {lb}{low}, {high}{rb}, got {value}")
-    return float(value)
 
 
 class BoostingTemplate(OnlineBooster):
@@ -87,39 +49,28 @@ class BoostingTemplate(OnlineBooster):
         weak_prediction: str | None = None,
         fast_trees: bool = True,
     ):
-        self.n_actions = _check_int("n_actions", n_actions, 2)
-        self.n_learners = _check_int("n_learners", n_learners, 1)
+        self.n_actions = check_int("n_actions", n_actions, 2)
+        self.n_learners = check_int("n_learners", n_learners, 1)
         if self.full_information:
-            self.rho = _check_real("rho", rho, 0.0, 1.0, open_high=True)
+            self.rho = check_real("rho", rho, 0.0, 1.0, open_high=True)
         else:
-            self.rho = _check_real("rho", rho, 0.0, 1.0, open_low=True, open_high=True)
+            self.rho = check_real("rho", rho, 0.0, 1.0, open_low=True, open_high=True)
         self.seed = seed
-        self.tree_profile = tree_profile or self.default_tree_profile
-        if self.tree_profile not in TREE_PROFILES:
-            raise ValueError(
-                f"tree_profile must be one of {', '.join(TREE_PROFILES)}, got {tree_profile!r}"
-            )
+        self.tree_profile = check_choice(
+            "tree_profile", tree_profile or self.default_tree_profile, tuple(TREE_PROFILES)
+        )
         self.fixed_trees = bool(fixed_trees)
-        if nominal_attributes is not None and not isinstance(nominal_attributes, list | tuple):
-            raise ValueError("nominal_attributes must be a list of feature names")
-        self.nominal_attributes = list(nominal_attributes) if nominal_attributes else None
-        self.clip = _check_real("clip", clip, 0.0, np.inf, open_low=True)
-        self.weight_scale = _check_real("weight_scale", weight_scale, 0.0, np.inf, open_low=True)
-        if reduction_order not in ("reference", "paper"):
-            raise ValueError(
-                f"reduction_order must be 'reference' or 'paper', got {reduction_order!r}"
-            )
-        self.reduction_order = reduction_order
-        if estimator not in ("proposed", "naive"):
-            raise ValueError(
-                f"estimator must be 'proposed' (eq. 4) or 'naive' (eq. 3), got {estimator!r}"
-            )
-        self.estimator = estimator
-        self.weak_prediction = weak_prediction or self.default_weak_prediction
-        if self.weak_prediction not in ("argmax", "cost_sensitive"):
-            raise ValueError(
-                f"weak_prediction must be 'argmax' or 'cost_sensitive', got {weak_prediction!r}"
-            )
+        self.nominal_attributes = check_names("nominal_attributes", nominal_attributes)
+        self.clip = check_real("clip", clip, 0.0, np.inf, open_low=True)
+        self.weight_scale = check_real("weight_scale", weight_scale, 0.0, np.inf, open_low=True)
+        self.reduction_order = check_choice(
+            "reduction_order", reduction_order, ("reference", "paper")
+        )
+        self.estimator = check_choice("estimator", estimator, ("proposed", "naive"))
+        self.weak_prediction = check_choice(
+            "weak_prediction", weak_prediction or self.default_weak_prediction,
+            ("argmax", "cost_sensitive"),
+        )
 
         self.fast_trees = bool(fast_trees)
         self._rng = np.random.default_rng(seed)
@@ -210,9 +161,10 @@ class BoostingTemplate(OnlineBooster):
         """Steps 1-6 of Algorithm 1: weak labels, expert votes, expert choice, eq. 2 exploration.
 
         ``allowed``: the actions that may be played (``None``: all); the experts' labels are
-        their argmax among them and eq. 2 runs over them (module docstring). ``rng``: the
-        generator of this decision's draws instead of the booster's own; the booster is then
-        only read (its generator and ``n_decisions`` do not move).
+        their argmax among them and eq. 2 runs over them (docs/boosters.md,
+        "boosters/online/template.py"). ``rng``: the generator of this decision's draws instead of
+        the booster's own; the booster is then only read (its generator and ``n_decisions`` do not
+        move).
         """
         check_context(x)
         n, k = self.n_learners, self.n_actions

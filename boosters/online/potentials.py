@@ -1,28 +1,6 @@
 """Exact boost-by-majority potentials and BanditBBM cost matrices (Zhang et al. 2019).
 
-Implements Sec. 3.2 of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit Feedback*
-(AISTATS 2019), after Jung et al. 2017 (docs/papers.md): the potential
-``phi^y_n(s) = E_{X ~ Multinomial(n, u^y_gamma)} phi^y_0(s + X)`` (argmax ties counted as a
-uniform random break, as in the authors' code: ``phi^y_0(s) = 1 - I(y in A)/|A|``) and eq. (9),
-the cost matrix ``C[l, r] = phi^r_n(s + e_l)``.
-
-The authors' code estimates the potentials by Monte Carlo. This module computes them exactly
-(checked against brute force) by the defining recursion
-``phi_n(s) = q phi_{n-1}(s + e_y) + sum_{l != y} (1-gamma)/k phi_{n-1}(s + e_l)``
-(with ``q = (1-gamma)/k + gamma``), memoised on a canonical state: the potential depends on ``s``
-only through the multiset of gaps ``s_y - s_l`` (l != y), kept as (gap, multiplicity) runs, and
-a gap larger than ``n`` cannot be closed, so gaps are clamped to ``n + 1``. A gap below ``-n``
-cannot be closed by ``y`` either: the potential is then 1. A state therefore has at most
-``2n + 3`` runs whatever ``k``, and a recursion step costs that many children, not ``k``.
-
-Cost matrices are built per class of labels with equal votes: ``C[l, r]`` depends only on the
-classes of ``l`` and ``r`` (and on ``l = r``), and a booster's vote vector has at most
-``n_learners`` distinct counts, so a matrix costs ``O(N^2)`` potentials plus one vectorised gather
-of its ``k^2`` entries, instead of ``k^2`` potentials. The numbers are bit-identical to the
-entry-by-entry method (:meth:`BBMPotentials.cost_matrix_by_pairs`, kept as the reference), so
-boosters decide exactly as before. Every cache is bounded (see :class:`BBMPotentials`).
-:func:`potential_by_binomial_dp` is an independent closed-form dynamic programme, kept to
-cross-check.
+More: docs/boosters.md, "boosters/online/potentials.py".
 
 >>> pot = BBMPotentials(k=3, gamma=0.1)
 >>> round(pot.value(0, 5, (0, 0, 0)), 3), round(pot.value(0, 20, (0, 0, 0)), 3)
@@ -171,7 +149,7 @@ class BBMPotentials:
         return (*kept, (cap, sum(c for g, c in runs if g >= cap)))
 
     def _phi(self, n: int, runs: Runs) -> float:
-        """The recursion of the module docstring on a canonical state; memoised."""
+        """The recursion (docs/boosters.md) on a canonical state; memoised."""
         key = (n, runs)
         value = self._memo.get(key)
         if value is not None:

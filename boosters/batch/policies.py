@@ -1,21 +1,6 @@
 """Softmax ensemble policies over scores f(x, a) on ``[x; e_a]``, and the logging-policy wrapper.
 
-Implements London et al., *Boosted Off-Policy Learning* (AISTATS 2023; docs/papers.md): the
-softmax ensemble policy of Sec. 3.1 with inverse temperature beta (F_0 = 0 gives the uniform
-policy; evaluation as the argmax policy, beta -> infinity), scores of the pair (x, a) through the
-features ``[x; e_a]`` (Appendix F.5), logging propensities floored by epsilon-mixing,
-p = (1 - eps) softmax + eps / k (Appendix F.3), and numerically stable max-subtracted softmax and
-log-softmax through logsumexp.
-
-- :func:`log_softmax`, :func:`softmax`: numerically stable, row-wise, with inverse temperature.
-- :class:`AdditiveEnsemble`: F_T(x, a) = sum_t alpha_t f_t([x; e_a]) for all k actions at once.
-- :class:`SoftmaxEnsemblePolicy`: per-action probabilities (n, k) from any scoring model, with a
-  temperature (0 = argmax) and a propensity floor ``min_propensity`` (eps = k * min_propensity).
-- :class:`LoggingPolicy`: wraps a probability function (e.g. a fitted logistic regression's
-  ``predict_proba``) with the same floor.
-- :func:`sample_actions`, :func:`expected_reward`: vectorised sampling and full-information value.
-
-All objects pickle (when the wrapped models do); no I/O, randomness only through a Generator.
+More: docs/boosters.md, "boosters/batch/policies.py".
 
 >>> import numpy as np
 >>> class Scores:                       # any object with n_actions and scores(X) -> (n, k)
@@ -41,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from boosters._params import check_int, check_real
 from learners.batch_trees import augment_actions
 
 __all__ = [
@@ -94,23 +80,6 @@ def _argmax_uniform(scores: np.ndarray) -> np.ndarray:
     return best / best.sum(axis=1, keepdims=True)
 
 
-def _check_n_actions(n_actions: Any) -> int:
-    if isinstance(n_actions, bool) or not isinstance(n_actions, numbers.Integral) or n_actions < 2:
-        raise ValueError(f"n_actions must be an integer >= 2, got {n_actions!r}")
-    return int(n_actions)
-
-
-def _check_floor(min_propensity: Any, n_actions: int) -> float:
-    high = 1.0 / n_actions
-    if (
-        isinstance(min_propensity, bool)
-        or not isinstance(min_propensity, numbers.Real)
-        or math.isnan(min_propensity)
-        or not 0.0 <= min_propensity <= high
-    ):
-        raise ValueError(f"min_propensity must be a number in [0, 1/n_actions = {high}], "
-                         f"got {min_propensity!r}")
-    return float(min_propensity)
 
 
 def _mix(probabilities: np.ndarray, min_propensity: float) -> np.ndarray:
@@ -140,7 +109,7 @@ class AdditiveEnsemble:
             )
         self.estimators = list(estimators)
         self.alphas = np.asarray(alphas, dtype=np.float64)
-        self.n_actions = _check_n_actions(n_actions)
+        self.n_actions = check_int("n_actions", n_actions, 2)
 
     def __len__(self) -> int:
         return len(self.estimators)
@@ -183,9 +152,11 @@ class SoftmaxEnsemblePolicy:
         ):
             raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
         self.model = model
-        self.n_actions = _check_n_actions(model.n_actions)
+        self.n_actions = check_int("n_actions", model.n_actions, 2)
         self.temperature = float(temperature)
-        self.min_propensity = _check_floor(min_propensity, self.n_actions)
+        self.min_propensity = check_real(
+            "min_propensity", min_propensity, 0.0, 1.0 / self.n_actions
+        )
 
     def scores(self, X: np.ndarray) -> np.ndarray:
         """The model's scores F(x, a), shape (n, k)."""
@@ -245,8 +216,10 @@ class LoggingPolicy:
         if not callable(predict_proba):
             raise ValueError(f"predict_proba must be callable, got {type(predict_proba).__name__}")
         self.predict_proba = predict_proba
-        self.n_actions = _check_n_actions(n_actions)
-        self.min_propensity = _check_floor(min_propensity, self.n_actions)
+        self.n_actions = check_int("n_actions", n_actions, 2)
+        self.min_propensity = check_real(
+            "min_propensity", min_propensity, 0.0, 1.0 / self.n_actions
+        )
 
     def probabilities(self, X: np.ndarray) -> np.ndarray:
         """Per-action probabilities (n, k) after mixing with the floor."""

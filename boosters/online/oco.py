@@ -1,28 +1,6 @@
 """Online agnostic boosting via online convex optimisation (BCHM20), binary labels.
 
-Implements Brukhim, Chen, Hazan, Moran, *Online Agnostic Boosting via Regret Minimization*
-(NeurIPS 2020, "BCHM20"; docs/papers.md):
-
-- Algorithm 1 (agnostic): N binary weak learners each predict once per round, *before* any update
-  (the paper's order of lines); the booster predicts the randomized projection ``Pi(z)`` of ``z =
-  sum_i W_i(x) / (gamma N)`` (Eq. 2, :func:`projection_probability`); after the label, one online
-  convex optimiser over [-1, 1], restarted for every example and run across the learner index on the
-  linear losses ``l^i(p) = p (W_i(x) y / gamma - 1)``, gives ``p^1 .. p^N``; learner ``i`` is
-  trained on ``y`` kept with probability ``(1 + p^i) / 2`` and flipped otherwise.
-- The OCO instantiation of Theorem 2 (online gradient descent): projected online gradient descent
-  with step ``D / (G sqrt i)`` (G = 2/gamma, D = 2, so ``gamma / sqrt i``), start ``p^1`` (the
-  paper's 0; ``p_init``). The optimiser is an object (:class:`ProjectedOGD` by default) so others
-  can be plugged in.
-- Algorithm 4 (realizable variant, ``realizable=True``): decision set [0, 1], start 1/2, step
-  ``gamma / (2 sqrt i)`` (D = 1), and learner ``i`` sees the true ``(x, y)`` with probability
-  ``p^i`` (otherwise nothing); no relabelling.
-- River weak learners, the project's choice (:class:`learners.binary.BinaryHoeffdingTree`, faithful
-  mode: sign predictions, a fair coin for an untrained tree or a tie, weight-1 updates).
-
-The booster follows the common protocol (boosters/base.py) as a full-information booster with
-``n_actions = 2``: action 0 is the label -1 and action 1 is +1. The decision's probabilities are
-``P(Pi(z) = -1), P(Pi(z) = +1)``; its internals are ``weak`` (each learner's prediction in
-{-1, +1}, taken once and reused to learn) and ``z``.
+More: docs/boosters.md, "boosters/online/oco.py".
 
 >>> booster = OCOBooster(n_learners=5, gamma=0.2, seed=0)
 >>> x = {"f": 1.0}
@@ -45,14 +23,15 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from boosters._params import check_choice, check_int, check_names, check_real
 from boosters.base import Decision, OnlineBooster, check_context, resolve_feedback
 from boosters.exploration import check_allowed
-from boosters.template import _check_int, _check_real
 from learners.binary import BinaryHoeffdingTree, BinaryWeakLearner, signs_random_ties
 from learners.hoeffding import TREE_PROFILES, sample_tree_params
 
 __all__ = [
     "OCOBooster",
+    "OCOParams",
     "OnlineConvexOptimizer",
     "ProjectedOGD",
     "oco_labels",
@@ -133,11 +112,11 @@ class ProjectedOGD:
     def __init__(
         self, low: float = -1.0, high: float = 1.0, lipschitz: float = 2.0, step: str = "anytime"
     ):
-        self.low = _check_real("low", low, -np.inf, np.inf)
-        self.high = _check_real("high", high, -np.inf, np.inf)
+        self.low = check_real("low", low, -np.inf, np.inf)
+        self.high = check_real("high", high, -np.inf, np.inf)
         if not self.low < self.high:
             raise ValueError(f"low must be below high, got low={low}, high={high}")
-        self.lipschitz = _check_real("lipschitz", lipschitz, 0.0, np.inf, open_low=True)
+        self.lipschitz = check_real("lipschitz", lipschitz, 0.0, np.inf, open_low=True)
         if step not in ("anytime", "fixed"):
             raise ValueError(f"step must be 'anytime' or 'fixed', got {step!r}")
         self.step = step
@@ -217,16 +196,16 @@ def _check_optimizer(optimizer, low: float, high: float) -> OnlineConvexOptimize
     return optimizer
 
 
-class _OCOParams:
-    """Validation of the parameters shared by the binary booster and its bandit form."""
+class OCOParams:
+    """The parameters and trees shared by the binary booster and its bandit form (a mixin)."""
 
     def _init_oco(self, gamma, p_init, realizable, optimizer) -> None:
-        self.gamma = _check_real("gamma", gamma, 0.0, 1.0, open_low=True)
+        self.gamma = check_real("gamma", gamma, 0.0, 1.0, open_low=True)
         self.realizable = bool(realizable)
         low, high = (0.0, 1.0) if self.realizable else (-1.0, 1.0)
         if p_init is None:
             p_init = 0.5 if self.realizable else 0.0
-        self.p_init = _check_real("p_init", p_init, low, high)
+        self.p_init = check_real("p_init", p_init, low, high)
         if optimizer is None:  # G = 2 / gamma bounds |w y / gamma - 1|; D = high - low
             optimizer = ProjectedOGD(low, high, lipschitz=2.0 / self.gamma)
         self.optimizer = _check_optimizer(optimizer, low, high)
@@ -234,15 +213,9 @@ class _OCOParams:
     def _make_trees(
         self, count: int, tree_profile, fixed_trees, nominal_attributes, fast_trees=True
     ) -> list[BinaryHoeffdingTree]:
-        if tree_profile not in TREE_PROFILES:
-            raise ValueError(
-                f"tree_profile must be one of {', '.join(TREE_PROFILES)}, got {tree_profile!r}"
-            )
-        self.tree_profile = tree_profile
+        self.tree_profile = check_choice("tree_profile", tree_profile, tuple(TREE_PROFILES))
         self.fixed_trees = bool(fixed_trees)
-        if nominal_attributes is not None and not isinstance(nominal_attributes, list | tuple):
-            raise ValueError("nominal_attributes must be a list of feature names")
-        self.nominal_attributes = list(nominal_attributes) if nominal_attributes else None
+        self.nominal_attributes = check_names("nominal_attributes", nominal_attributes)
         self.fast_trees = bool(fast_trees)
         return [
             BinaryHoeffdingTree(
@@ -254,7 +227,7 @@ class _OCOParams:
         ]
 
 
-class OCOBooster(_OCOParams, OnlineBooster):
+class OCOBooster(OCOParams, OnlineBooster):
     """Online agnostic boosting with OCO (BCHM20 Algorithm 1; Algorithm 4 with ``realizable``).
 
     Parameters
@@ -304,14 +277,14 @@ class OCOBooster(_OCOParams, OnlineBooster):
         learners: Sequence[BinaryWeakLearner] | None = None,
         fast_trees: bool = True,
     ):
-        if _check_int("n_actions", n_actions, 2) != 2:
+        if check_int("n_actions", n_actions, 2) != 2:
             raise ValueError(f"n_actions must be 2 for the binary OCO booster, got {n_actions}")
         self.n_actions = 2
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._init_oco(gamma, p_init, realizable, optimizer)
         if learners is None:
-            self.n_learners = _check_int("n_learners", n_learners, 1)
+            self.n_learners = check_int("n_learners", n_learners, 1)
             self.learners = self._make_trees(
                 self.n_learners, tree_profile, fixed_trees, nominal_attributes, fast_trees
             )

@@ -1,16 +1,8 @@
 """BanditBBM ("OptBandit") and its full-information twin OnlineMBBM ("OptFull").
 
-Implements Sec. 3.2 (Algorithm 2) of Zhang, Jung, Tewari, *Online Multiclass Boosting with Bandit
-Feedback* (AISTATS 2019); docs/papers.md (BanditBBM: all weights 1, the last expert plays, cost
-matrices of boost-by-majority potentials, eq. (9)) and OnlineMBBM (Jung et al. 2017) as the authors
-coded it: trained on the true label with weight ``sum_l (c_l - c_y)``, no clipping, weak learners
-predicting ``argmin_l sum_r P(r | x) C[l, r]``). The potentials are exact rather than the authors'
-Monte Carlo estimate (the exact one is noise-free and checked against brute force).
-:class:`boosters.potentials.BBMPotentials` computes each cost matrix per class of equally voted
-labels and keeps everything in bounded caches, so a round costs ``O(N^3)`` potentials' bookkeeping
-plus ``O(N k^2)`` array work, with bounded memory, at any ``k``.
+More: docs/boosters.md, "boosters/online/banditbbm.py".
 
->>> from boosters.banditbbm import BanditBBM
+>>> from boosters.online.banditbbm import BanditBBM
 >>> booster = BanditBBM(n_actions=3, n_learners=5, rho=0.1, seed=42)
 >>> decision = booster.decide_one({"x": 1.0})
 >>> round(float(decision.probabilities.sum()), 6)
@@ -22,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from boosters.potentials import BBMPotentials
-from boosters.template import BoostingTemplate, _check_real
+from boosters._params import check_real
+from boosters.online.potentials import BBMPotentials
+from boosters.online.template import BoostingTemplate
 
 __all__ = ["BanditBBM", "OnlineMBBM"]
 
@@ -31,10 +24,10 @@ __all__ = ["BanditBBM", "OnlineMBBM"]
 class BanditBBM(BoostingTemplate):
     """Bandit boost-by-majority (Algorithm 2 of Zhang et al. 2019).
 
-    Parameters are those of :class:`boosters.template.BoostingTemplate` plus ``gamma``, the weak
-    learners' assumed edge (0.1 in the paper, not tuned), which enters only through the potentials.
-    Above ``dense_max_actions`` actions the cost vectors are formed per class of labels
-    (:meth:`boosters.potentials.BBMPotentials.costs`) instead of through ``k x k`` matrices.
+    Parameters are those of :class:`boosters.online.template.BoostingTemplate` plus ``gamma``, the
+    weak learners' assumed edge (0.1 in the paper, not tuned), which enters only through the
+    potentials. Above ``dense_max_actions`` actions the cost vectors are formed per class of labels
+    (:meth:`boosters.online.potentials.BBMPotentials.costs`) instead of through ``k x k`` matrices.
     """
 
     #: up to this many actions, cost vectors are ``C @ omega`` with dense matrices (as always)
@@ -47,10 +40,33 @@ class BanditBBM(BoostingTemplate):
         rho: float = 0.1,
         gamma: float = 0.1,
         seed: int | None = None,
-        **kwargs,
+        *,
+        tree_profile: str | None = None,
+        fixed_trees: bool = False,
+        nominal_attributes: list | None = None,
+        clip: float = 100.0,
+        weight_scale: float = 1.0,
+        reduction_order: str = "reference",
+        estimator: str = "proposed",
+        weak_prediction: str | None = None,
+        fast_trees: bool = True,
     ):
-        self.gamma = _check_real("gamma", gamma, 0.0, 1.0, open_low=True, open_high=True)
-        super().__init__(n_actions, n_learners=n_learners, rho=rho, seed=seed, **kwargs)
+        self.gamma = check_real("gamma", gamma, 0.0, 1.0, open_low=True, open_high=True)
+        super().__init__(
+            n_actions,
+            n_learners=n_learners,
+            rho=rho,
+            seed=seed,
+            tree_profile=tree_profile,
+            fixed_trees=fixed_trees,
+            nominal_attributes=nominal_attributes,
+            clip=clip,
+            weight_scale=weight_scale,
+            reduction_order=reduction_order,
+            estimator=estimator,
+            weak_prediction=weak_prediction,
+            fast_trees=fast_trees,
+        )
         self.potentials = BBMPotentials(self.n_actions, self.gamma)
         self.potentials.precompute(self.n_learners)
         self._ones = np.ones(self.n_learners, dtype=np.int64)
@@ -90,10 +106,32 @@ class OnlineMBBM(BanditBBM):
         rho: float = 0.0,
         gamma: float = 0.1,
         seed: int | None = None,
-        **kwargs,
+        *,
+        tree_profile: str | None = None,
+        fixed_trees: bool = False,
+        nominal_attributes: list | None = None,
+        clip: float = 100.0,
+        weight_scale: float = 1.0,
+        reduction_order: str = "reference",
+        estimator: str = "proposed",
+        weak_prediction: str | None = None,
+        fast_trees: bool = True,
     ):
         super().__init__(
-            n_actions, n_learners=n_learners, rho=rho, gamma=gamma, seed=seed, **kwargs
+            n_actions,
+            n_learners=n_learners,
+            rho=rho,
+            gamma=gamma,
+            seed=seed,
+            tree_profile=tree_profile,
+            fixed_trees=fixed_trees,
+            nominal_attributes=nominal_attributes,
+            clip=clip,
+            weight_scale=weight_scale,
+            reduction_order=reduction_order,
+            estimator=estimator,
+            weak_prediction=weak_prediction,
+            fast_trees=fast_trees,
         )
 
     def _labels_weights(self, costs, u, known_label):
