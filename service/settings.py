@@ -132,7 +132,7 @@ class Settings(BaseSettings):
         "replica loads a snapshot in the background (Python's default is 5 ms).",
     )
 
-    # --- observability and replica freshness (service/metrics.py, learner.py, store.py) -------
+    # --- observability and replica freshness (service/api/metrics.py, learner.py, store.py) -------
     serving_publish_seconds: float = Field(
         default=1.0, ge=0,
         description="`boostbandit learner` publishes the serving copy of a model that changed "
@@ -207,7 +207,7 @@ class Settings(BaseSettings):
         default=300.0, gt=0, description="Lease making one worker train a model (> a fit)."
     )
 
-    # --- the Personalizer-compatible routes (service/routers/personalizer.py) ---------------
+    # --- the Personalizer-compatible routes (service/personalizer/) -----------------------------
     personalizer_model: str | None = Field(
         default=None,
         description="Model every /personalizer/v1.0 request uses (its actions must be a subset "

@@ -3,6 +3,7 @@ function sizes, no private name imported across modules, Redis only behind servi
 imports pointing down only (service -> boosters -> learners)."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,26 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
 def test_the_house_rules_hold(check):
     found = check(sources())
     assert not found, "\n".join(found)
+
+
+def readme_layout() -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = text[text.index("## Layout"):]
+    return block[block.index("```") + 3:block.index("```", block.index("```") + 3)]
+
+
+def test_the_readme_layout_matches_the_tree():
+    layout = readme_layout()
+    words = set(re.findall(r"[A-Za-z_]+/?", layout))
+    packages = [path.parent for path in sources((*PACKAGES, "benchmarks"))
+                if path.name == "__init__.py"]
+    missing = [f"{relative(p)}/" for p in packages if f"{p.name}/" not in words]
+    modules = [path for path in sources((*PACKAGES, "benchmarks"))
+               if not path.name.startswith("__") and path.parent.name != "paper"
+               and path.parent.parent.name != "benchmarks"]
+    missing += [relative(path) for path in modules if path.stem not in words]
+    assert not missing, "README's Layout does not name: " + ", ".join(missing)
+    folders = {path.name for path in ROOT.rglob("*") if path.is_dir()}
+    named = re.findall(r"(?:^|\s)([a-z_]+)/(?=[\s,;)]|$)", layout, re.MULTILINE)
+    unknown = [f"{word}/" for word in named if word not in folders]
+    assert not unknown, "README's Layout names folders that do not exist: " + ", ".join(unknown)

@@ -1,6 +1,6 @@
 """The offline worker, the featurizer, the policies/serving routes and policy-mode predict, against
 a real redis-server (service/worker.py, service/training.py,
-service/routers/policies.py)."""
+service/api/routes/policies.py)."""
 
 from __future__ import annotations
 

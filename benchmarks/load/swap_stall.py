@@ -1,7 +1,7 @@
 """How long an API replica stops its other threads when it swaps in a new snapshot.
 
 The model is the load benchmark's (AdaBandit, N = 20, Car, ``tree_profile="bandit"``), trained
-on ``--events`` joined events through :class:`service.store.ServedModel` exactly as the learner
+on ``--events`` joined events through :class:`service.runtime.ServedModel` exactly as the learner
 applies them. Three ways to replace the served booster with a newly loaded one are timed while
 a ticker thread (standing for the event loop) wakes every 0.2 ms. The longest gap between two
 of its ticks is how long a request would have waited for the GIL:
