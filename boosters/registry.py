@@ -53,6 +53,16 @@ def booster_class(name: str) -> type[OnlineBooster]:
     return getattr(importlib.import_module(module), cls)
 
 
+def full_information(name: str) -> bool:
+    """Whether the booster registered under ``name`` needs the true label (a full-information
+    twin) rather than bandit feedback.
+
+    >>> full_information("onlinembbm"), full_information("banditbbm")
+    (True, False)
+    """
+    return bool(getattr(booster_class(name), "full_information", False))
+
+
 def booster_params(name: str) -> dict[str, Any]:
     """Constructor parameters of ``name`` (other than ``n_actions`` and its presets) with their
     defaults (every booster lists all of its parameters: no ``**kwargs``).

@@ -17,7 +17,7 @@ from typing import Any
 
 from fastapi import HTTPException, status
 
-from boosters.registry import booster_class
+from boosters.registry import full_information
 from service import contexts
 from service.api import metrics
 from service.api.schemas import FeedbackRequest, FeedbackResponse, PredictRequest, PredictResponse
@@ -136,7 +136,7 @@ def _label(body: FeedbackRequest, model: ServedModel) -> int | None:
             return config.actions.index(body.label)
         except ValueError:
             raise unprocessable(f"unknown action id in label: {body.label!r}") from None
-    if getattr(booster_class(config.booster), "full_information", False) and body.reward != 1:
+    if full_information(config.booster) and body.reward != 1:
         raise unprocessable(
             f"booster {config.booster!r} is full-information: send the label "
             "(or a reward of 1 for the played action)"

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from boosters.registry import booster_class, make_booster, names
+from boosters.registry import full_information, make_booster, names
 from service.cli.base import (
     ActionIndexOption,
     DataDirOption,
@@ -264,7 +264,7 @@ def _booster_params(
     """The booster's constructor parameters: the options it accepts, then ``--param``."""
     if booster not in names():
         fail(f"unknown booster {booster!r}; choose from: {', '.join(names())}")
-    if getattr(booster_class(booster), "full_information", False):
+    if full_information(booster):
         fail(f"{booster} is a full-information booster: it needs true labels, which a "
              "logged bandit stream does not have")
     extra: dict[str, Any] = {}

@@ -145,7 +145,7 @@ def _check_options(
         cls = booster_class(booster)
     except (ImportError, AttributeError) as exc:
         fail(f"booster {booster!r} cannot be loaded: {exc}")
-    full_information = bool(getattr(cls, "full_information", False))
+    full_information = bool(cls.full_information)
     if learners < 1:
         fail(f"--learners must be >= 1, got {learners}")
     if not full_information:

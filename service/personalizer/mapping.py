@@ -12,7 +12,7 @@ import uuid
 from typing import Any
 
 from boosters.base import check_context
-from boosters.registry import booster_class, names
+from boosters.registry import full_information, names
 from service import contexts, creation
 from service.api import metrics
 from service.api.decide import decide
@@ -126,7 +126,7 @@ def resolve_model(ids: list[str], log: EventLog, store: ModelStore,
                 f"model {name!r}, the model of this action set, exists with other actions "
                 f"(it was not created by rank); missing: {', '.join(missing)}",
             )
-    if getattr(booster_class(model.config.booster), "full_information", False):
+    if full_information(model.config.booster):
         raise PersonalizerFailure(500, "InternalServerError",
                                   f"model {model.name!r} uses a full-information booster; the "
                                   "Personalizer routes need a bandit booster")
