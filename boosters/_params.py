@@ -1,9 +1,10 @@
 """The one set of parameter checks of boosters/: value checks, constraint tables, size bounds.
 
-:func:`check_int`, :func:`check_real`, :func:`check_choice` and :func:`check_names` check one
-value; :func:`validate_params` checks a batch estimator's parameters against its declared
-``_parameter_constraints`` (:class:`Interval`, :class:`Options`, :class:`HasMethods`,
-types, ``None``).
+:func:`check_int`, :func:`check_real`, :func:`check_rho`, :func:`check_choice` and
+:func:`check_names` check one value; :func:`check_logged` checks logged actions, propensities and
+rewards (the batch estimators' and the OPE estimators' input); :func:`validate_params` checks
+a batch estimator's parameters against its declared ``_parameter_constraints``
+(:class:`Interval`, :class:`Options`, :class:`HasMethods`, types, ``None``).
 :func:`check_flags` and :func:`check_sizes` are the registry's checks before any online booster is
 built, against MAX_ACTIONS, MAX_LEARNERS, MAX_BBM_LEARNERS, MAX_WEAK_LEARNERS,
 MAX_COST_MATRIX_ENTRIES, MAX_GRACE_PERIOD, MAX_NOMINAL_ATTRIBUTES, MAX_MC_SAMPLES and MAX_MC_DRAWS
@@ -23,6 +24,8 @@ import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 __all__ = [
     "MAX_ACTIONS",
@@ -44,8 +47,10 @@ __all__ = [
     "check_choice",
     "check_flags",
     "check_int",
+    "check_logged",
     "check_names",
     "check_real",
+    "check_rho",
     "check_sizes",
     "validate_params",
 ]
@@ -202,6 +207,19 @@ def check_real(
     return float(value)
 
 
+def check_rho(rho: Any, full_information: bool) -> float:
+    """The exploration rate: in [0, 1) for a full-information booster, in (0, 1) otherwise.
+
+    >>> check_rho(0.0, True)
+    0.0
+    >>> check_rho(0.0, False)
+    Traceback (most recent call last):
+    ...
+    ValueError: rho must be in (0.0, 1.0), got 0.0
+    """
+    return check_real("rho", rho, 0.0, 1.0, open_low=not full_information, open_high=True)
+
+
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
     """``value`` if it is one of ``choices``, else a ValueError naming ``name`` and them.
 
@@ -224,6 +242,31 @@ def check_names(name: str, value: Any) -> list | None:
     if value is not None and not isinstance(value, list | tuple):
         raise ValueError(f"{name} must be a list of feature names")
     return list(value) if value else None
+
+
+def check_logged(actions: Any, propensities: Any, rewards: Any, n: int, n_actions: int) -> tuple:
+    """``n`` logged actions, propensities and rewards as arrays ``(a, p, r)``, else a ValueError
+    naming the first one off: actions integers in ``[0, n_actions)``, propensities in (0, 1],
+    rewards finite.
+
+    >>> check_logged([0, 2], [0.5, 1.0], [1.0, 0.0], 2, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: actions must be integers in [0, 2), got int64 values
+    """
+    a = np.asarray(actions)
+    p = np.asarray(propensities, dtype=np.float64)
+    r = np.asarray(rewards, dtype=np.float64)
+    for name, arr in (("actions", a), ("propensities", p), ("rewards", r)):
+        if arr.shape != (n,):
+            raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
+    if n and (not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= n_actions):
+        raise ValueError(f"actions must be integers in [0, {n_actions}), got {a.dtype} values")
+    if np.any(~np.isfinite(p)) or np.any(p <= 0) or np.any(p > 1):
+        raise ValueError("propensities must lie in (0, 1]")
+    if np.any(~np.isfinite(r)):
+        raise ValueError("rewards must be finite")
+    return a, p, r
 
 
 # ---- a constraint table (scikit-learn's _parameter_constraints style) ----------------------------

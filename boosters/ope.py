@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from boosters._params import check_logged
+
 __all__ = [
     "DIFFERENCE_ESTIMATORS",
     "ESTIMATORS",
@@ -128,18 +130,7 @@ def _check(
     n, k = target.shape
     if n == 0:
         raise ValueError("target must hold at least one logged event")
-    a = np.asarray(actions)
-    p = np.asarray(propensities, dtype=np.float64)
-    r = np.asarray(rewards, dtype=np.float64)
-    for name, arr in (("actions", a), ("propensities", p), ("rewards", r)):
-        if arr.shape != (n,):
-            raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
-    if not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= k:
-        raise ValueError(f"actions must be integers in [0, {k})")
-    if not np.all((p > 0) & (p <= 1)):
-        raise ValueError("propensities must lie in (0, 1]")
-    if not np.all(np.isfinite(r)):
-        raise ValueError("rewards must be finite")
+    a, p, r = check_logged(actions, propensities, rewards, n, k)
     return a, p, r, target
 
 

@@ -73,6 +73,18 @@ def _constant(y: np.ndarray, w: np.ndarray) -> FittedStump:
     return FittedStump(-1, 0.0, sign, sign)
 
 
+
+def _positive_rows(X, y, sample_weight) -> tuple:
+    """``(X, y, w, trivial)``: the checked rows of positive weight, and the stump to return
+    without fitting (``None`` when a fit is needed): +1 for no weight, the constant for one
+    label."""
+    X, y, w = check_fit_input(X, y, sample_weight)
+    keep = w > 0
+    if not keep.any():
+        return X, y, w, FittedStump(-1, 0.0, 1.0, 1.0)
+    X, y, w = X[keep], y[keep], w[keep]
+    return X, y, w, (_constant(y, w) if np.all(y == y[0]) else None)
+
 class DecisionStump:
     """A weighted depth-1 ``DecisionTreeClassifier`` (Ghai & Singh 2024, Sec. 7).
 
@@ -94,13 +106,9 @@ class DecisionStump:
         self, X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, seed: int
     ) -> FittedStump:
         """Fit the stump; rows of weight 0 are ignored, no weight at all gives the constant +1."""
-        X, y, w = check_fit_input(X, y, sample_weight)
-        keep = w > 0
-        if not keep.any():
-            return FittedStump(-1, 0.0, 1.0, 1.0)
-        X, y, w = X[keep], y[keep], w[keep]
-        if np.all(y == y[0]):
-            return _constant(y, w)
+        X, y, w, trivial = _positive_rows(X, y, sample_weight)
+        if trivial is not None:
+            return trivial
         tree = DecisionTreeClassifier(max_depth=1, criterion=self.criterion, random_state=seed)
         tree.fit(X, y, sample_weight=w)
         t = tree.tree_
@@ -142,13 +150,9 @@ class SklearnWeakLearner:
 
     def fit(self, X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, seed: int) -> Any:
         """Fit a clone on the rows of positive weight (all one label: the constant stump)."""
-        X, y, w = check_fit_input(X, y, sample_weight)
-        keep = w > 0
-        if not keep.any():
-            return FittedStump(-1, 0.0, 1.0, 1.0)
-        X, y, w = X[keep], y[keep], w[keep]
-        if np.all(y == y[0]):
-            return _constant(y, w)
+        X, y, w, trivial = _positive_rows(X, y, sample_weight)
+        if trivial is not None:
+            return trivial
         model = clone(self.estimator)
         if "random_state" in model.get_params():
             model.set_params(random_state=seed)

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from boosters._params import HasMethods, Interval, Options, validate_params
+from boosters._params import HasMethods, Interval, Options, check_logged, validate_params
 from boosters.batch.policies import AdditiveEnsemble, SoftmaxEnsemblePolicy, log_softmax, softmax
 from learners.batch_trees import LeastSquaresTree, augment_actions
 
@@ -127,19 +127,7 @@ def check_logged_data(
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"X must be a 2-D array (n, d), got shape {X.shape}")
-    n = X.shape[0]
-    a = np.asarray(actions)
-    p = np.asarray(propensities, dtype=np.float64)
-    r = np.asarray(rewards, dtype=np.float64)
-    for name, arr in (("actions", a), ("propensities", p), ("rewards", r)):
-        if arr.shape != (n,):
-            raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
-    if n and (not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= n_actions):
-        raise ValueError(f"actions must be integers in [0, {n_actions}), got {a.dtype} values")
-    if np.any(~np.isfinite(p)) or np.any(p <= 0) or np.any(p > 1):
-        raise ValueError("propensities must lie in (0, 1]")
-    if np.any(~np.isfinite(r)):
-        raise ValueError("rewards must be finite")
+    a, p, r = check_logged(actions, propensities, rewards, X.shape[0], n_actions)
     return X, a.astype(np.intp), p, r
 
 

@@ -259,6 +259,12 @@ class _AgnosticBoosterBase(BaseEstimator):
         labels = np.where(keep, y[rows], -y[rows])
         return rows, labels, np.ones(m)
 
+    def _rows(self, idx, y, q, mass, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The weak learner's input rows, labels and weights in this booster's ``mode``."""
+        if self.mode == "fractional":
+            return self._rows_fractional(idx, y, q, mass)
+        return self._rows_sampled(idx, y, q, mass, rng)
+
     def _fit_weak(
         self,
         X: np.ndarray,
@@ -499,10 +505,7 @@ class SampleEfficientBooster(_AgnosticBoosterBase):
             idx = np.concatenate(chunks[:t])
             q = np.concatenate(q_parts)
             per_row = np.repeat(masses / [c.size for c in chunks[:t]], [c.size for c in chunks[:t]])
-            if self.mode == "fractional":
-                rows, labels, weights = self._rows_fractional(idx, ytr, q, per_row)
-            else:
-                rows, labels, weights = self._rows_sampled(idx, ytr, q, per_row, rng)
+            rows, labels, weights = self._rows(idx, ytr, q, per_row, rng)
             # (d)-(e) fit, correlation, branch; (f) update the caches
             _, h = self._round(Xtr, H, rows, labels, weights, rng)
             H_prev, H = H, H + h
@@ -579,10 +582,7 @@ class KanadeKalaiBooster(_AgnosticBoosterBase):
         for idx in chunks:
             q = 0.5 * (1.0 + madaboost_weight(ytr[idx] * H[idx]))
             mass = np.full(idx.size, 1.0 / idx.size)
-            if self.mode == "fractional":
-                rows, labels, weights = self._rows_fractional(idx, ytr, q, mass)
-            else:
-                rows, labels, weights = self._rows_sampled(idx, ytr, q, mass, rng)
+            rows, labels, weights = self._rows(idx, ytr, q, mass, rng)
             H = H + self._round(Xtr, H, rows, labels, weights, rng)[1]
             H0 = self._apply(H0, X0, self.steps_[-1])
             scores.append(float(np.mean(y0 * sign(H0))))
@@ -681,10 +681,7 @@ class StatisticalAgnosticBooster(KanadeKalaiBooster):
                 q = 0.5 * (1.0 + p)
             else:
                 q = 0.5 * (1.0 + madaboost_weight(ytr * H))
-            if self.mode == "fractional":
-                rows, labels, weights = self._rows_fractional(idx, ytr, q, mass)
-            else:
-                rows, labels, weights = self._rows_sampled(idx, ytr, q, mass, rng)
+            rows, labels, weights = self._rows(idx, ytr, q, mass, rng)
             if self.weights == "oco":
                 model = self._fit_weak(Xtr, rows, labels, weights, rng)
                 pred = model.predict(Xtr)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from boosters._params import check_int, check_real
+from boosters._params import check_int, check_real, check_rho
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
 from boosters.exploration import check_allowed, exploration_distribution, explore, mask_scores
 from boosters.online.oco import OCOParams, OnlineConvexOptimizer, oco_labels
@@ -108,10 +108,7 @@ class OCOBandit(OCOParams, OnlineBooster):
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
-        if self.full_information:
-            self.rho = check_real("rho", rho, 0.0, 1.0, open_high=True)
-        else:
-            self.rho = check_real("rho", rho, 0.0, 1.0, open_low=True, open_high=True)
+        self.rho = check_rho(rho, self.full_information)
         if update not in UPDATES:
             raise ValueError(f"update must be 'weighted' or 'rounding', got {update!r}")
         self.update = update

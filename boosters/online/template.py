@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from boosters._params import check_choice, check_int, check_names, check_real
+from boosters._params import check_choice, check_int, check_names, check_real, check_rho
 from boosters.base import Decision, OnlineBooster, check_context
 from boosters.exploration import (
     check_allowed,
@@ -51,10 +51,7 @@ class BoostingTemplate(OnlineBooster):
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
-        if self.full_information:
-            self.rho = check_real("rho", rho, 0.0, 1.0, open_high=True)
-        else:
-            self.rho = check_real("rho", rho, 0.0, 1.0, open_low=True, open_high=True)
+        self.rho = check_rho(rho, self.full_information)
         self.seed = seed
         self.tree_profile = check_choice(
             "tree_profile", tree_profile or self.default_tree_profile, tuple(TREE_PROFILES)
