@@ -389,6 +389,9 @@ class Difference:
         """Whether the lower bound is above 0 (the target is better at level ``level``)."""
         return self.low > 0.0
 
+    #: JSON-ready form, as :meth:`Estimate.to_dict` (``high``, +inf, becomes None)
+    to_dict = Estimate.to_dict
+
 
 def _snips_influence(w: np.ndarray, r: np.ndarray, name: str) -> tuple[float, np.ndarray]:
     """SNIPS value V = sum w r / sum w and its per-event linearisation V + w_i (r_i - V)/mean(w),

@@ -43,10 +43,8 @@ from boosters.exploration import complete_probabilities, restrict
 from boosters.ope import (
     DIFFERENCE_ESTIMATORS,
     Difference,
-    Estimate,
-    doubly_robust,
+    estimate_all,
     paired_difference,
-    snips,
 )
 from learners.batch_trees import LeastSquaresTree, WeightedTreeClassifier
 
@@ -299,21 +297,6 @@ class TrainResult:
         return bool(self.meta["published"])
 
 
-def _finite(v: float) -> float | None:
-    return float(v) if math.isfinite(v) else None
-
-
-def _estimate(est: Estimate) -> dict[str, Any]:
-    return {"value": float(est.value), "stderr": _finite(est.stderr), "low": _finite(est.low),
-            "high": _finite(est.high), "level": est.level, "n": est.n}
-
-
-def _difference(diff: Difference) -> dict[str, Any]:
-    """The stored form of a paired difference (one-sided interval: ``high`` is None = +inf)."""
-    return {"value": float(diff.value), "stderr": _finite(diff.stderr), "low": _finite(diff.low),
-            "high": None, "level": diff.level, "n": diff.n}
-
-
 def publish_decision(
     hold: LoggedData,
     target: np.ndarray,
@@ -364,26 +347,30 @@ def _estimates(
     hold: LoggedData, target: np.ndarray, q: np.ndarray, level: float
 ) -> dict[str, Any]:
     """SNIPS and DR of the new policy (``target``) and of the logging policy on the hold-out."""
-    a, p, r = hold.actions, hold.propensities, hold.rewards
     estimates = {
-        "policy": {
-            "snips": _estimate(snips(a, p, r, target, level=level)),
-            "dr": _estimate(doubly_robust(a, p, r, target, q, level=level)),
-        },
-        "logging": {
-            # the logging policy's SNIPS estimate of itself is the on-policy mean reward
-            "snips": _estimate(snips(a, p, r, hold.logged, level=level)),
-            "dr": _estimate(doubly_robust(a, p, r, hold.logged, q, level=level)),
-        },
+        "policy": _snips_and_dr(hold, target, q, level),
+        "logging": _snips_and_dr(hold, hold.logged, q, level),
     }
-    estimates["logging"]["snips"]["value"] = float(r.mean())  # exactly, not up to rounding
+    # the logging policy's SNIPS estimate of itself is the on-policy mean reward: exactly
+    estimates["logging"]["snips"]["value"] = float(hold.rewards.mean())
     return estimates
+
+
+def _snips_and_dr(
+    hold: LoggedData, target: np.ndarray, q: np.ndarray, level: float
+) -> dict[str, Any]:
+    """SNIPS and DR of ``target`` on the hold-out (ValueError if one is undefined there)."""
+    estimates, undefined = estimate_all(hold.actions, hold.propensities, hold.rewards, target, q,
+                                        estimators=("snips", "dr"), level=level)
+    if undefined:
+        raise ValueError(next(iter(undefined.values())))
+    return {name: estimate.to_dict() for name, estimate in estimates.items()}
 
 
 def _difference_meta(chosen: Difference, config: TrainConfig) -> dict[str, Any]:
     """The stored form of the publish estimator's paired difference, with what it compares."""
     return {
-        **_difference(chosen),
+        **chosen.to_dict(),
         "estimator": config.publish_estimator,
         "sided": "one-sided lower bound: the interval is [low, +inf)",
         "p_value": chosen.p_value,
@@ -448,7 +435,7 @@ def train_and_evaluate(
     q = reward_model.scores(X_hold)
     estimates = _estimates(hold, target, q, config.level)
     published, differences = publish_decision(hold, target, q, config)
-    estimates["difference"] = {name: _difference(d) for name, d in differences.items()}
+    estimates["difference"] = {name: d.to_dict() for name, d in differences.items()}
     meta: dict[str, Any] = {
         "variant": config.variant,
         "params": {**asdict(config), "reward_translation": translation, "min_propensity": floor},
