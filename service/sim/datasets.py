@@ -1,27 +1,7 @@
 """Load a classification CSV into contexts and integer labels for the bandit simulation.
 
-The file format is the one of the bundled UCI datasets in ``service/sim/data/``:
-
-* a header row naming the columns;
-* the class in column 0, the features in the other columns;
-* a feature column is **numeric** iff every non-missing value in it parses as a float, and is
-  then stored as ``float``; every other feature column is **nominal** and stored as ``str``;
-* missing values are the cells ``''``, ``'?'`` and ``'NA'`` (after stripping whitespace). In a
-  numeric column a missing value becomes ``0.0``; in a nominal column it becomes the string
-  ``"?"``, i.e. "missing" is a category of its own (the tree splits on it like on any other
-  value). A column with no value at all is nominal, all ``"?"``;
-* class labels are mapped to ``0 .. k-1`` in the sorted order of the class strings (as
-  strings: ``"10"`` sorts before ``"9"``).
-
-The bundled Car and Nursery are the exception to the numeric rule: Zhang et al. 2019 (App. B.1)
-and the authors' code treat all their features as nominal, but their CSVs encode some
-categories as numbers (Car's ``doors`` is 2/3/4/5, presumably ``5`` for "5more"). Their entry
-in :data:`BUNDLED_NOMINAL` forces every feature nominal (kept as the raw string, e.g. ``"2"``).
-``load_dataset(..., nominal=...)`` overrides this for any file: ``"auto"`` (the numeric rule),
-``"all"``, or a list of columns that are nominal in addition to those the rule finds.
-
-A numeric column holding a non-finite value (``nan``, ``inf``) is rejected, since contexts must
-be finite (:func:`boosters.base.check_context`).
+The file format, the numeric/nominal rule, missing values and the bundled datasets'
+exceptions: docs/formats.md, "Classification CSVs".
 
 >>> ds = load_dataset("balance")
 >>> ds.name, len(ds), ds.n_classes, ds.classes
