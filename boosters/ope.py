@@ -9,8 +9,8 @@ reward-regression baselines of its Sec. 5.2).
 Every estimator takes the logged actions ``a`` (n,), propensities ``p`` (n,) of the logging policy,
 observed rewards ``r`` (n,) and the target policy's probability matrix ``target`` (n, k) on the
 logged contexts, and returns an :class:`Estimate` (value and a normal-approximation confidence
-interval at ``level``). Everything is vectorised (throughput: benchmarks/RESULTS.md, "Off-policy evaluation
-throughput").
+interval at ``level``). Everything is vectorised (throughput: benchmarks/RESULTS.md, "Off-policy
+evaluation throughput").
 
 - :func:`ips`: mean of w_i r_i, w_i = pi(a_i|x_i) / p_i.
 - :func:`clipped_ips`: mean of min(w_i, clip) r_i (biased toward 0 for r >= 0, lower variance).
