@@ -202,9 +202,21 @@ def check_real(
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     too_low = value <= low if open_low else value < low
     if too_low or (value >= high if open_high else value > high):
-        lb, rb = ("(" if open_low else "["), (")" if open_high else "]")
-        raise ValueError(f"{name} must be in {lb}{low}, {high}{rb}, got {value}")
+        raise ValueError(f"{name} must be {_interval(low, high, open_low, open_high)}, got {value}")
     return float(value)
+
+
+def _interval(low: float, high: float, open_low: bool, open_high: bool) -> str:
+    """How an interval reads in a message: "in [0.0, 1.0)", "> 0.0", "<= 5.0".
+
+    >>> _interval(0.0, math.inf, True, False), _interval(0.0, 1.0, False, True)
+    ('a number > 0.0', 'in [0.0, 1.0)')
+    """
+    if math.isinf(high):
+        return f"a number {'>' if open_low else '>='} {low}"
+    if math.isinf(low):
+        return f"a number {'<' if open_high else '<='} {high}"
+    return f"in {'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
 
 
 def check_rho(rho: Any, full_information: bool) -> float:
@@ -317,12 +329,10 @@ class Options:
 
 
 def _satisfies(name: str, value: Any, constraint: Any) -> str | None:
-    """None if ``value`` meets ``constraint`` (None, a type, "callable", Interval, Options),
+    """None if ``value`` meets ``constraint`` (None, a type, Interval, Options, HasMethods),
     else the reason it does not."""
     if constraint is None:
         return None if value is None else "not None"
-    if constraint == "callable":
-        return None if callable(value) else "not callable"
     if isinstance(constraint, type):
         return None if isinstance(value, constraint) else f"not a {constraint.__name__}"
     try:
@@ -351,6 +361,5 @@ def validate_params(params: Mapping[str, Any], constraints: Mapping[str, Sequenc
         reasons = [_satisfies(name, params[name], c) for c in allowed]
         if None in reasons:
             continue
-        messages = [r for r in reasons if r and r.startswith(name)]
-        raise ValueError(messages[0] if len(messages) == 1 else
+        raise ValueError(reasons[0] if len(reasons) == 1 else
                          f"{name} = {params[name]!r} is invalid: {'; '.join(map(str, reasons))}")

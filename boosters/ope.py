@@ -56,6 +56,7 @@ __all__ = [
     "ESTIMATORS",
     "Difference",
     "Estimate",
+    "check_level",
     "clipped_ips",
     "cross_fitted_predictions",
     "direct_method",
@@ -111,7 +112,8 @@ def _finite(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _check_level(level: float) -> float:
+def check_level(level: float) -> float:
+    """``level`` as a float in (0, 1) (a confidence level), else a ValueError."""
     if (
         isinstance(level, bool)
         or not isinstance(level, numbers.Real)
@@ -175,7 +177,7 @@ def ips(
     level: float = 0.95,
 ) -> Estimate:
     """Inverse propensity scoring: mean_i r_i pi(a_i|x_i) / p_i (Eq. 6 with the sign flipped)."""
-    level = _check_level(level)
+    level = check_level(level)
     a, p, r, target = _check(actions, propensities, rewards, target)
     terms = _weights(a, p, target) * r
     return _interval(float(terms.mean()), terms, level)
@@ -198,7 +200,7 @@ def clipped_ips(
         or not clip > 0
     ):
         raise ValueError(f"clip must be a number > 0, got {clip!r}")
-    level = _check_level(level)
+    level = check_level(level)
     a, p, r, target = _check(actions, propensities, rewards, target)
     terms = np.minimum(_weights(a, p, target), clip) * r
     return _interval(float(terms.mean()), terms, level)
@@ -216,7 +218,7 @@ def snips(
 
     The linearisation of the ratio gives per-event terms w_i (r_i - V) / mean(w).
     """
-    level = _check_level(level)
+    level = check_level(level)
     a, p, r, target = _check(actions, propensities, rewards, target)
     w = _weights(a, p, target)
     total = w.sum()
@@ -241,7 +243,7 @@ def direct_method(
 
     The interval covers only the sampling variance over contexts, not the model's bias.
     """
-    level = _check_level(level)
+    level = check_level(level)
     a, p, r, target = _check(actions, propensities, rewards, target)
     q = _check_predictions(reward_predictions, target.shape)
     terms = np.einsum("ij,ij->i", target, q)
@@ -258,7 +260,7 @@ def doubly_robust(
     level: float = 0.95,
 ) -> Estimate:
     """Doubly robust: DM + mean_i w_i (r_i - rhat(x_i, a_i)); unbiased if p is correct."""
-    level = _check_level(level)
+    level = check_level(level)
     a, p, r, target = _check(actions, propensities, rewards, target)
     q = _check_predictions(reward_predictions, target.shape)
     rows = np.arange(a.shape[0])
@@ -306,7 +308,7 @@ def estimate_all(
     unknown = [name for name in estimators if name not in ESTIMATORS]
     if unknown:
         raise ValueError(f"unknown estimator {unknown[0]!r}; choose from {', '.join(ESTIMATORS)}")
-    level = _check_level(level)
+    level = check_level(level)
     a, p, r, target = _check(actions, propensities, rewards, target)
     if reward_predictions is None and any(name in _MODEL_BASED for name in estimators):
         raise ValueError("dm and dr need reward_predictions")
@@ -451,7 +453,7 @@ def paired_difference(
     >>> d.positive, d.level
     (True, 0.9)
     """
-    level = _check_level(level)
+    level = check_level(level)
     if estimator not in DIFFERENCE_ESTIMATORS:
         raise ValueError(
             f"estimator must be one of {', '.join(DIFFERENCE_ESTIMATORS)}, got {estimator!r}"

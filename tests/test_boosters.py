@@ -4,7 +4,7 @@ Algorithm 1 and App. B.3; the twins as in the authors' code).
 
 Pickling, seeds, delayed feedback and the full-information refusal are checked on every
 registered booster in tests/test_booster_protocol.py. The stream here is the bundled Car
-dataset (service/data/car.csv), shuffled with a fixed seed.
+dataset (service/sim/data/car.csv), shuffled with a fixed seed.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ and its baseline, medians reported:
    repeat, see the numbers), in both modes (rejection sampling: decide on every event, learn on
    the ~10% that match; weighted, forced: decide and learn on every event); baseline = the same
    booster's decide/learn calls on the same contexts held in memory (no parsing, no bookkeeping);
-4. **import / export through Redis** (:func:`service.formats.import_events` /
-   :func:`~service.formats.export_events`) on a prefix of ``--io-events`` events (default
+4. **import / export through Redis** (:func:`service.eventlog.transfer.import_events` /
+   :func:`~service.eventlog.transfer.export_events`) on a prefix of ``--io-events`` events (default
    200,000), against a ``redis-server`` the script starts on a free loopback port in a temporary
    directory (no persistence); baselines: the parse floor on the same lines (import validates
    every line, then parses it again to write it) and a bare XRANGE page loop over the same stream

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from boosters.exploration import complete_probabilities
+from boosters.ope import check_level
 from service.formats.dsjson import multi_ids
 from service.formats.fields import PROB_TOL, check_reward_map, reward_rule
 from service.formats.obp import ACTION_COLUMNS, pick_column
@@ -335,5 +336,4 @@ def check_common(limit: int | None, level: float) -> None:
     """ValueError for a bad ``limit`` or interval ``level``."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be an integer >= 1, got {limit!r}")
-    if isinstance(level, bool) or not isinstance(level, int | float) or not 0.0 < level < 1.0:
-        raise ValueError(f"level must be a number in (0, 1), got {level!r}")
+    check_level(level)
