@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import resource
@@ -295,12 +296,14 @@ def rows(case: str, a: dict, r: dict) -> list[str]:
             f"| | {r['repeats']} |"]
 
 
-def report(results: list[tuple[str, dict, dict]], command: str, elapsed: float) -> str:
+def report(results: list[tuple[str, dict, dict]], command: str, elapsed: float,
+           load: tuple[float, float] = (math.nan, math.nan)) -> str:
     lines = [
         "## Size limits: what the bounds of `boosters._params` guard against",
         "",
         f"Command: `{command}` ({elapsed / 60:.1f} min). Machine: {os.cpu_count()} cores shared "
-        "with other jobs (noisy), 24 GiB, "
+        f"with other jobs (noisy: 1-minute load average {load[0]:.1f} at the start, "
+        f"{load[1]:.1f} at the end), 24 GiB, "
         f"{platform.python_implementation()} {platform.python_version()}, {platform.machine()}. "
         "Each case in a fresh process; memory is peak RSS growth above the RSS before the step "
         "(RSS), tracemalloc's peak over one decision (tracemalloc), or the pickle's length. "
@@ -326,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(CASES[args.child[0]](**json.loads(args.child[1]))))
         return 0
-    start = time.perf_counter()
+    start, load_start = time.perf_counter(), os.getloadavg()[0]
     results = []
     for case, kwargs in plan(args.quick):
         if args.only and case not in args.only:
@@ -336,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append((case, kwargs, result))
     command = "python -m benchmarks.speed.size_limits" + (" --quick" if args.quick else "")
     text = report(results, command + (" --results" if args.results else ""),
-                  time.perf_counter() - start)
+                  time.perf_counter() - start, (load_start, os.getloadavg()[0]))
     print(text)
     if args.results:
         replace_block("size-limits", text)
