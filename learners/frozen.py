@@ -206,10 +206,10 @@ def dumps_serving(obj: Any, protocol: int = 5) -> bytes:
 def release(obj: Any) -> int:
     """Empty the frozen trees reachable from ``obj`` one at a time; returns how many it emptied.
 
-    Dropping the last reference to a booster frees all of its trees in one cascade of
-    deallocations that no other thread can interrupt (benchmarks/RESULTS.md has the cost).
-    Emptying the trees one by one from Python code lets other threads run in between, a tree's
-    work at a time. Only for a booster nothing uses any more: its
+    Dropping the last reference to a booster frees all of its trees in one cascade of deallocations
+    that no other thread can interrupt (benchmarks/RESULTS.md, "Size limits", has the cost).
+    Emptying the trees one by one from Python code lets other threads run in between, a tree's work
+    at a time. Only for a booster nothing uses any more: its
     frozen trees predict nothing afterwards. Lists, tuples, dicts and instance attributes are
     followed; anything else is left to reference counting.
 
