@@ -209,9 +209,9 @@ def release(obj: Any) -> int:
     Dropping the last reference to a booster frees all of its trees in one cascade of deallocations
     that no other thread can interrupt (benchmarks/RESULTS.md, "Size limits", has the cost).
     Emptying the trees one by one from Python code lets other threads run in between, a tree's work
-    at a time. Only for a booster nothing uses any more: its
-    frozen trees predict nothing afterwards. Lists, tuples, dicts and instance attributes are
-    followed; anything else is left to reference counting.
+    at a time. Only for a booster nothing uses any more: its frozen trees predict nothing
+    afterwards. Lists, tuples, dicts and instance attributes are followed; anything else is left to
+    reference counting.
 
     >>> from learners.hoeffding import make_vfdt
     >>> tree = make_vfdt(5.0, 0.1, 0.05)
