@@ -4,6 +4,7 @@ properties they share with every booster are in tests/test_booster_protocol.py).
 from __future__ import annotations
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -96,6 +97,15 @@ def test_egreedy_tree_label_trains_every_action():
     booster.learn_one(x, Decision(2, np.full(3, 1 / 3)), label=2)
     np.testing.assert_allclose(booster.scores(x), [0.0, 1 / 3, 2 / 3])
     assert booster.decide_one(x).probabilities.tolist() == [0.0, 0.0, 1.0]
+
+
+def test_egreedy_tree_pickled_with_the_old_classifier_tree_is_refused():
+    booster = EpsilonGreedyTree(3, seed=0)
+    assert pickle.loads(pickle.dumps(booster)).trees == {}
+    old = EpsilonGreedyTree.__new__(EpsilonGreedyTree)
+    old.__dict__.update({k: v for k, v in vars(booster).items() if k != "trees"}, tree=None)
+    with pytest.raises(TypeError, match="rebuild the model from its events"):
+        pickle.loads(pickle.dumps(old))
 
 
 # --- RiverPolicy ----------------------------------------------------------------------------

@@ -176,6 +176,14 @@ class EpsilonGreedyTree(OnlineBooster):
         #: action -> its reward tree, built when the action first learns
         self.trees: dict[int, tree.HoeffdingTreeRegressor] = {}
 
+    def __setstate__(self, state: dict) -> None:
+        if "trees" not in state:  # pickled with one classifier tree (before issue 15)
+            raise TypeError(
+                "this egreedy_tree was pickled with the classifier tree it had before issue 15; "
+                "its state cannot become reward trees: rebuild the model from its events"
+            )
+        self.__dict__.update(state)
+
     def _tree(self, action: int) -> tree.HoeffdingTreeRegressor:
         """Action ``action``'s reward tree (built on first use)."""
         model = self.trees.get(action)
