@@ -52,7 +52,7 @@ def _rbf_stream(n_classes: int, rounds: int, seed: int) -> list[tuple[dict, int]
 def test_egreedy_tree_learns_from_numeric_features():
     """Issue 15: the importance-weighted classifier tree it replaced (River's grace period 200,
     delta 1e-7, majority-class leaves) stayed below the majority rate here (0.31-0.33 on the
-    last quarter for seeds 0-2); the per-action reward trees reach 0.56-0.57."""
+    last quarter for seeds 0-2); the per-action reward trees reach 0.55-0.57."""
     stream = _rbf_stream(4, 3000, seed=7)
     labels = np.array([y for _, y in stream])
     majority = np.bincount(labels).max() / labels.size  # 0.34; chance is 0.25
