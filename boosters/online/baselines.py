@@ -10,12 +10,11 @@ import numbers
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from river import bandit, proba
+from river import bandit, proba, tree
 
 from boosters._params import check_int, check_real
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
 from boosters.exploration import check_allowed, mask_scores
-from learners.hoeffding import make_vfdt
 
 __all__ = ["UniformPolicy", "EpsilonGreedyTree", "RiverPolicy"]
 
@@ -106,20 +105,20 @@ class UniformPolicy(OnlineBooster):
 
 
 class EpsilonGreedyTree(OnlineBooster):
-    """Epsilon-greedy over one Hoeffding tree trained on importance-weighted rewards.
+    """Epsilon-greedy over one Hoeffding tree regressor of the reward per action.
 
-    The tree (``river.tree.HoeffdingTreeClassifier``, majority-class leaves) learns the
-    importance-weighted classification reduction: a reward ``r`` on the played action ``a`` drawn
-    with propensity ``p`` trains ``(x, a)`` with weight ``r / p`` (nothing when ``r == 0``), since
-    ``argmax_a E[r/p 1{played a} | x] = argmax_a E[r | x, a]``. The real-valued reward is used (no
-    rounding); a true label trains ``(x, label)`` with weight 1.
+    Action ``a``'s tree (``river.tree.HoeffdingTreeRegressor``, mean leaves) learns the rewards
+    of the rounds ``a`` was played, so it estimates ``E[r | x, a]`` (the direct method). There
+    are no importance weights: the action is chosen from ``x`` and the past only, so among the
+    rounds ``a`` was played the reward given ``x`` still has mean ``E[r | x, a]``; dividing by the
+    propensity would only add variance. A true label trains every action's tree (reward 1 for
+    the label, 0 for the others). A tree is built the first time its action learns.
 
-    Deciding: the greedy set is the argmax of the tree's ``predict_proba_one`` (actions the tree
-    never saw score 0, so an untrained tree ties everywhere). Every action gets ``epsilon / k`` and
-    the greedy set shares ``1 - epsilon``; with a single greedy action it gets
-    ``1 - epsilon + epsilon / k``. Spreading the greedy mass over ties is exactly breaking ties
-    uniformly at random, marginalised, so the logged propensity is the exact probability the
-    action was drawn with. The action is drawn from that vector with the seeded generator.
+    Deciding: the greedy set is the argmax of the predicted rewards (an action that never
+    learned scores 0, so an untrained policy ties everywhere). Every action gets ``epsilon / k``
+    and the greedy set shares ``1 - epsilon``; spreading the greedy mass over ties is exactly
+    breaking ties uniformly at random, marginalised, so the logged propensity is the exact
+    probability the action was drawn with. The action is drawn with the seeded generator.
 
     Parameters
     ----------
@@ -128,10 +127,14 @@ class EpsilonGreedyTree(OnlineBooster):
     epsilon
         Exploration rate in [0, 1].
     seed
-        Seed of the numpy generator that makes every random choice.
-    grace_period, delta, tau, nominal_attributes, fast_trees
-        Passed to :func:`learners.hoeffding.make_vfdt` (River's Hoeffding tree; ``fast_trees``
-        selects the array leaves, the same trees).
+        Seed of the numpy generator that makes every random choice (the trees have none).
+    grace_period, delta, tau
+        Each tree's grace period (rewards seen at a leaf between split attempts), split
+        confidence and tie threshold. The defaults (50, 0.01, 0.05) let a tree split within a
+        few hundred plays of its action; River's 200 and 1e-7 kept the trees at one leaf for
+        most of a 10,000-round stream (docs/boosters.md).
+    nominal_attributes
+        Feature names to treat as nominal (strings are nominal anyway).
 
     >>> policy = EpsilonGreedyTree(n_actions=3, epsilon=0.3, seed=0)
     >>> d = policy.decide_one({"f": 1.0})
@@ -148,21 +151,14 @@ class EpsilonGreedyTree(OnlineBooster):
         n_actions: int,
         epsilon: float = 0.1,
         seed: int | None = None,
-        grace_period: int = 200,
-        delta: float = 1e-7,
+        grace_period: int = 50,
+        delta: float = 0.01,
         tau: float = 0.05,
         nominal_attributes: list[str] | None = None,
-        fast_trees: bool = True,
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.epsilon = check_real("epsilon", epsilon, 0.0, 1.0)
-        if (
-            isinstance(grace_period, bool)
-            or not isinstance(grace_period, int | np.integer)
-            or grace_period < 1
-        ):
-            raise ValueError(f"grace_period must be an integer >= 1, got {grace_period!r}")
-        self.grace_period = int(grace_period)
+        self.grace_period = check_int("grace_period", grace_period, 1)
         self.delta = check_real("delta", delta, 0.0, 1.0)
         if not 0.0 < self.delta < 1.0:
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")
@@ -177,16 +173,35 @@ class EpsilonGreedyTree(OnlineBooster):
         self.nominal_attributes = nominal_attributes
         self.seed = seed
         self._rng = np.random.default_rng(seed)
-        self.fast_trees = bool(fast_trees)
-        self.tree = make_vfdt(
-            self.grace_period, self.delta, self.tau, nominal_attributes, self.fast_trees
-        )
+        #: action -> its reward tree, built when the action first learns
+        self.trees: dict[int, tree.HoeffdingTreeRegressor] = {}
+
+    def __setstate__(self, state: dict) -> None:
+        if "trees" not in state:  # pickled with one classifier tree (before issue 15)
+            raise TypeError(
+                "this egreedy_tree was pickled with the classifier tree it had before issue 15; "
+                "its state cannot become reward trees: rebuild the model from its events"
+            )
+        self.__dict__.update(state)
+
+    def _tree(self, action: int) -> tree.HoeffdingTreeRegressor:
+        """Action ``action``'s reward tree (built on first use)."""
+        model = self.trees.get(action)
+        if model is None:
+            model = self.trees[action] = tree.HoeffdingTreeRegressor(
+                grace_period=self.grace_period,
+                delta=self.delta,
+                tau=self.tau,
+                leaf_prediction="mean",
+                nominal_attributes=self.nominal_attributes,
+            )
+        return model
 
     def scores(self, x: dict) -> np.ndarray:
-        """The tree's class probabilities as a length-k vector (unseen actions score 0)."""
+        """The predicted rewards as a length-k vector (actions that never learned score 0)."""
         scores = np.zeros(self.n_actions)
-        for action, p in self.tree.predict_proba_one(x).items():
-            scores[action] = p
+        for action, model in self.trees.items():
+            scores[action] = model.predict_one(x)
         return scores
 
     def decide_one(
@@ -206,12 +221,13 @@ class EpsilonGreedyTree(OnlineBooster):
         self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
     ) -> None:
         check_context(x)
-        propensity = _played_propensity(decision, self.n_actions)
+        _played_propensity(decision, self.n_actions)
         r, known = validate_feedback(decision, reward, label, self.n_actions)
-        if known is not None:
-            self.tree.learn_one(x, known, w=1.0)
-        elif r > 0.0:
-            self.tree.learn_one(x, decision.action, w=r / propensity)
+        if known is None:
+            self._tree(int(decision.action)).learn_one(x, r)
+            return
+        for action in range(self.n_actions):
+            self._tree(action).learn_one(x, float(action == known))
 
 
 class RiverPolicy(OnlineBooster):
