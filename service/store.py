@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import pickle
 import threading
 import time
 from collections.abc import Callable
@@ -38,9 +39,9 @@ def restore(
     ``on_event`` is called after each replayed event (a learner renews its lease there).
     """
     snap = log_.load_snapshot(config.name, serving=serving)
-    if snap is not None and snap["uid"] == config.uid and snap["blob"] is not None:
-        model = ServedModel(config, snapshots.loads(snap["blob"]), snap["version"],
-                            snap["joined_id"])
+    booster = _stored_booster(config, snap)
+    if booster is not None:
+        model = ServedModel(config, booster, snap["version"], snap["joined_id"])
         # a published serving copy is not a snapshot: report the snapshot it builds on
         model.snapshot_version = snap.get("snapshot_version", snap["version"])
         model.snapshot_time = snap.get("snapshot_ts", snap["ts"])
@@ -55,6 +56,21 @@ def restore(
             if on_event is not None:
                 on_event()
     return model
+
+
+def _stored_booster(config: ModelConfig, snap: dict | None) -> Any | None:
+    """The booster of the model's stored snapshot, or None: no snapshot of this model, or one
+    this version cannot load (a class whose stored state changed meaning); the model is then
+    rebuilt from the joined events the log still holds, with a warning."""
+    if snap is None or snap["uid"] != config.uid or snap["blob"] is None:
+        return None
+    try:
+        return snapshots.loads(snap["blob"])
+    except (TypeError, AttributeError, ImportError, pickle.UnpicklingError) as exc:
+        log.warning("%s: snapshot v%s cannot be loaded by this version (%s); rebuilding the "
+                    "model from the joined events the log still holds", config.name,
+                    snap["version"], exc)
+        return None
 
 
 def save_snapshot(

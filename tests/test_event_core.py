@@ -7,6 +7,7 @@ API and learner processes, SIGSTOP, kill -9, a dropping proxy) are in tests/test
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 from collections.abc import Iterator
@@ -452,3 +453,32 @@ def test_an_initial_snapshot_never_replaces_a_stored_one(log: EventLog) -> None:
     loser_config = ModelConfig(name="m", booster="uniform", actions=ACTIONS, params={"seed": 1})
     save_snapshot(log, ServedModel(loser_config, loser_config.build()))
     assert log.snapshot_meta("m") == (0, winner.config.uid)
+
+
+def test_a_snapshot_this_version_cannot_load_is_rebuilt_from_the_log(log: EventLog, caplog):
+    """A stored snapshot whose class changed meaning (here an egreedy_tree pickled with the one
+    classifier tree of earlier versions) does not stop a restore: the model is rebuilt from the
+    joined events the log still holds, with a warning naming the model."""
+    from boosters.online.baselines import EpsilonGreedyTree
+
+    config = ModelConfig(name="old", booster="egreedy_tree", actions=ACTIONS,
+                         params={"seed": 1}, reward_wait_seconds=0.5, default_reward=0.0)
+    model = ServedModel(config, config.build())
+    old = EpsilonGreedyTree.__new__(EpsilonGreedyTree)
+    old.__dict__.update({k: v for k, v in vars(model.booster).items() if k != "trees"})
+    with pytest.raises(TypeError):
+        pickle.loads(pickle.dumps(old))
+    log.save_snapshot(config, pickle.dumps(old), b"", 0, "0-0", None)
+    assert log.add_config(config)
+    learner = learner_for(log)
+    run_steps(learner, 1)
+    for i in range(30):
+        event_id = decide_and_log(log, model, i)
+        log.append_feedback("old", event_id, {"EventId": event_id, "ts": time.time(),
+                                              "reward": float(i % 3 == 0), "label": None})
+    with caplog.at_level("WARNING", logger="boostbandit.store"):
+        run_steps(learner, 3)
+        rebuilt = restore(log, config)
+    assert "old: snapshot v0 cannot be loaded" in caplog.text
+    assert rebuilt.version == 30 and rebuilt.booster.trees
+    assert same_decisions(rebuilt, fold(log, config))

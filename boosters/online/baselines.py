@@ -177,10 +177,10 @@ class EpsilonGreedyTree(OnlineBooster):
         self.trees: dict[int, tree.HoeffdingTreeRegressor] = {}
 
     def __setstate__(self, state: dict) -> None:
-        if "trees" not in state:  # pickled with one classifier tree (before issue 15)
+        if "trees" not in state:  # pickled with the one classifier tree of earlier versions
             raise TypeError(
-                "this egreedy_tree was pickled with the classifier tree it had before issue 15; "
-                "its state cannot become reward trees: rebuild the model from its events"
+                "this egreedy_tree was pickled by an earlier version (one classifier tree); its "
+                "state cannot become reward trees: rebuild the model from its events"
             )
         self.__dict__.update(state)
 
