@@ -25,8 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 __all__ = [
     "MAX_ACTIONS",
     "MAX_BBM_LEARNERS",
@@ -266,6 +264,8 @@ def check_logged(actions: Any, propensities: Any, rewards: Any, n: int, n_action
     ...
     ValueError: actions must be integers in [0, 2), got int64 values
     """
+    import numpy as np  # here, not at the top: the CLI's start-up imports this module
+
     a = np.asarray(actions)
     p = np.asarray(propensities, dtype=np.float64)
     r = np.asarray(rewards, dtype=np.float64)
