@@ -12,6 +12,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from benchmarks.paper.quality.run import row_key
 from benchmarks.stats import median
 
 __all__ = ["columns_of", "report"]
@@ -20,7 +21,16 @@ ORDER = ["adabandit", "banditbbm", "oco", "egreedy_tree"]
 
 
 def load_rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The JSON lines of ``path``; of a cell that ran twice (overlapping runs), the first."""
+    rows, seen = [], set()
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            key = row_key(row)
+            if key not in seen:
+                seen.add(key)
+                rows.append(row)
+    return rows
 
 
 def columns_of(rows: list[dict]) -> list[str]:
@@ -66,8 +76,7 @@ def protocol_table(rows: list[dict], protocol: str, columns: list[str]) -> list[
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for stream in streams:
         some = next(r for (s, _), rs in cells.items() if s == stream for r in rs)
-        n_max = max(len({r["seed"] for r in cells[(stream, c)]}) for c in columns if c != "vw")
-        n_max = max(n_max, 1)
+        n_max = max((len(cells[(stream, c)]) for c in columns if c != "vw"), default=1)
         out = [f"{stream} ({some['n_actions']}, {some['rounds']})", f"{some['majority']:.3f}"]
         for column in columns:
             if column == "vw":

@@ -27,9 +27,16 @@ from boosters.registry import make_booster
 from service.progress import bar
 from service.sim.loop import simulate
 
-__all__ = ["Cell", "done_keys", "run_cell", "run_cells"]
+__all__ = ["Cell", "done_keys", "row_key", "run_cell", "run_cells"]
 
 PROTOCOLS = ("duplicated", "plain")
+#: the fields that name a cell in a JSON line
+KEY_FIELDS = ("stream", "protocol", "seed", "method", "label", "max_rows")
+
+
+def row_key(row: dict) -> tuple:
+    """The cell a JSON line measured (as :meth:`Cell.key`)."""
+    return tuple(row[k] for k in KEY_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -105,10 +112,7 @@ def done_keys(path: Path) -> set[tuple]:
     keys = set()
     for line in path.read_text().splitlines():
         if line.strip():
-            r = json.loads(line)
-            keys.add(
-                (r["stream"], r["protocol"], r["seed"], r["method"], r["label"], r["max_rows"])
-            )
+            keys.add(row_key(json.loads(line)))
     return keys
 
 
