@@ -69,8 +69,7 @@ def protocol_table(rows: list[dict], protocol: str, columns: list[str]) -> list[
     cells = defaultdict(list)
     for r in rows:
         if r["protocol"] == protocol:
-            column = "vw" if r["method"] == "vw" else f"{r['method']}:{r['label']}"
-            cells[(r["stream"], column)].append(r)
+            cells[(r["stream"], _column(r))].append(r)
     streams = sorted({s for s, _ in cells}, key=lambda s: [r["stream"] for r in rows].index(s))
     header = ["stream (k, rounds)", "majority", *[c.replace(":", " ") for c in columns]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -91,31 +90,28 @@ def protocol_table(rows: list[dict], protocol: str, columns: list[str]) -> list[
 def speed_line(rows: list[dict], columns: list[str]) -> str:
     parts = []
     for column in columns:
-        picked = [
-            r["rounds_per_second"]
-            for r in rows
-            if ("vw" if r["method"] == "vw" else f"{r['method']}:{r['label']}") == column
-        ]
+        picked = [r["rounds_per_second"] for r in rows if _column(r) == column]
         if picked:
             parts.append(f"{column.replace(':', ' ')} {median(picked):,.0f}")
     return "Rounds per second, median over all its cells: " + "; ".join(parts) + "."
 
 
 def missing(rows: list[dict], columns: list[str]) -> list[str]:
-    """``stream/protocol: columns`` with no cell, for the note under the tables."""
-    pairs = {(r["stream"], r["protocol"]) for r in rows}
-    have = {
-        (r["stream"], r["protocol"], "vw" if r["method"] == "vw" else f"{r['method']}:{r['label']}")
-        for r in rows
-    }
+    """``column: stream/protocol, ...`` for the cells with no run, for the note under the tables."""
+    pairs = sorted({(r["stream"], r["protocol"]) for r in rows})
+    have = {(r["stream"], r["protocol"], _column(r)) for r in rows}
     out = []
-    for stream, protocol in sorted(pairs):
-        lacking = [
-            c for c in columns if (stream, protocol, c) not in have and not c.endswith(":paper")
-        ]
+    for column in columns:
+        if column.endswith(":paper"):
+            continue
+        lacking = [f"{s}/{p}" for s, p in pairs if (s, p, column) not in have]
         if lacking:
-            out.append(f"{stream}/{protocol}: {', '.join(c.replace(':', ' ') for c in lacking)}")
+            out.append(f"{column.replace(':', ' ')}: {', '.join(lacking)}")
     return out
+
+
+def _column(row: dict) -> str:
+    return "vw" if row["method"] == "vw" else f"{row['method']}:{row['label']}"
 
 
 def report(path: Path, intro: str = "") -> str:
