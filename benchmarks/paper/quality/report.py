@@ -3,7 +3,8 @@
 A cell reads ``last-20% / whole-stream`` accuracy of the played action (medians over the seeds
 that ran; ``(n)`` after it when fewer seeds ran than for the stream's most complete column, a
 dash when none). The VW column is the best configuration of the grid per stream and protocol
-(the highest median last-20% accuracy), its name beside it.
+(the highest median last-20% accuracy), its name beside it; ``VW eps0.1`` is VW with the
+boosters' default exploration rate (rho = 0.1), whatever won.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from benchmarks.stats import median
 __all__ = ["columns_of", "report"]
 
 ORDER = ["adabandit", "banditbbm", "oco", "egreedy_tree"]
+#: the VW configuration also shown on its own: the exploration rate of the boosters' default rho
+VW_FIXED = "eps0.1"
 
 
 def load_rows(path: Path) -> list[dict]:
@@ -71,8 +74,11 @@ def protocol_table(rows: list[dict], protocol: str, columns: list[str]) -> list[
         if r["protocol"] == protocol:
             cells[(r["stream"], _column(r))].append(r)
     streams = sorted({s for s, _ in cells}, key=lambda s: [r["stream"] for r in rows].index(s))
-    header = ["stream (k, rounds)", "majority", *[c.replace(":", " ") for c in columns]]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    names = [
+        f"VW best of grid | VW {VW_FIXED}" if c == "vw" else c.replace(":", " ") for c in columns
+    ]
+    header = ["stream (k, rounds)", "majority", *names]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * (len(header) + ("vw" in columns))]
     for stream in streams:
         some = next(r for (s, _), rs in cells.items() if s == stream for r in rs)
         n_max = max((len(cells[(stream, c)]) for c in columns if c != "vw"), default=1)
@@ -81,6 +87,8 @@ def protocol_table(rows: list[dict], protocol: str, columns: list[str]) -> list[
             if column == "vw":
                 config, best = _vw_best(cells[(stream, "vw")])
                 out.append(f"{_fmt(best, len(best))} {config}" if best else "–")
+                fixed = [r for r in cells[(stream, "vw")] if r["label"] == VW_FIXED]
+                out.append(_fmt(fixed, len(fixed)))
             else:
                 out.append(_fmt(cells[(stream, column)], n_max))
         lines.append("| " + " | ".join(out) + " |")
