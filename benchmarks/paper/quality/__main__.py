@@ -74,13 +74,14 @@ def cells_of(args: argparse.Namespace) -> list[Cell]:
         columns += [(b, "paper", {}) for b in args.boosters]
     if args.vw is not None:
         columns += [("vw", config, {}) for config in (args.vw or GRID)]
-    return [
+    cells = [
         Cell(stream, protocol, seed, method, label, args.max_rows, args.max_dup, extra)
         for seed in args.seeds
         for method, label, extra in columns
         for stream in args.streams
         for protocol in args.protocols
     ]
+    return list({cell.key(): cell for cell in cells}.values())  # each cell once
 
 
 def main(argv: list[str] | None = None) -> None:
