@@ -1,0 +1,137 @@
+"""The RESULTS.md block of the quality benchmark: per protocol, stream x column, medians over seeds.
+
+A cell reads ``last-20% / whole-stream`` accuracy of the played action (medians over the seeds
+that ran; ``(n)`` after it when fewer seeds ran than for the stream's most complete column, a
+dash when none). The VW column is the best configuration of the grid per stream and protocol
+(the highest median last-20% accuracy), its name beside it; ``VW eps0.1`` is VW with the
+boosters' default exploration rate (rho = 0.1), whatever won.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from benchmarks.paper.quality.run import row_key
+from benchmarks.stats import median
+
+__all__ = ["columns_of", "report"]
+
+ORDER = ["adabandit", "banditbbm", "oco", "egreedy_tree"]
+#: the VW configuration also shown on its own: the exploration rate of the boosters' default rho
+VW_FIXED = "eps0.1"
+
+
+def load_rows(path: Path) -> list[dict]:
+    """The JSON lines of ``path``; of a cell that ran twice (overlapping runs), the first."""
+    rows, seen = [], set()
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            key = row_key(row)
+            if key not in seen:
+                seen.add(key)
+                rows.append(row)
+    return rows
+
+
+def columns_of(rows: list[dict]) -> list[str]:
+    """Booster columns ``method:label`` in a stable order, then ``vw``."""
+    names = {f"{r['method']}:{r['label']}" for r in rows if r["method"] != "vw"}
+
+    def rank(name: str) -> tuple:
+        method, label = name.split(":", 1)
+        order = ORDER.index(method) if method in ORDER else len(ORDER)
+        return (label != "default", label != "paper", label, order, method)
+
+    return sorted(names, key=rank) + (["vw"] if any(r["method"] == "vw" for r in rows) else [])
+
+
+def _fmt(values: list[dict], n_max: int) -> str:
+    if not values:
+        return "–"
+    last = median(v["last20_accuracy"] for v in values)
+    whole = median(v["accuracy"] for v in values)
+    more = f" ({len(values)})" if len(values) < n_max else ""
+    return f"{last:.3f} / {whole:.3f}{more}"
+
+
+def _vw_best(rows: list[dict]) -> tuple[str, list[dict]]:
+    by_config = defaultdict(list)
+    for r in rows:
+        by_config[r["label"]].append(r)
+    if not by_config:
+        return "", []
+    best = max(by_config, key=lambda c: (median(r["last20_accuracy"] for r in by_config[c]), c))
+    return best, by_config[best]
+
+
+def protocol_table(rows: list[dict], protocol: str, columns: list[str]) -> list[str]:
+    """The markdown table of one protocol."""
+    cells = defaultdict(list)
+    for r in rows:
+        if r["protocol"] == protocol:
+            cells[(r["stream"], _column(r))].append(r)
+    streams = sorted({s for s, _ in cells}, key=lambda s: [r["stream"] for r in rows].index(s))
+    names = [
+        f"VW best of grid | VW {VW_FIXED}" if c == "vw" else c.replace(":", " ") for c in columns
+    ]
+    header = ["stream (k, rounds)", "majority", *names]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * (len(header) + ("vw" in columns))]
+    for stream in streams:
+        some = next(r for (s, _), rs in cells.items() if s == stream for r in rs)
+        n_max = max((len(cells[(stream, c)]) for c in columns if c != "vw"), default=1)
+        out = [f"{stream} ({some['n_actions']}, {some['rounds']})", f"{some['majority']:.3f}"]
+        for column in columns:
+            if column == "vw":
+                config, best = _vw_best(cells[(stream, "vw")])
+                out.append(f"{_fmt(best, len(best))} {config}" if best else "–")
+                fixed = [r for r in cells[(stream, "vw")] if r["label"] == VW_FIXED]
+                out.append(_fmt(fixed, len(fixed)))
+            else:
+                out.append(_fmt(cells[(stream, column)], n_max))
+        lines.append("| " + " | ".join(out) + " |")
+    return lines
+
+
+def speed_line(rows: list[dict], columns: list[str]) -> str:
+    parts = []
+    for column in columns:
+        picked = [r["rounds_per_second"] for r in rows if _column(r) == column]
+        if picked:
+            parts.append(f"{column.replace(':', ' ')} {median(picked):,.0f}")
+    return "Rounds per second, median over all its cells: " + "; ".join(parts) + "."
+
+
+def missing(rows: list[dict], columns: list[str]) -> list[str]:
+    """``column: stream/protocol, ...`` for the cells with no run, for the note under the tables."""
+    pairs = sorted({(r["stream"], r["protocol"]) for r in rows})
+    have = {(r["stream"], r["protocol"], _column(r)) for r in rows}
+    out = []
+    for column in columns:
+        if column.endswith(":paper"):
+            continue
+        lacking = [f"{s}/{p}" for s, p in pairs if (s, p, column) not in have]
+        if lacking:
+            out.append(f"{column.replace(':', ' ')}: {', '.join(lacking)}")
+    return out
+
+
+def _column(row: dict) -> str:
+    return "vw" if row["method"] == "vw" else f"{row['method']}:{row['label']}"
+
+
+def report(path: Path, intro: str = "") -> str:
+    """The markdown body of the block, from the JSON lines at ``path``."""
+    rows = load_rows(path)
+    columns = columns_of(rows)
+    lines = [intro] if intro else []
+    for protocol in ("duplicated", "plain"):
+        if any(r["protocol"] == protocol for r in rows):
+            lines += ["", f"**{protocol}**", "", *protocol_table(rows, protocol, columns)]
+    lines += ["", speed_line(rows, columns)]
+    gaps = missing(rows, columns)
+    if gaps:
+        lines += ["", "Cells not run: " + "; ".join(gaps) + "."]
+    return "\n".join(lines).strip()
