@@ -39,7 +39,8 @@ def test_every_documented_command_names_a_runnable_module() -> None:
     commands = {m for doc in [*documents, *_sources()] for m in COMMAND.findall(doc.read_text())}
     assert len(commands) >= 20  # every entry point is quoted somewhere
     for module in sorted(commands):
-        path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+        path = ROOT.joinpath(*module.split("."))
+        path = path / "__main__.py" if path.is_dir() else path.with_suffix(".py")
         assert path.is_file(), f"`python -m {module}`: no {path.relative_to(ROOT)}"
         assert 'if __name__ == "__main__":' in path.read_text(), f"{module} has no entry point"
 
