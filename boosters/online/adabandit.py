@@ -46,7 +46,12 @@ def logistic_cost_matrices(votes: np.ndarray) -> np.ndarray:
 
 
 class AdaBandit(BoostingTemplate):
-    """Adaptive bandit boosting (Algorithm 3 of Zhang et al. 2019). No edge parameter is needed."""
+    """Adaptive bandit boosting (Algorithm 3 of Zhang et al. 2019). No edge parameter is needed.
+
+    ``loss_clip=None`` is the paper's algorithm. A number ``c >= 1`` clips the estimated loss
+    vector to ``[1 - c, c]`` before the trees, the Hedge and the weights ``alpha`` use it, and
+    the step becomes ``1 / (k c sqrt t)`` (docs/boosters.md, "Many actions").
+    """
 
     def __init__(
         self,
@@ -65,6 +70,7 @@ class AdaBandit(BoostingTemplate):
         estimator: str = "proposed",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
+        loss_clip: float | None = None,
     ):
         super().__init__(
             n_actions,
@@ -80,6 +86,7 @@ class AdaBandit(BoostingTemplate):
             estimator=estimator,
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
+            loss_clip=loss_clip,
         )
         self.ref_code_gradient = bool(ref_code_gradient)
         self.alpha = np.zeros(self.n_learners)
@@ -102,7 +109,11 @@ class AdaBandit(BoostingTemplate):
         return min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), self.n_learners - 1)
 
     def _step_size(self) -> float:
-        return self.rho / (self.n_actions**2 * math.sqrt(self.t))
+        # eq. 11's eta_t = rho / (k^2 sqrt t) = 1 / (k * (k / rho) * sqrt t): k / rho bounds the
+        # estimated losses; with loss_clip, loss_clip bounds them instead
+        if self.loss_clip is None:
+            return self.rho / (self.n_actions**2 * math.sqrt(self.t))
+        return 1.0 / (self.n_actions * self.loss_clip * math.sqrt(self.t))
 
     def _gradients(self, votes, weak, costs, omega_like) -> np.ndarray:
         """d/d alpha^i of the (estimated) logistic loss at the decision-time weights, eq. 11."""
