@@ -356,3 +356,24 @@ def test_loss_clip_is_deterministic_by_seed():
 
     assert trace(3) == trace(3)
     assert trace(3) != trace(4)
+
+
+def test_alpha_min_zero_keeps_weights_nonnegative():
+    """alpha_min=0: the paper's step projected on [0, 2]; a projection that bites on the low end."""
+    k, n, rho = 4, 6, 0.1
+    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=2, alpha_min=0.0)
+    rng = np.random.default_rng(8)
+    floored = 0
+    for _d, _y, a_before, _, a_after, _, grads, t in _run_steps(
+        booster, 60, np.full(n, 0.001), rng
+    ):
+        raw = a_before - rho / (k**2 * math.sqrt(t)) * grads
+        floored += int((raw < 0.0).sum())
+        assert np.array_equal(a_after, np.clip(raw, 0.0, 2.0))
+    assert floored > 0 and (booster.alpha >= 0.0).all()
+    for bad in (0.5, -3.0, "0"):
+        with pytest.raises(ValueError, match="alpha_min"):
+            AdaBandit(3, alpha_min=bad)
+    old = AdaBandit(3, seed=1)
+    del old.__dict__["alpha_min"]  # a model pickled before the option: the paper's -2
+    assert old.alpha_min == -2.0

@@ -40,6 +40,7 @@ VARIANTS = {
     "lclip2": lambda k: {"loss_clip": 2.0},
     "lclipk": lambda k: {"loss_clip": float(k)},
     "clip1": lambda k: {"clip": 1.0},
+    "nonneg": lambda k: {"alpha_min": 0.0},
 }
 
 
@@ -157,14 +158,17 @@ def diagnose(data: Dataset, rho: float, seed: int, variant: str) -> str:
 
 def table(rows: list[dict]) -> str:
     """Mean (min-max over seeds) last-20% and whole accuracy per stream, variant and rho."""
-    cells: dict[tuple, list[dict]] = {}
-    for row in rows:
-        cells.setdefault((row["stream"], row["variant"], row["rho"]), []).append(row)
+    cells: dict[tuple, dict[int, dict]] = {}
+    for row in rows:  # the first run of a seed counts (a repeated run is the same run)
+        cells.setdefault((row["stream"], row["variant"], row["rho"]), {}).setdefault(
+            row["seed"], row
+        )
     lines = [
         "| stream | variant | rho | seeds | last-20% mean (min-max) | whole mean |",
         "|---|---|---|---|---|---|",
     ]
-    for (stream, variant, rho), runs in sorted(cells.items()):
+    for (stream, variant, rho), by_seed in sorted(cells.items()):
+        runs = list(by_seed.values())
         last = [r["last20_accuracy"] for r in runs]
         whole = [r["accuracy"] for r in runs]
         lines.append(

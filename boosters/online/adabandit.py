@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from boosters._params import check_real
 from boosters.online.template import BoostingTemplate
 
 __all__ = ["AdaBandit", "AdaBoostOLM", "logistic_cost_matrices", "logistic_loss"]
@@ -50,8 +51,13 @@ class AdaBandit(BoostingTemplate):
 
     ``loss_clip=None`` is the paper's algorithm. A number ``c >= 1`` clips the estimated loss
     vector to ``[1 - c, c]`` before the trees, the Hedge and the weights ``alpha`` use it, and
-    the step becomes ``1 / (k c sqrt t)`` (docs/boosters.md, "Many actions").
+    the step becomes ``1 / (k c sqrt t)``. ``alpha_min`` is the lower end of the weights'
+    feasible set: the paper's -2, or 0 for weights that never vote against a learner's label
+    (docs/boosters.md, "Many actions").
     """
+
+    #: the paper's feasible set [-2, 2]; also what a model pickled before the option existed reads
+    alpha_min = -2.0
 
     def __init__(
         self,
@@ -71,6 +77,7 @@ class AdaBandit(BoostingTemplate):
         weak_prediction: str | None = None,
         fast_trees: bool = True,
         loss_clip: float | None = None,
+        alpha_min: float = -2.0,
     ):
         super().__init__(
             n_actions,
@@ -89,6 +96,7 @@ class AdaBandit(BoostingTemplate):
             loss_clip=loss_clip,
         )
         self.ref_code_gradient = bool(ref_code_gradient)
+        self.alpha_min = check_real("alpha_min", alpha_min, -2.0, 0.0)
         self.alpha = np.zeros(self.n_learners)
         self.log_v = np.zeros(self.n_learners)  # Hedge weights in log space
         self.t = 0
@@ -131,7 +139,7 @@ class AdaBandit(BoostingTemplate):
     def _update(self, votes, weak, experts, lhat, costs, true_label) -> None:
         self.t += 1
         grads = self._gradients(votes, weak, costs, 1.0 - lhat)
-        np.clip(self.alpha - self._step_size() * grads, -2.0, 2.0, out=self.alpha)
+        np.clip(self.alpha - self._step_size() * grads, self.alpha_min, 2.0, out=self.alpha)
         self.log_v -= lhat[experts]
         self.log_v -= self.log_v.max()
 
