@@ -10,6 +10,7 @@ last-20% and whole-stream accuracy of the played action over the seeds.
 
     python -m benchmarks.paper.many_actions                 # rbf26 (5,000 rows) and digits
     python -m benchmarks.paper.many_actions --quick         # 2,000 rows, one seed
+    python -m benchmarks.paper.many_actions --table         # the table of the runs done
     python -m benchmarks.paper.many_actions --diagnose rbf26 --rhos 0.01 0.1 --seeds 1
 
 ``--diagnose`` runs instrumented boosters (no JSONL) and prints, per fifth of the stream, what the
@@ -189,6 +190,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=str(OUT / "many_actions.jsonl"))
     parser.add_argument("--diagnose", metavar="STREAM", help="instrumented runs, no JSONL")
+    parser.add_argument("--table", action="store_true", help="only the table of the JSONL's runs")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.seeds = 2000, [1]
@@ -214,10 +216,12 @@ def main() -> None:
                     wanted.append((stream, variant, rho, seed, rows))
     key = lambda r: (r["stream"], r["variant"], r["rho"], r["seed"], r["rows"])  # noqa: E731
     done = {key(r) for r in old}
-    jobs = [job for job in wanted if job not in done]
+    jobs = [] if args.table else [job for job in wanted if job not in done]
     print(f"{len(jobs)} runs to do ({len(wanted) - len(jobs)} done)", file=sys.stderr)
     start = time.perf_counter()
-    with mp.Pool(args.jobs, maxtasksperchild=1) as pool, open(args.out, "a") as out:
+    with mp.Pool(max(1, min(args.jobs, len(jobs))), maxtasksperchild=1) as pool, open(
+        args.out, "a"
+    ) as out:
         for row in pool.imap_unordered(run_one, jobs):
             out.write(json.dumps(row) + "\n")
             out.flush()
