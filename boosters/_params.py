@@ -87,7 +87,8 @@ SIZE_PARAMS = frozenset({"n_learners", "grace_period", "nominal_attributes", "mc
 OTHER_PARAMS = frozenset({
     "seed", "rho", "gamma", "epsilon", "delta", "tau", "clip", "weight_scale", "baseline",
     "max_weight", "p_init", "tree_profile", "fixed_trees", "fast_trees", "ref_code_gradient",
-    "reduction_order", "estimator", "weak_prediction", "update", "realizable", "optimizer",
+    "reduction_order", "estimator", "loss_clip", "alpha_min", "weak_prediction", "update",
+    "realizable", "optimizer",
 })
 #: booster parameters that are flags: booleans only
 FLAG_PARAMS = frozenset({"fixed_trees", "fast_trees", "ref_code_gradient", "realizable"})

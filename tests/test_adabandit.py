@@ -298,3 +298,82 @@ def test_adaboost_olm_tree_weights():
     assert weights[0] == 5.0
     for i in range(1, n):
         assert weights[i] == pytest.approx(-kappa[i] * C[i, y, y] / (k - 1))
+
+
+# --- loss_clip: clipped importance weights (docs/boosters.md, "Many actions") --------------------
+
+
+def test_loss_clip_clips_the_estimate_and_sets_the_step():
+    """Every round kind A-D: the loss vector learning uses is eq. 4's clipped to [1 - c, c], the
+    Hedge drops by it and alpha steps by 1 / (k c sqrt t) along the gradient of its omega."""
+    k, n, rho, c = 4, 5, 0.3, 2.5
+    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=7, loss_clip=c)
+    rng = np.random.default_rng(11)
+    cases, clipped = set(), 0
+    for d, y, a_before, lv_before, a_after, lv_after, grads, t in _run_steps(
+        booster, 60, rng.uniform(-1, 1, size=n), rng
+    ):
+        yhat, correct = d.internals["yhat"], d.action == y
+        cases.add((d.action == yhat, correct))
+        raw = loss_estimate(yhat, d.action, correct, d.probabilities)
+        lhat = np.clip(raw, 1.0 - c, c)
+        clipped += int((raw != lhat).any())
+        assert np.array_equal(booster.loss_vector(d, correct), lhat)
+        prev = _prefix_votes(d.internals["weak"], d.internals["alpha"], k)
+        expected = [
+            _fd_alpha_gradient(prev[i], d.internals["weak"][i], a_before[i], 1.0 - lhat)
+            for i in range(n)
+        ]
+        assert np.allclose(grads, expected, rtol=1e-6, atol=1e-6)
+        eta = 1.0 / (k * c * math.sqrt(t))
+        assert np.allclose(a_after, np.clip(a_before - eta * grads, -2.0, 2.0), atol=1e-12)
+        drop = lv_after - (lv_before - lhat[d.internals["experts"]])
+        assert np.allclose(drop, drop[0], atol=1e-9)
+    assert cases == {(True, True), (True, False), (False, True), (False, False)}
+    assert clipped > 0  # 1 / p = (k - 1) / rho = 10 > c in every explored right round
+
+
+def test_loss_clip_default_is_the_paper_and_is_checked():
+    paper, clipped = AdaBandit(3, seed=1), AdaBandit(3, seed=1, loss_clip=5.0)
+    assert paper.loss_clip is None and clipped.loss_clip == 5.0
+    del paper.__dict__["loss_clip"]  # a model pickled before the option: the class default
+    assert paper.loss_clip is None
+    for bad in (0.5, -1.0, float("inf"), "2", True):
+        with pytest.raises(ValueError, match="loss_clip"):
+            AdaBandit(3, loss_clip=bad)
+
+
+def test_loss_clip_is_deterministic_by_seed():
+    def trace(seed):
+        booster = AdaBandit(n_actions=5, n_learners=4, rho=0.05, seed=seed, loss_clip=5.0)
+        actions = []
+        for i in range(80):
+            x, y = {"a": float(i % 5), "b": float(i % 3)}, i % 5
+            d = booster.decide_one(x)
+            actions.append(d.action)
+            booster.learn_one(x, d, reward=float(d.action == y))
+        return actions, booster.alpha.tolist(), booster.log_v.tolist()
+
+    assert trace(3) == trace(3)
+    assert trace(3) != trace(4)
+
+
+def test_alpha_min_zero_keeps_weights_nonnegative():
+    """alpha_min=0: the paper's step projected on [0, 2]; a projection that bites on the low end."""
+    k, n, rho = 4, 6, 0.1
+    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=2, alpha_min=0.0)
+    rng = np.random.default_rng(8)
+    floored = 0
+    for _d, _y, a_before, _, a_after, _, grads, t in _run_steps(
+        booster, 60, np.full(n, 0.001), rng
+    ):
+        raw = a_before - rho / (k**2 * math.sqrt(t)) * grads
+        floored += int((raw < 0.0).sum())
+        assert np.array_equal(a_after, np.clip(raw, 0.0, 2.0))
+    assert floored > 0 and (booster.alpha >= 0.0).all()
+    for bad in (0.5, -3.0, "0"):
+        with pytest.raises(ValueError, match="alpha_min"):
+            AdaBandit(3, alpha_min=bad)
+    old = AdaBandit(3, seed=1)
+    del old.__dict__["alpha_min"]  # a model pickled before the option: the paper's -2
+    assert old.alpha_min == -2.0

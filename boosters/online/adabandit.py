@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from boosters._params import check_real
 from boosters.online.template import BoostingTemplate
 
 __all__ = ["AdaBandit", "AdaBoostOLM", "logistic_cost_matrices", "logistic_loss"]
@@ -46,7 +47,17 @@ def logistic_cost_matrices(votes: np.ndarray) -> np.ndarray:
 
 
 class AdaBandit(BoostingTemplate):
-    """Adaptive bandit boosting (Algorithm 3 of Zhang et al. 2019). No edge parameter is needed."""
+    """Adaptive bandit boosting (Algorithm 3 of Zhang et al. 2019). No edge parameter is needed.
+
+    ``loss_clip=None`` is the paper's algorithm. A number ``c >= 1`` clips the estimated loss
+    vector to ``[1 - c, c]`` before the trees, the Hedge and the weights ``alpha`` use it, and
+    the step becomes ``1 / (k c sqrt t)``. ``alpha_min`` is the lower end of the weights'
+    feasible set: the paper's -2, or 0 for weights that never vote against a learner's label
+    (docs/boosters.md, "Many actions").
+    """
+
+    #: the paper's feasible set [-2, 2]; also what a model pickled before the option existed reads
+    alpha_min = -2.0
 
     def __init__(
         self,
@@ -65,6 +76,8 @@ class AdaBandit(BoostingTemplate):
         estimator: str = "proposed",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
+        loss_clip: float | None = None,
+        alpha_min: float = -2.0,
     ):
         super().__init__(
             n_actions,
@@ -80,8 +93,10 @@ class AdaBandit(BoostingTemplate):
             estimator=estimator,
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
+            loss_clip=loss_clip,
         )
         self.ref_code_gradient = bool(ref_code_gradient)
+        self.alpha_min = check_real("alpha_min", alpha_min, -2.0, 0.0)
         self.alpha = np.zeros(self.n_learners)
         self.log_v = np.zeros(self.n_learners)  # Hedge weights in log space
         self.t = 0
@@ -102,7 +117,11 @@ class AdaBandit(BoostingTemplate):
         return min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), self.n_learners - 1)
 
     def _step_size(self) -> float:
-        return self.rho / (self.n_actions**2 * math.sqrt(self.t))
+        # eq. 11's eta_t = rho / (k^2 sqrt t) = 1 / (k * (k / rho) * sqrt t): k / rho bounds the
+        # estimated losses; with loss_clip, loss_clip bounds them instead
+        if self.loss_clip is None:
+            return self.rho / (self.n_actions**2 * math.sqrt(self.t))
+        return 1.0 / (self.n_actions * self.loss_clip * math.sqrt(self.t))
 
     def _gradients(self, votes, weak, costs, omega_like) -> np.ndarray:
         """d/d alpha^i of the (estimated) logistic loss at the decision-time weights, eq. 11."""
@@ -120,7 +139,7 @@ class AdaBandit(BoostingTemplate):
     def _update(self, votes, weak, experts, lhat, costs, true_label) -> None:
         self.t += 1
         grads = self._gradients(votes, weak, costs, 1.0 - lhat)
-        np.clip(self.alpha - self._step_size() * grads, -2.0, 2.0, out=self.alpha)
+        np.clip(self.alpha - self._step_size() * grads, self.alpha_min, 2.0, out=self.alpha)
         self.log_v -= lhat[experts]
         self.log_v -= self.log_v.max()
 

@@ -32,6 +32,8 @@ class BoostingTemplate(OnlineBooster):
     #: "argmax" (App. B.3, the bandit boosters) or "cost_sensitive" (authors' code, the twins).
     default_weak_prediction = "argmax"
     default_tree_profile = "bandit"
+    #: the paper's unclipped estimate; also what a model pickled before the option existed reads
+    loss_clip = None
 
     def __init__(
         self,
@@ -48,6 +50,7 @@ class BoostingTemplate(OnlineBooster):
         estimator: str = "proposed",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
+        loss_clip: float | None = None,
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
@@ -64,6 +67,9 @@ class BoostingTemplate(OnlineBooster):
             "reduction_order", reduction_order, ("reference", "paper")
         )
         self.estimator = check_choice("estimator", estimator, ("proposed", "naive"))
+        self.loss_clip = (
+            None if loss_clip is None else check_real("loss_clip", loss_clip, 1.0, np.inf)
+        )
         self.weak_prediction = check_choice(
             "weak_prediction", weak_prediction or self.default_weak_prediction,
             ("argmax", "cost_sensitive"),
@@ -198,7 +204,8 @@ class BoostingTemplate(OnlineBooster):
         estimate (eq. 4, or eq. 3 with ``estimator="naive"``) from the decision's logged
         prediction, played action, probabilities and, for a restricted decision, allowed
         actions (:mod:`boosters.exploration`, "Restricted decisions": every allowed coordinate
-        is unbiased, and the whole vector whenever the true label is allowed)."""
+        is unbiased, and the whole vector whenever the true label is allowed). With
+        ``loss_clip`` every coordinate is clipped to ``[1 - loss_clip, loss_clip]``."""
         if label is not None:  # full information: the true loss vector (eq. 1)
             return full_information_loss(label, self.n_actions)
         internals = decision.internals
@@ -207,8 +214,12 @@ class BoostingTemplate(OnlineBooster):
             allowed = np.asarray(allowed, dtype=np.int64)
         p = decision.probabilities
         if self.estimator == "proposed":
-            return loss_estimate(int(internals["yhat"]), decision.action, correct, p, allowed)
-        return naive_loss_estimate(decision.action, correct, p, allowed)
+            lhat = loss_estimate(int(internals["yhat"]), decision.action, correct, p, allowed)
+        else:
+            lhat = naive_loss_estimate(decision.action, correct, p, allowed)
+        if self.loss_clip is not None:  # clipped importance weights (docs: "Many actions")
+            np.clip(lhat, 1.0 - self.loss_clip, self.loss_clip, out=lhat)
+        return lhat
 
     def learn_one(
         self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
