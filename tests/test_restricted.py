@@ -428,8 +428,15 @@ class ByName(pickle.Pickler):  # a class of boosters/ by its name, wherever its 
         return NotImplemented
 
 
+#: options added since the reference commit, left at the default that is the reference's behaviour
+ADDED = {"loss_clip": None, "alpha_min": -2.0}
+
+
 def model_bytes(booster):  # as tests/test_restricted.py's _model_bytes
     booster = copy.deepcopy(booster)
+    for attr, default in ADDED.items():
+        if booster.__dict__.get(attr, default) == default:
+            booster.__dict__.pop(attr, None)
     prototype = getattr(getattr(booster, "_bandit", None), "reward_obj", None)
     if hasattr(prototype, "_rng"):
         prototype._rng = None
@@ -492,6 +499,11 @@ def _run(cwd: Path, rounds: int) -> dict:
     return json.loads(result.stdout)
 
 
+#: boosters deliberately changed since the reference commit (egreedy_tree: reward trees per
+#: action instead of one classifier tree, docs/boosters.md)
+REWORKED = {"egreedy_tree"}
+
+
 def test_unrestricted_decisions_and_learning_are_unchanged(tmp_path):
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs the git history")
@@ -513,7 +525,7 @@ def test_unrestricted_decisions_and_learning_are_unchanged(tmp_path):
     assert Path(before.pop("boosters_file")).is_relative_to(tmp_path)
     assert Path(after.pop("boosters_file")).is_relative_to(ROOT)
     assert set(before) == set(after) == set(names())
-    for name in names():
+    for name in sorted(set(names()) - REWORKED):
         assert before[name]["actions"] == after[name]["actions"], name
         assert before[name] == after[name], name
 
