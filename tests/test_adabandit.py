@@ -161,7 +161,9 @@ def _run_steps(booster, rounds, alpha0, rng):
 @pytest.mark.parametrize("ref_code", [False, True])
 def test_learn_step_gradient_step_size_and_hedge(ref_code):
     k, n, rho = 3, 6, 0.3
-    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=5, ref_code_gradient=ref_code)
+    booster = AdaBandit(
+        n_actions=k, n_learners=n, rho=rho, seed=5, ref_code_gradient=ref_code, alpha_min=-2.0
+    )
     rng = np.random.default_rng(3)
     alpha0 = rng.uniform(-2, 2, size=n)
     cases = set()
@@ -214,7 +216,7 @@ def test_first_update_from_zero_weights():
     """alpha_1 = 0, so every vote is 0 and the derivative is 0.5 (sum_{j != h} w_j - (k-1) w_h)."""
     for seed in range(6):
         k, n, rho = 4, 5, 0.2
-        booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=seed)
+        booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=seed, alpha_min=-2.0)
         assert not booster.alpha.any() and not booster.log_v.any() and booster.t == 0
         x, y = {"a": 1.0}, seed % k
         d = booster.decide_one(x)
@@ -230,7 +232,7 @@ def test_first_update_from_zero_weights():
 
 def test_alpha_projection_bites_and_stays_in_range():
     k, n, rho = 3, 8, 0.05
-    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=9)
+    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=9, alpha_min=-2.0)
     rng = np.random.default_rng(4)
     alpha0 = np.array([2.0, -2.0] * (n // 2))
     clipped = 0
@@ -307,7 +309,7 @@ def test_loss_clip_clips_the_estimate_and_sets_the_step():
     """Every round kind A-D: the loss vector learning uses is eq. 4's clipped to [1 - c, c], the
     Hedge drops by it and alpha steps by 1 / (k c sqrt t) along the gradient of its omega."""
     k, n, rho, c = 4, 5, 0.3, 2.5
-    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=7, loss_clip=c)
+    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=7, loss_clip=c, alpha_min=-2)
     rng = np.random.default_rng(11)
     cases, clipped = set(), 0
     for d, y, a_before, lv_before, a_after, lv_after, grads, t in _run_steps(
@@ -375,5 +377,16 @@ def test_alpha_min_zero_keeps_weights_nonnegative():
         with pytest.raises(ValueError, match="alpha_min"):
             AdaBandit(3, alpha_min=bad)
     old = AdaBandit(3, seed=1)
+    assert old.alpha_min == 0.0  # the default since issue 15
     del old.__dict__["alpha_min"]  # a model pickled before the option: the paper's -2
     assert old.alpha_min == -2.0
+
+
+def test_defaults_and_the_papers_settings():
+    """The defaults chosen on the quality benchmark (docs/boosters.md, "Defaults"); the paper's
+    algorithm stays one parameter away, and the full-information twin keeps the authors' set."""
+    booster = AdaBandit(4)
+    assert (booster.rho, booster.alpha_min, booster.n_learners) == (0.05, 0.0, 20)
+    assert booster.tree_profile == "bandit" and booster.loss_clip is None
+    assert AdaBandit(4, alpha_min=-2.0).alpha_min == -2.0
+    assert AdaBoostOLM(4).alpha_min == -2.0

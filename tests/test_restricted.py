@@ -430,6 +430,8 @@ class ByName(pickle.Pickler):  # a class of boosters/ by its name, wherever its 
 
 #: options added since the reference commit, left at the default that is the reference's behaviour
 ADDED = {"loss_clip": None, "alpha_min": -2.0}
+#: defaults changed since the reference commit (issue 15), given as the reference's values
+OLD_DEFAULTS = {"adabandit": {"rho": 0.1, "alpha_min": -2.0}}
 
 
 def model_bytes(booster):  # as tests/test_restricted.py's _model_bytes
@@ -452,6 +454,9 @@ for name in names():
     params = {"seed": 3}
     if "n_learners" in booster_params(name):
         params["n_learners"] = 5
+    for key, value in OLD_DEFAULTS.get(name, {}).items():
+        if key in booster_params(name):  # the reference lacks the options added since
+            params[key] = value
     booster = make_booster(name, n_actions=len(classes), **params)
     digest, actions = hashlib.sha256(), []
     for x, y in rows:

@@ -37,8 +37,8 @@ from service.sim.loop import simulate
 #: variant name -> AdaBandit parameters (a function of the number of actions ``k``) on top of
 #: ``n_actions``, ``rho`` and ``seed``
 VARIANTS = {
-    "paper": lambda k: {},
-    "lclipk": lambda k: {"loss_clip": float(k)},
+    "paper": lambda k: {"alpha_min": -2.0},
+    "lclipk": lambda k: {"loss_clip": float(k), "alpha_min": -2.0},
     "nonneg": lambda k: {"alpha_min": 0.0},
 }
 

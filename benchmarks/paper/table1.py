@@ -54,8 +54,8 @@ def config(dataset: str, booster: str) -> dict:
     dup, rho, n_opt, n_ada, profile = DATASETS[dataset]
     if booster == "banditbbm":
         return {"n_learners": n_opt, "rho": rho, "gamma": 0.1, "tree_profile": profile}
-    if booster == "adabandit":
-        return {"n_learners": n_ada, "rho": rho, "tree_profile": profile}
+    if booster == "adabandit":  # the paper's feasible set [-2, 2] for the weights
+        return {"n_learners": n_ada, "rho": rho, "tree_profile": profile, "alpha_min": -2.0}
     if booster == "onlinembbm":
         return {"n_learners": FULL_N, "gamma": 0.1, "tree_profile": "full"}
     if booster in ("adaboostolm",):

@@ -49,11 +49,13 @@ def logistic_cost_matrices(votes: np.ndarray) -> np.ndarray:
 class AdaBandit(BoostingTemplate):
     """Adaptive bandit boosting (Algorithm 3 of Zhang et al. 2019). No edge parameter is needed.
 
-    ``loss_clip=None`` is the paper's algorithm. A number ``c >= 1`` clips the estimated loss
+    Defaults (docs/boosters.md, "Defaults"): ``rho=0.05`` and ``alpha_min=0``, chosen on the
+    quality benchmark; ``alpha_min=-2`` with the same ``rho`` is the paper's algorithm (its
+    feasible set [-2, 2] for the weights). ``alpha_min`` is the lower end of that set: 0 gives
+    weights that never vote against a learner's label (docs/boosters.md, "Many actions").
+    ``loss_clip=None`` is the paper's estimate; a number ``c >= 1`` clips the estimated loss
     vector to ``[1 - c, c]`` before the trees, the Hedge and the weights ``alpha`` use it, and
-    the step becomes ``1 / (k c sqrt t)``. ``alpha_min`` is the lower end of the weights'
-    feasible set: the paper's -2, or 0 for weights that never vote against a learner's label
-    (docs/boosters.md, "Many actions").
+    the step becomes ``1 / (k c sqrt t)``.
     """
 
     #: the paper's feasible set [-2, 2]; also what a model pickled before the option existed reads
@@ -63,7 +65,7 @@ class AdaBandit(BoostingTemplate):
         self,
         n_actions: int,
         n_learners: int = 20,
-        rho: float = 0.1,
+        rho: float = 0.05,
         seed: int | None = None,
         ref_code_gradient: bool = False,
         *,
@@ -77,7 +79,7 @@ class AdaBandit(BoostingTemplate):
         weak_prediction: str | None = None,
         fast_trees: bool = True,
         loss_clip: float | None = None,
-        alpha_min: float = -2.0,
+        alpha_min: float = 0.0,
     ):
         super().__init__(
             n_actions,
@@ -184,6 +186,7 @@ class AdaBoostOLM(AdaBandit):
             estimator=estimator,
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
+            alpha_min=-2.0,  # the authors' Adaboost.OLM
         )
         self.kappa = 5.0 + 15.0 * self._rng.random(self.n_learners)  # U[5, 20] per learner
         self.kappa[0] = 0.0

@@ -48,12 +48,15 @@ DataOption = Annotated[str, typer.Option(
 BoosterOption = Annotated[str, typer.Option(
     "--booster", metavar="NAME", help=f"One of: {', '.join(names())}.",
 )]
-LearnersOption = Annotated[int, typer.Option(
-    "--learners", metavar="N", help="Number of weak learners.",
+LearnersOption = Annotated[int | None, typer.Option(
+    "--learners", metavar="N", help="Number of weak learners; default: the booster's own (20).",
+    show_default=False,
 )]
-RhoOption = Annotated[float, typer.Option(
+RhoOption = Annotated[float | None, typer.Option(
     "--rho", metavar="R",
-    help="Exploration rate, in (0, 1); ignored by full-information boosters.",
+    help="Exploration rate, in (0, 1); ignored by full-information boosters; default: the"
+    " booster's own (adabandit: 0.05).",
+    show_default=False,
 )]
 GammaOption = Annotated[float | None, typer.Option(
     "--gamma", metavar="G",
@@ -86,8 +89,8 @@ PlotOption = Annotated[Path | None, typer.Option(
 def simulate_command(
     data: DataOption,
     booster: BoosterOption = "adabandit",
-    learners: LearnersOption = 20,
-    rho: RhoOption = 0.1,
+    learners: LearnersOption = None,
+    rho: RhoOption = None,
     gamma: GammaOption = None,
     dup: DupOption = 1,
     seed: SeedOption = 0,
@@ -116,10 +119,10 @@ def simulate_command(
         "tree_profile": tree_profile, "fixed_trees": fixed_trees,
         "nominal_attributes": list(dataset.nominal),
     }
-    if gamma is None:
-        del candidates["gamma"]  # the booster's own default
     if full_information:
-        del candidates["rho"]  # full-information boosters keep their own rho (they exploit)
+        candidates["rho"] = None  # full-information boosters keep their own rho (they exploit)
+    # an option not given is the booster's own default (docs/boosters.md, "Defaults")
+    candidates = {key: value for key, value in candidates.items() if value is not None}
     params = select_params(booster, candidates)
     try:
         model = make_booster(booster, n_actions=dataset.n_classes, **params)
@@ -136,7 +139,7 @@ def simulate_command(
 
 
 def _check_options(
-    booster: str, learners: int, rho: float, gamma: float | None, dup: int, seed: int
+    booster: str, learners: int | None, rho: float | None, gamma: float | None, dup: int, seed: int
 ) -> bool:
     """Usage errors of the booster's options; whether the booster is full-information."""
     if booster not in names():
@@ -146,9 +149,9 @@ def _check_options(
     except (ImportError, AttributeError) as exc:
         fail(f"booster {booster!r} cannot be loaded: {exc}")
     full_information = bool(cls.full_information)
-    if learners < 1:
+    if learners is not None and learners < 1:
         fail(f"--learners must be >= 1, got {learners}")
-    if not full_information:
+    if rho is not None and not full_information:
         check_open_interval("--rho", rho)
     if gamma is not None:
         check_open_interval("--gamma", gamma)

@@ -4,7 +4,7 @@ A cell reads ``last-20% / whole-stream`` accuracy of the played action (medians 
 that ran; ``(n)`` after it when fewer seeds ran than for the stream's most complete column, a
 dash when none). The VW column is the best configuration of the grid per stream and protocol
 (the highest median last-20% accuracy), its name beside it; ``VW eps0.1`` is VW with the
-boosters' default exploration rate (rho = 0.1), whatever won.
+boosters' old default exploration rate (rho = 0.1), whatever won.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from benchmarks.stats import median
 __all__ = ["columns_of", "report"]
 
 ORDER = ["adabandit", "banditbbm", "oco", "egreedy_tree"]
-#: the VW configuration also shown on its own: the exploration rate of the boosters' default rho
+#: the VW configuration also shown on its own: the exploration rate of the boosters' old rho
 VW_FIXED = "eps0.1"
 
 
