@@ -30,15 +30,15 @@ import time
 import numpy as np
 
 from benchmarks import OUT
-from boosters.online.adabandit import AdaBandit
+from boosters.online.adabandit import PAPER_ALPHA_MIN, AdaBandit
 from service.sim.datasets import Dataset
 from service.sim.loop import simulate
 
 #: variant name -> AdaBandit parameters (a function of the number of actions ``k``) on top of
 #: ``n_actions``, ``rho`` and ``seed``
 VARIANTS = {
-    "paper": lambda k: {"alpha_min": -2.0},
-    "lclipk": lambda k: {"loss_clip": float(k), "alpha_min": -2.0},
+    "paper": lambda k: {"alpha_min": PAPER_ALPHA_MIN},
+    "lclipk": lambda k: {"loss_clip": float(k), "alpha_min": PAPER_ALPHA_MIN},
     "nonneg": lambda k: {"alpha_min": 0.0},
 }
 

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import ROOT
+from boosters.online.adabandit import PAPER_ALPHA_MIN
 from boosters.registry import booster_params, make_booster
 from service.sim.datasets import load_dataset
 from service.sim.loop import simulate
@@ -54,8 +55,9 @@ def config(dataset: str, booster: str) -> dict:
     dup, rho, n_opt, n_ada, profile = DATASETS[dataset]
     if booster == "banditbbm":
         return {"n_learners": n_opt, "rho": rho, "gamma": 0.1, "tree_profile": profile}
-    if booster == "adabandit":  # the paper's feasible set [-2, 2] for the weights
-        return {"n_learners": n_ada, "rho": rho, "tree_profile": profile, "alpha_min": -2.0}
+    if booster == "adabandit":
+        return {"n_learners": n_ada, "rho": rho, "tree_profile": profile,
+                "alpha_min": PAPER_ALPHA_MIN}
     if booster == "onlinembbm":
         return {"n_learners": FULL_N, "gamma": 0.1, "tree_profile": "full"}
     if booster in ("adaboostolm",):

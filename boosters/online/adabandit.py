@@ -46,6 +46,10 @@ def logistic_cost_matrices(votes: np.ndarray) -> np.ndarray:
     return C
 
 
+#: the paper's lower end of the learner weights' feasible set [-2, 2] (AdaBandit's ``alpha_min``)
+PAPER_ALPHA_MIN = -2.0
+
+
 class AdaBandit(BoostingTemplate):
     """Adaptive bandit boosting (Algorithm 3 of Zhang et al. 2019). No edge parameter is needed.
 
@@ -59,7 +63,7 @@ class AdaBandit(BoostingTemplate):
     """
 
     #: the paper's feasible set [-2, 2]; also what a model pickled before the option existed reads
-    alpha_min = -2.0
+    alpha_min = PAPER_ALPHA_MIN
 
     def __init__(
         self,
@@ -98,7 +102,7 @@ class AdaBandit(BoostingTemplate):
             loss_clip=loss_clip,
         )
         self.ref_code_gradient = bool(ref_code_gradient)
-        self.alpha_min = check_real("alpha_min", alpha_min, -2.0, 0.0)
+        self.alpha_min = check_real("alpha_min", alpha_min, PAPER_ALPHA_MIN, 0.0)
         self.alpha = np.zeros(self.n_learners)
         self.log_v = np.zeros(self.n_learners)  # Hedge weights in log space
         self.t = 0
@@ -186,7 +190,7 @@ class AdaBoostOLM(AdaBandit):
             estimator=estimator,
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
-            alpha_min=-2.0,  # the authors' Adaboost.OLM
+            alpha_min=PAPER_ALPHA_MIN,  # the authors' Adaboost.OLM
         )
         self.kappa = 5.0 + 15.0 * self._rng.random(self.n_learners)  # U[5, 20] per learner
         self.kappa[0] = 0.0

@@ -49,13 +49,13 @@ BoosterOption = Annotated[str, typer.Option(
     "--booster", metavar="NAME", help=f"One of: {', '.join(names())}.",
 )]
 LearnersOption = Annotated[int | None, typer.Option(
-    "--learners", metavar="N", help="Number of weak learners; default: the booster's own (20).",
+    "--learners", metavar="N", help="Number of weak learners; default: the booster's own.",
     show_default=False,
 )]
 RhoOption = Annotated[float | None, typer.Option(
     "--rho", metavar="R",
     help="Exploration rate, in (0, 1); ignored by full-information boosters; default: the"
-    " booster's own (adabandit: 0.05).",
+    " booster's own (docs/boosters.md, \"Defaults\").",
     show_default=False,
 )]
 GammaOption = Annotated[float | None, typer.Option(

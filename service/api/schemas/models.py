@@ -88,9 +88,8 @@ class CreateModel(Body):
         default_factory=dict,
         description="Booster parameters by name (the booster's constructor parameters, e.g. "
         "`n_learners`, `seed`); flags must be JSON booleans, sizes are bounded "
-        "(`boosters/_params.py`). Those left out take the booster's defaults (adabandit: "
-        "rho 0.05, 20 learners, alpha_min 0), chosen on the quality benchmark: "
-        "docs/boosters.md, \"Defaults\".",
+        "(`boosters/_params.py`). Those left out take the booster's defaults, chosen on "
+        "the quality benchmark: docs/boosters.md, \"Defaults\".",
     )
     # strict: numbers only (JSON integers too), not booleans or numeric strings
     reward_wait_seconds: StrictFloat = Field(
