@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from boosters import FLAG_PARAMS
@@ -13,12 +13,22 @@ from boosters.base import OnlineBooster
 from boosters.registry import make_booster
 from service.events import dumps, loads
 
-__all__ = ["ModelConfig", "NegativeRewards", "ServingConfig", "reward_from_client"]
+__all__ = ["LearningMode", "ModelConfig", "NegativeRewards", "RewardAggregation", "ServingConfig",
+           "reward_from_client"]
 
 #: How a model reads the rewards of the Personalizer routes (docs/personalizer.md, "Rewards"):
 #: ``clip``: on [0, 1], used as sent, a negative one counts as 0; ``rescale``: on [-1, 1],
 #: mapped linearly by (x + 1) / 2.
 NegativeRewards = Literal["clip", "rescale"]
+
+#: What a model's decisions and learning are (Personalizer's learning modes, docs/personalizer.md):
+#: ``Online`` explores and learns; ``Apprentice`` always plays the baseline (the first action not
+#: excluded) and learns from its outcomes; ``LoggingOnly`` plays and logs the baseline only.
+LearningMode = Literal["Online", "Apprentice", "LoggingOnly"]
+
+#: How several rewards of one event are joined: the ``earliest`` counts, or their ``sum`` over
+#: the reward wait (the event is then joined when its wait ends).
+RewardAggregation = Literal["earliest", "sum"]
 
 #: What a stored config written before ``negative_rewards`` existed used (its rewards and its
 #: default reward were mapped by (x + 1) / 2); new models default to ``clip``.
@@ -61,11 +71,29 @@ class ModelConfig:
     uid: str = field(default_factory=lambda: uuid.uuid4().hex)
     created: float = field(default_factory=time.time)
     negative_rewards: NegativeRewards = "clip"
+    learning_mode: LearningMode = "Online"
+    reward_aggregation: RewardAggregation = "earliest"
+    #: how often (seconds) the learner publishes a serving copy for replicas; None: the
+    #: ``serving_publish_seconds`` setting
+    export_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        if self.negative_rewards not in get_args(NegativeRewards):
-            raise ValueError(f"negative_rewards must be one of {get_args(NegativeRewards)}, "
-                             f"got {self.negative_rewards!r}")
+        for name, kind in (("negative_rewards", NegativeRewards), ("learning_mode", LearningMode),
+                           ("reward_aggregation", RewardAggregation)):
+            if getattr(self, name) not in get_args(kind):
+                raise ValueError(f"{name} must be one of {get_args(kind)}, "
+                                 f"got {getattr(self, name)!r}")
+
+    def renewed(self, **changes: Any) -> ModelConfig:
+        """This config with ``changes`` as a new model of the same name (a new ``uid``: no
+        snapshot or policy of the old one applies; it is rebuilt from the retained log).
+
+        >>> c = ModelConfig("m", "uniform", ["a", "b"], {"seed": 0})
+        >>> n = c.renewed(learning_mode="Apprentice")
+        >>> (n.name, n.learning_mode, n.uid != c.uid)
+        ('m', 'Apprentice', True)
+        """
+        return replace(self, uid=uuid.uuid4().hex, created=time.time(), **changes)
 
     def from_client(self, value: float) -> float:
         """A Personalizer client's reward (in [-1, 1]) on the model's scale [0, 1]."""

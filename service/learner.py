@@ -105,9 +105,7 @@ class Learner(StreamConsumer):
         renewed during that replay) before anything is written.
         """
         configs = self.log.configs()
-        for model in self.store.loaded():
-            if model.name not in configs or configs[model.name].uid != model.config.uid:
-                self.store.drop(model.name)
+        self.store.sync_configs(configs)
         owned = []
         for name in configs:
             state = self.hold(name)
@@ -208,10 +206,11 @@ class Learner(StreamConsumer):
         if label is not None:
             reward = 1.0 if int(label) == int(decision["bb"]["decision"]["action"]) else 0.0
         # a decision served by an offline policy is joined (the worker trains on it) but not
-        # learned by the online booster: its internals and propensities are not the booster's
+        # learned by the online booster: its internals and propensities are not the booster's;
+        # nor is one made in the LoggingOnly learning mode (service.personalizer.modes)
+        learn = not decision["bb"].get("policy") and decision["bb"].get("mode") != "LoggingOnly"
         event = joined_event(
-            decision, reward=float(reward), label=label, source=source,
-            learn=not decision["bb"].get("policy"), ts=time.time(),
+            decision, reward=float(reward), label=label, source=source, learn=learn, ts=time.time(),
             feedback_id=state["feedback_id"],
         )
         # the reward a Personalizer client sent (or its default), which export writes; feedback
@@ -276,7 +275,8 @@ class Learner(StreamConsumer):
         copy takes long to pickle publishes less often (at most :data:`PUBLISH_DUTY` of the
         time spent publishing it).
         """
-        every = self.settings.serving_publish_seconds
+        every = model.config.export_seconds
+        every = self.settings.serving_publish_seconds if every is None else every
         if every <= 0 or self.settings.run_learner or model.version <= model.published_version:
             return
         running = self._publishing.get(model.name)

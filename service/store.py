@@ -166,6 +166,17 @@ class ModelStore:
             self._models.pop(name, None)
             self._policies.pop(name, None)
 
+    def sync_configs(self, configs: dict[str, ModelConfig]) -> None:
+        """Follow the stored ``configs``: forget a model deleted or renewed (another ``uid``;
+        it is rebuilt on next use) and take on the settings changed in place (a config
+        replaced with the same ``uid``, e.g. its reward wait)."""
+        for model in self.loaded():
+            config = configs.get(model.name)
+            if config is None or config.uid != model.config.uid:
+                self.drop(model.name)
+            elif config != model.config:
+                model.config = config
+
     def loaded(self) -> list[ServedModel]:
         """The models in memory."""
         return list(self._models.values())
@@ -173,9 +184,7 @@ class ModelStore:
     def load_all(self) -> None:
         """Restore every stored model (startup) and drop models that were deleted."""
         configs = self.log.configs()
-        for name in list(self._models):
-            if name not in configs or configs[name].uid != self._models[name].config.uid:
-                self.drop(name)
+        self.sync_configs(configs)
         for name in configs:
             self.get(name)
         self.ready = True
@@ -222,11 +231,9 @@ class ModelStore:
         event loop to about a millisecond each.
         """
         configs = self.log.configs()
+        self.sync_configs(configs)
         for model in self.loaded():
-            config = configs.get(model.name)
-            if config is None or config.uid != model.config.uid:
-                self.drop(model.name)
-                continue
+            config = configs[model.name]
             if model.owned:
                 continue
             meta = self.log.serving_meta(model.name)

@@ -41,7 +41,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     app.include_router(decisions.router)
     app.include_router(policies.router)
-    app.include_router(personalizer.router)
+    personalizer.include(app)
     add_error_handlers(app)
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodySizeLimit, limit=settings.max_body_bytes)

@@ -7,7 +7,7 @@ import time
 from fastapi.responses import JSONResponse
 
 from service.api import metrics
-from service.personalizer.errors import PREFIX as PERSONALIZER_PREFIX
+from service.personalizer.errors import PATH_ROOT as PERSONALIZER_ROOT
 from service.personalizer.errors import too_large
 
 __all__ = ["BodySizeLimit", "RequestMetrics"]
@@ -49,7 +49,7 @@ class BodySizeLimit:
         return await self.app(scope, replay, send)
 
     async def _reject(self, scope, receive, send) -> None:
-        if scope["path"].startswith(PERSONALIZER_PREFIX + "/"):  # Personalizer's envelope
+        if scope["path"].startswith(PERSONALIZER_ROOT + "/"):  # Personalizer's envelope
             return await too_large(self.limit)(scope, receive, send)
         response = JSONResponse(
             {"detail": f"request body too large (limit {self.limit} bytes)"}, status_code=413

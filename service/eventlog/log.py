@@ -31,6 +31,7 @@ from service.eventlog.keys import (
     keys,
     personalizer_index_key,
 )
+from service.eventlog.personalizer import PersonalizerState
 from service.eventlog.replies import (
     DecisionOutcome,
     LeaseLost,
@@ -56,7 +57,7 @@ class Limits:
     event_retention_seconds: float = 7 * 86400.0
 
 
-class EventLog(ModelState):
+class EventLog(ModelState, PersonalizerState):
     """The Redis side of the service."""
 
     GROUP = "learner"
@@ -77,7 +78,7 @@ class EventLog(ModelState):
         self.serving_ttl = serving_ttl
         self._serving: dict[str, tuple[float, tuple[ServingConfig, int | None]]] = {}
         names = ("DECISION", "FEEDBACK", "JOIN", "LEASE", "RELEASE", "SNAPSHOT", "DEFERRED_REWARD",
-                 "PUBLISH_SERVING", "STALENESS")
+                 "PUBLISH_SERVING", "STALENESS", "REPLACE_CONFIG")
         self._s = {n: client.register_script(getattr(scripts, n)) for n in names}
         self._as = {}
         if async_client is not None:
@@ -88,6 +89,14 @@ class EventLog(ModelState):
         """Store a new model's config (False if the name is taken)."""
         check_name(config.name)
         return bool(self.r.hsetnx(MODELS_KEY, config.name, config.to_json()))
+
+    def replace_config(self, config: ModelConfig) -> bool:
+        """Replace the stored config of an existing model (False if there is none): with the
+        same ``uid`` every process takes on the change, with a new one (:meth:`ModelConfig.renewed`)
+        the model is rebuilt from the joined events the log retains."""
+        check_name(config.name)
+        return bool(self._s["REPLACE_CONFIG"](keys=[MODELS_KEY],
+                                              args=[config.name, config.to_json()]))
 
     def config(self, name: str) -> ModelConfig | None:
         """The stored config of ``name``."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 __all__ = [
     "DECISION", "DEFERRED_REWARD", "FEEDBACK", "JOIN", "LEASE", "PUBLISH_SERVING", "RELEASE",
-    "SNAPSHOT", "STALENESS",
+    "REPLACE_CONFIG", "SNAPSHOT", "STALENESS",
 ]
 
 _NOW = """
@@ -229,4 +229,12 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
   return 2
 end
 return 0
+"""
+
+#: Replace a model's stored config only if the model exists (a concurrent delete wins).
+#: KEYS: the models hash.  ARGV: name, config JSON.  Returns 1 replaced, 0 no such model.
+REPLACE_CONFIG = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
 """

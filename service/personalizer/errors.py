@@ -16,9 +16,11 @@ from service.api.errors import EVENT_LOG_DOWN
 from service.eventlog import OutcomeUnknown
 from service.personalizer.schemas import PersonalizerError
 
-__all__ = ["PREFIX", "PersonalizerFailure", "PersonalizerRoute", "bad", "too_large"]
+__all__ = ["PATH_ROOT", "PREFIX", "PersonalizerFailure", "PersonalizerRoute", "bad", "too_large"]
 
 PREFIX = "/personalizer/v1.0"
+#: Every path form of the Personalizer routes starts with it (service.personalizer.routes)
+PATH_ROOT = "/personalizer"
 
 
 class PersonalizerFailure(Exception):

@@ -18,10 +18,11 @@ from service.api import metrics
 from service.api.decide import decide
 from service.api.deps import key_matches
 from service.api.errors import EVENT_LOG_ERROR
-from service.domain import ModelConfig, reward_from_client
+from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.events import decision_event, iso_timestamp
 from service.formats import flatten_context
+from service.personalizer import loop
 from service.personalizer.errors import PersonalizerFailure, bad
 from service.personalizer.schemas import RankedAction, RankRequest, RankResponse, RewardRequest
 from service.runtime import ServedModel
@@ -55,25 +56,17 @@ def action_set_model_name(ids: list[str]) -> str:
 def _create(name: str, ids: list[str], log: EventLog, store: ModelStore,
             settings: Settings) -> ServedModel:
     """Create the model of an action set (a concurrent creator may win: then use theirs)."""
-    if settings.personalizer_booster not in names():
+    fields = loop.desired(log, settings)
+    if fields["booster"] not in names():
         raise PersonalizerFailure(500, "InternalServerError",
-                                  f"personalizer_booster {settings.personalizer_booster!r} is "
-                                  "not a registered booster")
+                                  f"booster {fields['booster']!r} (personalizer_booster or the "
+                                  "policy) is not a registered booster")
     made = sum(1 for n in log.configs() if n.startswith("pz-"))
     if made >= settings.personalizer_max_models:
         raise bad("InvalidRankRequest",
                    f"too many distinct action sets (personalizer_max_models = "
                    f"{settings.personalizer_max_models}); configure personalizer_model")
-    mapping = settings.personalizer_negative_rewards
-    config = ModelConfig(
-        name=name,
-        booster=settings.personalizer_booster,
-        actions=sorted(ids),
-        params=dict(settings.personalizer_params),
-        reward_wait_seconds=settings.personalizer_reward_wait_seconds,
-        default_reward=reward_from_client(settings.personalizer_default_reward, mapping),
-        negative_rewards=mapping,
-    )
+    config = ModelConfig(name=name, actions=sorted(ids), **fields)
     try:
         model = creation.create_model(log, store, config, settings.max_actions)
     except creation.InvalidModel as exc:

@@ -1,69 +1,23 @@
-"""Azure Personalizer-compatible routes: ``/personalizer/v1.0/rank``,
-``.../events/{eventId}/reward`` and ``.../events/{eventId}/activate`` (the work is in
-:mod:`service.personalizer.mapping`; errors in Personalizer's envelope,
-:mod:`service.personalizer.errors`)."""
+"""Personalizer's single-slot events: ``rank``, ``events/{eventId}/reward`` and
+``events/{eventId}/activate`` (the work is in :mod:`service.personalizer.mapping`)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from fastapi import Response, status
 
-from fastapi import APIRouter, Depends, Path, Response, Security, status
-
-from service.api.deps import (
-    SUBSCRIPTION_KEY,
-    BearerCredentials,
-    LogDep,
-    SettingsDep,
-    StoreDep,
-    bearer_token,
-    key_matches,
-)
+from service.api.deps import LogDep, SettingsDep, StoreDep
 from service.personalizer import mapping
-from service.personalizer.errors import PREFIX, PersonalizerFailure, PersonalizerRoute
-from service.personalizer.schemas import (
-    ERROR_RESPONSES,
-    RankRequest,
-    RankResponse,
-    RewardRequest,
+from service.personalizer.routes.common import (
+    EventIdPath,
+    PersonalizerKey,
+    event_router,
+    responses,
 )
+from service.personalizer.schemas import RankRequest, RankResponse, RewardRequest
 
-__all__ = ["PREFIX", "router"]
+__all__ = ["router"]
 
-
-async def require_personalizer_key(
-    subscription_key: Annotated[str | None, Security(SUBSCRIPTION_KEY)],
-    credentials: BearerCredentials,
-    settings: SettingsDep,
-) -> str | None:
-    """With keys configured: ``Ocp-Apim-Subscription-Key`` or ``Authorization: Bearer`` (the
-    key is returned; None without auth). Both schemes are declared to the OpenAPI."""
-    if not settings.auth_enabled:
-        return None
-    token = (subscription_key or "").strip() or bearer_token(credentials)
-    if not token or not key_matches(token, settings.user_keys):
-        raise PersonalizerFailure(
-            401, "Unauthorized",
-            "missing or invalid key (Ocp-Apim-Subscription-Key or Authorization: Bearer)",
-        )
-    return token
-
-
-PersonalizerKey = Annotated[str | None, Depends(require_personalizer_key)]
-
-router = APIRouter(
-    prefix=PREFIX,
-    tags=["personalizer"],
-    route_class=PersonalizerRoute,
-    dependencies=[Depends(require_personalizer_key)],
-)
-
-
-def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
-    return {c: ERROR_RESPONSES[c] for c in (*codes, 401, 413, 503, "4XX")}
-
-
-EventIdPath = Annotated[str, Path(description="The `eventId` of a rank.",
-                                  examples=["75269AD0-BFEE-4598-8196-C57383D38E10"])]
+router = event_router()
 
 
 @router.post(
@@ -71,7 +25,7 @@ EventIdPath = Annotated[str, Path(description="The `eventId` of a rank.",
     status_code=status.HTTP_201_CREATED,
     response_model=RankResponse,
     response_description="The ranking; the event is logged (unless deferred).",
-    responses=_responses(400, 403, 409, 500),
+    responses=responses(400, 403, 409, 500),
 )
 def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep,
          token: PersonalizerKey) -> RankResponse:
@@ -90,7 +44,7 @@ def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep,
     "/events/{eventId}/reward",
     status_code=status.HTTP_204_NO_CONTENT,
     response_description="Recorded (a second reward of the same event is ignored).",
-    responses=_responses(400, 404),
+    responses=responses(400, 404),
 )
 def reward(eventId: EventIdPath, body: RewardRequest, log: LogDep) -> Response:  # noqa: N803
     """Report the reward of an event's chosen action, in [-1, 1]: typically 1 for a success
@@ -110,7 +64,7 @@ def reward(eventId: EventIdPath, body: RewardRequest, log: LogDep) -> Response: 
     status_code=status.HTTP_204_NO_CONTENT,
     response_description="Activated (also for an event that was not deferred, or activated "
     "after its reward wait, which is then dropped).",
-    responses=_responses(404),
+    responses=responses(404),
 )
 def activate(eventId: EventIdPath, log: LogDep) -> Response:  # noqa: N803
     """Activate an event ranked with `deferActivation`: from now on it is logged and learned

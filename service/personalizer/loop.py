@@ -1,0 +1,123 @@
+"""The Personalizer endpoint as one learning loop over its models: which models it has (one per
+action set, or the configured ``personalizer_model``), the config each should have (the settings,
+overlaid by the stored service configuration and policy), and applying a change to all of them.
+
+A change that alters learning (booster, parameters, exploration, reward wait, default reward,
+reward aggregation) renews each model: a new ``uid``, rebuilt by the learner from the joined
+events the log retains (:meth:`~service.domain.ModelConfig.renewed`). Any other change (the
+learning mode, the export frequency) is taken on in place and keeps what the model learned.
+docs/personalizer.md, "Service configuration".
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import replace
+from typing import Any
+
+from boosters.registry import booster_class
+from service.domain import ModelConfig, reward_from_client
+from service.eventlog import EventLog
+from service.settings import Settings
+from service.store import ModelStore
+
+__all__ = ["LEARNING_FIELDS", "apply", "desired", "exploration_param", "is_personalizer_model",
+           "models"]
+
+#: the config fields whose change starts a new model version (retrained from the log)
+LEARNING_FIELDS = ("booster", "params", "reward_wait_seconds", "default_reward",
+                   "reward_aggregation")
+
+
+def is_personalizer_model(name: str, settings: Settings) -> bool:
+    """Whether ``name`` is a model of the Personalizer endpoint."""
+    return name.startswith("pz-") or name == settings.personalizer_model
+
+
+def models(log: EventLog, settings: Settings) -> list[ModelConfig]:
+    """The stored configs of the endpoint's models, by name."""
+    configs = log.configs()
+    return [configs[n] for n in sorted(configs) if is_personalizer_model(n, settings)]
+
+
+def exploration_param(booster: str) -> str | None:
+    """The parameter of ``booster`` that sets its exploration rate (``rho`` or ``epsilon``), or
+    None for boosters that explore otherwise (UCB, Thompson sampling, Exp3, uniform).
+
+    >>> exploration_param("adabandit"), exploration_param("egreedy_tree")
+    ('rho', 'epsilon')
+    """
+    accepted = inspect.signature(booster_class(booster)).parameters
+    return next((p for p in ("rho", "epsilon") if p in accepted), None)
+
+
+def exploration_value(percentage: float) -> float:
+    """``explorationPercentage`` as the booster's rate: the same share of exploratory ranks,
+    kept inside (0, 1), which the bandit boosters need to learn at all.
+
+    >>> exploration_value(0.2), exploration_value(0.0), exploration_value(1.0)
+    (0.2, 0.001, 0.999)
+    """
+    return min(max(float(percentage), 0.001), 0.999)
+
+
+def desired(log: EventLog, settings: Settings, config: ModelConfig | None = None
+            ) -> dict[str, Any]:
+    """The config fields a model of the endpoint should have: the ``personalizer_*`` settings
+    (for the ``personalizer_model``, its own booster and parameters), then the stored policy
+    (booster, parameters), then the stored service configuration (exploration, rewards,
+    learning mode, export frequency)."""
+    policy = log.personalizer_doc("policy") or {}
+    service = log.personalizer_doc("service") or {}
+    booster, params = settings.personalizer_booster, settings.personalizer_params
+    if config is not None and config.name == settings.personalizer_model:
+        booster, params = config.booster, config.params
+    booster = policy.get("booster", booster)
+    params = dict(policy.get("params", params))
+    negative = settings.personalizer_negative_rewards
+    fields: dict[str, Any] = {
+        "booster": booster,
+        "reward_wait_seconds": service.get("reward_wait_seconds",
+                                           settings.personalizer_reward_wait_seconds),
+        "default_reward": reward_from_client(
+            service.get("default_reward", settings.personalizer_default_reward), negative),
+        "negative_rewards": negative,
+        "reward_aggregation": service.get("reward_aggregation", "earliest"),
+        "learning_mode": service.get("learning_mode", "Online"),
+        "export_seconds": service.get("export_seconds"),
+    }
+    rate, name = service.get("exploration"), exploration_param(booster)
+    if rate is not None and name is not None:
+        params[name] = exploration_value(rate)
+    fields["params"] = params
+    return fields
+
+
+def _changed(config: ModelConfig, fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields that differ (a model keeps its own seed unless the policy gives one)."""
+    out = {}
+    for key, value in fields.items():
+        if key == "params":
+            value = {**value, "seed": value.get("seed", config.params.get("seed"))}
+        if getattr(config, key) != value:
+            out[key] = value
+    return out
+
+
+def apply(log: EventLog, store: ModelStore, settings: Settings) -> dict[str, list[str]]:
+    """Bring every model of the endpoint to :func:`desired`: renewed (retrained from the log)
+    when a learning field changed, replaced in place otherwise. The names, by what happened.
+
+    A model named by ``personalizer_model`` (made with ``POST /v1/models``) keeps its own
+    booster and parameters unless a policy is stored."""
+    done: dict[str, list[str]] = {"renewed": [], "updated": []}
+    for config in models(log, settings):
+        changes = _changed(config, desired(log, settings, config))
+        if not changes:
+            continue
+        renew = any(k in LEARNING_FIELDS for k in changes)
+        new = config.renewed(**changes) if renew else replace(config, **changes)
+        if log.replace_config(new):
+            store.sync_configs({**{m.name: m.config for m in store.loaded()}, new.name: new})
+            done["renewed" if renew else "updated"].append(config.name)
+    return done
