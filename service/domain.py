@@ -76,6 +76,9 @@ class ModelConfig:
     #: how often (seconds) the learner publishes a serving copy for replicas; None: the
     #: ``serving_publish_seconds`` setting
     export_seconds: float | None = None
+    #: how many days the log keeps joined events (older ones are deleted once learned); None:
+    #: kept until trimmed by size
+    log_retention_days: float | None = None
 
     def __post_init__(self) -> None:
         for name, kind in (("negative_rewards", NegativeRewards), ("learning_mode", LearningMode),

@@ -61,8 +61,13 @@ def decision_event(
     *,
     excluded: list[int] | None = None,
     policy: dict[str, Any] | None = None,
+    mode: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The logged form of one decision.
+
+    ``mode`` (``mode``, ``model_action``) marks a decision of the Apprentice or LoggingOnly
+    learning mode: ``bb.mode`` and the action the model would have played,
+    ``bb.model_action_id`` (the apprentice's agreement with the baseline is counted from it).
 
     ``excluded`` (0-based action indices the client excluded) is recorded as ``bb.excluded`` so
     offline evaluation restricts target policies the same way. ``policy`` (``version``,
@@ -93,6 +98,9 @@ def decision_event(
         event["bb"]["excluded"] = sorted(int(i) for i in excluded)
     if policy is not None:
         event["bb"]["policy"] = dict(policy)
+    if mode is not None:
+        event["bb"]["mode"] = mode["mode"]
+        event["bb"]["model_action_id"] = actions[int(mode["model_action"])]
     return event
 
 

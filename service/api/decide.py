@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
 from fastapi import HTTPException, status
 
+from boosters.base import Decision
 from boosters.registry import full_information
 from service import contexts
 from service.api import metrics
@@ -28,24 +30,56 @@ from service.runtime import ServedModel
 from service.settings import Settings
 from service.store import ModelStore
 
-__all__ = ["decide", "feedback", "predict", "response_of", "unprocessable"]
+__all__ = ["Decided", "decide", "feedback", "predict", "response_of", "unprocessable"]
 
 def unprocessable(message: str) -> HTTPException:
     """A 422 naming the problem."""
     return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, message)
 
 
+class Decided(NamedTuple):
+    """What :func:`decide` answers: the decision to log, the model version, the served policy
+    (None: online) and, outside the Online learning mode, ``mode``: the mode and the action
+    the model would have played (``model_action``), for the apprentice's agreement report."""
+
+    decision: Decision
+    version: int
+    policy: dict[str, Any] | None
+    mode: dict[str, Any] | None
+
+
 def decide(model: ServedModel, store: ModelStore, context: dict[str, Any], event_id: str,
-           excluded: list[int], serving: ServingConfig, published: int | None):
-    """``(decision, model version, policy)`` by the one decision path
-    (:meth:`ServedModel.decide`): the published policy the model serves, else the online model
-    (``policy`` names the served policy; None for online)."""
-    policy = store.served_policy(model.config, serving, published)
+           excluded: list[int], serving: ServingConfig, published: int | None,
+           baseline: int | None = None) -> Decided:
+    """The decision by the one decision path (:meth:`ServedModel.decide`): the published policy
+    the model serves, else the online model.
+
+    In the ``Apprentice`` and ``LoggingOnly`` learning modes (docs/personalizer.md) the
+    baseline is played with probability 1, as logged: ``baseline`` (an action index), or the
+    first action not excluded. An apprentice keeps its model's internals, so the learner trains
+    the model on the baseline's outcome; in LoggingOnly the event is not learned."""
+    mode = model.config.learning_mode
+    policy = None if mode != "Online" else store.served_policy(model.config, serving, published)
     decision, version = model.decide(context, event_id, excluded, policy=policy)
+    if mode != "Online":
+        chosen = _baseline(len(model.config.actions), excluded, baseline)
+        p = np.zeros(len(model.config.actions))
+        p[chosen] = 1.0
+        internals = decision.internals if mode == "Apprentice" else {}
+        played = Decision(action=chosen, probabilities=p, internals=internals)
+        return Decided(played, version, None, {"mode": mode, "model_action": decision.action})
     if policy is None:
-        return decision, version, None
-    return decision, version, {"version": published, "temperature": policy.temperature,
-                               "min_propensity": policy.min_propensity}
+        return Decided(decision, version, None, None)
+    return Decided(decision, version, {"version": published, "temperature": policy.temperature,
+                                       "min_propensity": policy.min_propensity}, None)
+
+
+def _baseline(k: int, excluded: list[int], baseline: int | None) -> int:
+    """``baseline``, or the first of ``k`` actions not excluded."""
+    if baseline is not None:
+        return baseline
+    gone = set(excluded)
+    return next(i for i in range(k) if i not in gone)
 
 
 def _checked(body: PredictRequest, model: ServedModel, log: EventLog,
@@ -78,11 +112,10 @@ async def predict(body: PredictRequest, model: ServedModel, log: EventLog, store
     excluded, new_types = _checked(body, model, log, settings)
     event_id = body.event_id or uuid.uuid4().hex
     serving, published = await log.serving_state_async(config.name)
-    decision, version, policy = decide(model, store, body.context, event_id, excluded, serving,
-                                       published)
+    decided = decide(model, store, body.context, event_id, excluded, serving, published)
     event = decision_event(
-        event_id, time.time(), version, config.actions, body.context, decision,
-        excluded=excluded, policy=policy,
+        event_id, time.time(), decided.version, config.actions, body.context, decided.decision,
+        excluded=excluded, policy=decided.policy, mode=decided.mode,
     )
     digest = contexts.request_digest(body.model_dump(exclude={"event_id"}))
     try:

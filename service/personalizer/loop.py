@@ -85,6 +85,7 @@ def desired(log: EventLog, settings: Settings, config: ModelConfig | None = None
         "reward_aggregation": service.get("reward_aggregation", "earliest"),
         "learning_mode": service.get("learning_mode", "Online"),
         "export_seconds": service.get("export_seconds"),
+        "log_retention_days": service.get("log_retention_days"),
     }
     rate, name = service.get("exploration"), exploration_param(booster)
     if rate is not None and name is not None:

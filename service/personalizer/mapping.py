@@ -206,13 +206,15 @@ def rank(body: RankRequest, log: EventLog, store: ModelStore, settings: Settings
         raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
     try:
         serving, published = log.serving_state(config.name)
-        decision, version, policy = decide(model, store, context, event_id, excluded, serving,
-                                           published)
+        baseline = next(a for a in ids if a in offered)
+        decided = decide(model, store, context, event_id, excluded, serving, published,
+                         baseline=config.actions.index(baseline))
+        decision = decided.decision
         ts = time.time()
-        event = decision_event(event_id, ts, version, config.actions, context, decision,
-                               excluded=excluded, policy=policy)
+        event = decision_event(event_id, ts, decided.version, config.actions, context, decision,
+                               excluded=excluded, policy=decided.policy, mode=decided.mode)
         event["bb"]["personalizer"] = {"deferred": bool(body.deferActivation),
-                                       "baseline": next(a for a in ids if a in offered)}
+                                       "baseline": baseline}
         if body.deferActivation:
             log.defer_decision(config.name, event_id, event, ts, retention)
         else:
