@@ -1,9 +1,7 @@
-"""Request and response bodies of the Personalizer-compatible routes (``/personalizer/v1.0``).
+"""Request and response bodies of Personalizer's single-slot events (rank, reward).
 
 Field names and shapes are those of Azure Personalizer's v1.0 REST API (RankRequest,
-RankableAction, RankResponse, RankedAction, RewardRequest, PersonalizerError). Unknown fields are
-ignored, as a client of the retired service may send some. Docstrings and descriptions here end
-up in the OpenAPI document, so they are written in Markdown.
+RankableAction, RankResponse, RankedAction, RewardRequest).
 
 >>> value = RewardRequest.model_json_schema()["properties"]["value"]
 >>> RewardRequest(value=1).value, value["minimum"], value["maximum"]
@@ -24,10 +22,9 @@ from pydantic import (
     field_validator,
 )
 
+from service.personalizer.schemas.common import PersonalizerBody
+
 __all__ = [
-    "ERROR_RESPONSES",
-    "PersonalizerError",
-    "PersonalizerErrorBody",
     "RankRequest",
     "RankResponse",
     "RankableAction",
@@ -49,11 +46,7 @@ RANK_EXAMPLE: dict[str, Any] = {
 }
 
 
-class _PersonalizerBody(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class RankableAction(_PersonalizerBody):
+class RankableAction(PersonalizerBody):
     """An action offered to `rank`: its id and optional features (logged, not learned)."""
 
     model_config = ConfigDict(
@@ -67,7 +60,7 @@ class RankableAction(_PersonalizerBody):
     )
 
 
-class RankRequest(_PersonalizerBody):
+class RankRequest(PersonalizerBody):
     """`POST /personalizer/v1.0/rank`: a context and the actions to rank for it."""
 
     model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [RANK_EXAMPLE]})
@@ -139,7 +132,7 @@ class RankResponse(BaseModel):
     )
 
 
-class RewardRequest(_PersonalizerBody):
+class RewardRequest(PersonalizerBody):
     """`POST /personalizer/v1.0/events/{eventId}/reward`: the reward of an event's chosen
     action."""
 
@@ -153,49 +146,3 @@ class RewardRequest(_PersonalizerBody):
         "default) uses [0, 1] as sent and counts a negative reward as 0; `rescale` maps [-1, 1] "
         "linearly onto [0, 1] by (x + 1) / 2. Only the first reward of an event counts.",
     )
-
-
-class PersonalizerErrorBody(BaseModel):
-    """The inner object of Personalizer's error envelope."""
-
-    code: str = Field(description="Error code, e.g. `InvalidRankRequest`, `NotFound`.")
-    message: str = Field(description="What is wrong, naming the offending field or setting.")
-    target: str | None = Field(default=None, description="Unused (Personalizer's field).")
-
-
-class PersonalizerError(BaseModel):
-    """Personalizer's error envelope `{"error": {"code", "message"}}`."""
-
-    model_config = ConfigDict(json_schema_extra={"examples": [
-        {"error": {"code": "InvalidRewardRequest",
-                   "message": "value: Input should be less than or equal to 1"}},
-    ]})
-
-    error: PersonalizerErrorBody
-
-
-def _error(description: str) -> dict[str, Any]:
-    return {"model": PersonalizerError, "description": description}
-
-
-#: Every error answer of the Personalizer routes, in the envelope (the routes pick theirs).
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: _error("Invalid request: malformed JSON, a body that is not a JSON object, a field out "
-                "of its bounds (`InvalidRankRequest`, `InvalidRewardRequest`, "
-                "`InvalidEventIdToActivate`)."),
-    401: _error("Missing or invalid key, when keys are configured (`Unauthorized`)."),
-    403: _error("The rank would create a model and the key may not (`Forbidden`)."),
-    404: _error("Unknown or expired event id."),
-    409: _error("Event id already used, or the action set's model holds other actions "
-                "(`Conflict`)."),
-    413: _error("Request body larger than `max_body_bytes` (`RequestEntityTooLarge`)."),
-    500: _error("Misconfigured Personalizer settings (`InternalServerError`): "
-                "`personalizer_booster` or `personalizer_model`."),
-    503: {**_error("The event log (Redis) is unavailable or did not answer "
-                   "(`ServiceUnavailable`); retrying the same request is safe."),
-          "headers": {"Retry-After": {"description": "Seconds to wait before retrying.",
-                                      "schema": {"type": "integer", "minimum": 0}}}},
-    # every other client error is in the envelope too; also keeps FastAPI from declaring the
-    # 422 these routes never answer
-    "4XX": _error("Any other client error."),
-}

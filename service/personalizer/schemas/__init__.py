@@ -1,0 +1,33 @@
+"""Request and response bodies of the Personalizer-compatible routes, with Personalizer's field
+names and shapes (v1.0 and v1.1-preview.1 REST APIs); one module per area. Docstrings and
+descriptions end up in the OpenAPI document, so they are written in Markdown.
+
+- :mod:`~service.personalizer.schemas.common`: the base class, the error envelope.
+- :mod:`~service.personalizer.schemas.events`: rank and reward.
+"""
+
+from service.personalizer.schemas.common import (
+    ERROR_RESPONSES,
+    PersonalizerBody,
+    PersonalizerError,
+    PersonalizerErrorBody,
+)
+from service.personalizer.schemas.events import (
+    RankableAction,
+    RankedAction,
+    RankRequest,
+    RankResponse,
+    RewardRequest,
+)
+
+__all__ = [
+    "ERROR_RESPONSES",
+    "PersonalizerBody",
+    "PersonalizerError",
+    "PersonalizerErrorBody",
+    "RankRequest",
+    "RankResponse",
+    "RankableAction",
+    "RankedAction",
+    "RewardRequest",
+]
