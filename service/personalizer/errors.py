@@ -50,7 +50,8 @@ def too_large(limit: int) -> JSONResponse:
 
 
 _VALIDATION_CODES = {"rank": "InvalidRankRequest", "reward": "InvalidRewardRequest",
-                     "activate": "InvalidEventIdToActivate"}
+                     "activate": "InvalidEventIdToActivate",
+                     "service": "InvalidServiceConfiguration"}
 
 
 def _json_content_type(request: Request) -> bool:
