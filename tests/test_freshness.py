@@ -122,3 +122,21 @@ def test_a_slow_publish_spaces_out_the_next(redis_url: str) -> None:
         assert client.get("/v1/models/m").json()["version"] == 2
         model.publish_seconds = 0.0
         wait_for(lambda: client.get("/v1/models/m").json()["version"] == 4, timeout=30)
+
+
+def test_a_models_export_frequency_overrides_the_setting(redis_url: str) -> None:
+    """A model's ``export_seconds`` (Personalizer's modelExportFrequency), changed in place,
+    reaches the running learner: with the setting at 0 (never), the model still publishes."""
+    from dataclasses import replace
+
+    with _run(redis_url, publish_seconds=0, n=3) as (client, learner):
+        wait_for(lambda: learner.store.peek("m") is not None
+                 and learner.store.peek("m").version == 3, timeout=30)
+        time.sleep(0.3)
+        assert client.get("/v1/models/m").json()["version"] == 0  # nothing published
+        log = client.app.state.store.log
+        config = log.config("m")
+        assert log.replace_config(replace(config, export_seconds=0.1))
+        wait_for(lambda: client.get("/v1/models/m").json()["version"] == 3, timeout=30)
+        assert learner.store.peek("m").config.export_seconds == 0.1  # same model, in place
+        assert learner.store.peek("m").config.uid == config.uid

@@ -81,7 +81,8 @@ def test_configuration_defaults_update_and_renewal(redis_url: str) -> None:
         assert config["rewardWaitTime"] == "PT10M" and config["defaultReward"] == 0.0
         assert config["explorationPercentage"] == 0.05  # AdaBandit's default rho
         assert config["learningMode"] == "Online" and config["logRetentionDays"] == -1
-        rank(client, 0, "e0")
+        hits(client, np.random.default_rng(0), 20, 0)
+        wait_version(base, 20)
         before = log.config(NAME)
         new = {**config, "rewardWaitTime": "PT30S", "explorationPercentage": 0.2,
                "defaultReward": -1.0, "logRetentionDays": 7, "modelExportFrequency": "PT1M"}
@@ -94,6 +95,7 @@ def test_configuration_defaults_update_and_renewal(redis_url: str) -> None:
         assert (after.reward_wait_seconds, after.params["rho"]) == (30.0, 0.2)
         assert (after.export_seconds, after.log_retention_days) == (60.0, 7.0)
         assert after.default_reward == 0.0  # -1 on the clip mapping
+        assert wait_version(base, 20)["version"] == 20  # rebuilt from the 20 joined events
         # models made later get it too
         client.rank({"actions": [{"id": "x"}, {"id": "y"}], "contextFeatures": [{"u": 1}]})
         made = log.config(action_set_model_name(["x", "y"]))

@@ -15,6 +15,7 @@ from service.personalizer.schemas.configuration import (
     ApprenticeWindow,
     ServiceConfiguration,
     ServiceConfigurationPatch,
+    ServiceConfigurationUpdate,
 )
 
 __all__ = ["router"]
@@ -33,7 +34,7 @@ def get_service_configuration(log: LogDep, settings: SettingsDep) -> ServiceConf
 
 @router.put(PATH, response_model=ServiceConfiguration, response_model_exclude_none=True,
             responses=responses(400, 403))
-def update_service_configuration(body: ServiceConfiguration, log: LogDep, store: StoreDep,
+def update_service_configuration(body: ServiceConfigurationUpdate, log: LogDep, store: StoreDep,
                                  settings: SettingsDep) -> ServiceConfiguration:
     """Replace the service configuration. A change of the reward wait, default reward,
     reward aggregation or exploration starts a new version of every model of the endpoint,

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 from service.personalizer.schemas.common import PersonalizerBody
 
 __all__ = ["SERVICE_EXAMPLE", "ApprenticeMetrics", "ApprenticeWindow", "BatchMetrics",
-           "ServiceConfiguration", "ServiceConfigurationPatch"]
+           "ServiceConfiguration", "ServiceConfigurationPatch", "ServiceConfigurationUpdate"]
 
 #: Personalizer's documented example, as this service answers it
 SERVICE_EXAMPLE: dict[str, Any] = {
@@ -86,11 +86,18 @@ class _Configuration(PersonalizerBody):
     logMirrorSasUri: StrictStr | None = Field(default=None, description="Not available.")
 
 
+class ServiceConfigurationUpdate(_Configuration):
+    """`PUT`: the whole service configuration (the fields of an answer that a client sends back,
+    such as `latestApprenticeModeMetrics`, are ignored)."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [SERVICE_EXAMPLE]})
+
+
 class ServiceConfiguration(_Configuration):
     """Personalizer's service configuration: how rewards are awaited and aggregated, how much
     the models explore, how long the log is kept, the learning mode and auto-optimization."""
 
-    model_config = ConfigDict(extra="ignore", json_schema_extra={"examples": [SERVICE_EXAMPLE]})
+    model_config = ConfigDict(json_schema_extra={"examples": [SERVICE_EXAMPLE]})
 
     lastConfigurationEditDate: str | None = Field(
         default=None, description="When the configuration was last changed (answers only).")
