@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, note, settings
 
 from benchmarks.load.fuzz import MODEL, NEGATIVE_DATA_STATUSES, steer_case
 from service.api.app import create_app
+from service.api.middleware import route_template
 from service.settings import Settings
 from tests.conftest import fuzz_target
 
@@ -78,7 +79,7 @@ class _Target:
 
         async def counting(message) -> None:
             if message["type"] == "http.response.start":
-                route = getattr(scope.get("route"), "path", "unmatched")
+                route = route_template(scope)
                 self.statuses[f"{scope['method']} {route}", message["status"]] += 1
             await send(message)
 

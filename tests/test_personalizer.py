@@ -349,3 +349,20 @@ def test_action_set_model_made_elsewhere_with_other_actions(client: TestClient) 
     assert client.post("/v1/models", json=body).status_code == 201
     r = client.post(f"{BASE}/rank", json={"actions": [{"id": a} for a in "xyz"]})
     assert r.status_code == 201 and {a["id"] for a in r.json()["ranking"]} == set("xyz"), r.text
+
+
+def test_every_path_form_answers_and_is_labelled_in_the_metrics(client: TestClient) -> None:
+    """``/personalizer/v1.0`` (v1.0 and the older SDK), ``/personalizer`` (azure-ai-personalizer,
+    with its api-version) and ``/personalizer/v1.1-preview.1`` serve the same routes."""
+    for i, (prefix, query) in enumerate([
+            (BASE, ""), ("/personalizer", "?api-version=2022-09-01-preview"),
+            ("/personalizer/v1.1-preview.1", "")]):
+        r = client.post(f"{prefix}/rank{query}", json={**RANK_EXAMPLE, "eventId": f"form{i}"})
+        assert r.status_code == 201, r.text
+        r = client.post(f"{prefix}/events/form{i}/reward{query}", json={"value": 1})
+        assert r.status_code == 204, r.text
+    assert client.post("/personalizer/v2/rank", json=RANK_EXAMPLE).status_code == 404
+    scrape = client.get("/metrics").text
+    for path in (f"{BASE}/rank", "/personalizer/rank", "/personalizer/v1.1-preview.1/rank",
+                 "/personalizer/events/{eventId}/reward"):
+        assert f'route="{path}"' in scrape, path

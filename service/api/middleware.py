@@ -8,9 +8,10 @@ from fastapi.responses import JSONResponse
 
 from service.api import metrics
 from service.personalizer.errors import PATH_ROOT as PERSONALIZER_ROOT
+from service.personalizer.errors import PREFIXES as PERSONALIZER_PREFIXES
 from service.personalizer.errors import too_large
 
-__all__ = ["BodySizeLimit", "RequestMetrics"]
+__all__ = ["BodySizeLimit", "RequestMetrics", "route_template"]
 
 
 class BodySizeLimit:
@@ -57,6 +58,22 @@ class BodySizeLimit:
         await response(scope, receive, send)
 
 
+def route_template(scope) -> str:
+    """The path template of the route that answered (``unmatched`` for none), with the path
+    form of a Personalizer route (its routers are included under several prefixes, and the
+    route knows only its path below the prefix)."""
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    if path is None:
+        return "unmatched"
+    full = scope["path"]
+    if full.startswith(PERSONALIZER_ROOT + "/") and not path.startswith(PERSONALIZER_ROOT + "/"):
+        for prefix in sorted(PERSONALIZER_PREFIXES, key=len, reverse=True):
+            if full.startswith(prefix + "/") and route.path_regex.match(full[len(prefix):]):
+                return prefix + path
+    return path
+
+
 class RequestMetrics:
     """Pure ASGI middleware: request counts and latency per route (Prometheus).
 
@@ -82,7 +99,7 @@ class RequestMetrics:
         try:
             await self.app(scope, receive, send_status)
         finally:
-            path = getattr(scope.get("route"), "path", "unmatched")  # set by the router
+            path = route_template(scope)
             metrics.REQUESTS.labels(path, scope["method"], str(status_code)).inc()
             metrics.REQUEST_LATENCY.labels(path, scope["method"]).observe(
                 time.perf_counter() - start

@@ -16,11 +16,17 @@ from service.api.errors import EVENT_LOG_DOWN
 from service.eventlog import OutcomeUnknown
 from service.personalizer.schemas import PersonalizerError
 
-__all__ = ["PATH_ROOT", "PREFIX", "PersonalizerFailure", "PersonalizerRoute", "bad", "too_large"]
+__all__ = ["PATH_ROOT", "PREFIX", "PREFIXES", "PersonalizerFailure", "PersonalizerRoute", "bad",
+           "too_large"]
 
 PREFIX = "/personalizer/v1.0"
-#: Every path form of the Personalizer routes starts with it (service.personalizer.routes)
+#: Every path form of the Personalizer routes starts with it
 PATH_ROOT = "/personalizer"
+#: Where the routes are served: ``/personalizer/v1.0`` (the v1.0 REST API and the
+#: ``azure-cognitiveservices-personalizer`` SDK; in the OpenAPI), ``/personalizer`` (the
+#: ``azure-ai-personalizer`` SDK, which adds ``?api-version=2022-09-01-preview``) and
+#: ``/personalizer/v1.1-preview.1`` (the preview REST API)
+PREFIXES = (PREFIX, PATH_ROOT, "/personalizer/v1.1-preview.1")
 
 
 class PersonalizerFailure(Exception):

@@ -119,6 +119,6 @@ def apply(log: EventLog, store: ModelStore, settings: Settings) -> dict[str, lis
         renew = any(k in LEARNING_FIELDS for k in changes)
         new = config.renewed(**changes) if renew else replace(config, **changes)
         if log.replace_config(new):
-            store.sync_configs({**{m.name: m.config for m in store.loaded()}, new.name: new})
             done["renewed" if renew else "updated"].append(config.name)
+    store.sync_configs(log.configs())  # this process at once; the others at their next step
     return done

@@ -9,16 +9,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
 
-from service.personalizer.errors import PREFIX
+from service.personalizer.errors import PREFIXES
 from service.personalizer.routes import configuration, events
 
 __all__ = ["PREFIXES", "include", "router"]
-
-#: Where the routes are served: ``/personalizer/v1.0`` (the v1.0 REST API and the
-#: ``azure-cognitiveservices-personalizer`` SDK; in the OpenAPI), ``/personalizer`` (the
-#: ``azure-ai-personalizer`` SDK, which adds ``?api-version=2022-09-01-preview``) and
-#: ``/personalizer/v1.1-preview.1`` (the preview REST API).
-PREFIXES = (PREFIX, "/personalizer", "/personalizer/v1.1-preview.1")
 
 router = APIRouter()
 router.include_router(events.router)
