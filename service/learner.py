@@ -26,7 +26,7 @@ from service.settings import Settings
 from service.snapshots import HeapFreezer, pickle_isolated
 from service.store import ModelStore, save_snapshot
 
-__all__ = ["Learner", "limits"]
+__all__ = ["Learner", "limits", "summed_feedback"]
 
 log = logging.getLogger("boostbandit.learner")
 
@@ -42,6 +42,19 @@ def limits(settings: Settings) -> Limits:
         stream_max_events=settings.stream_max_events,
         event_retention_seconds=settings.event_retention_seconds,
     )
+
+
+def summed_feedback(model: ServedModel, first: dict[str, Any], total: float) -> dict[str, Any]:
+    """The feedback an event under the ``sum`` aggregation is joined with: its first on-time
+    feedback (for its label and kind) carrying the sum of its on-time rewards, on the model's
+    scale [0, 1]: a Personalizer client's sum mapped by the model's ``negative_rewards`` rule,
+    a native sum clipped."""
+    if "client_reward" in first:
+        reward = model.config.from_client(total)
+        first = {**first, "client_reward": total}
+    else:
+        reward = total
+    return {**first, "reward": min(1.0, max(0.0, reward))}
 
 
 class Learner(StreamConsumer):
@@ -166,7 +179,8 @@ class Learner(StreamConsumer):
                     feedback = loads(fields[b"e"])
                     lag = max(0.0, time.time() - feedback["ts"])
                     metrics.LEARNER_LAG.labels(model.name).set(lag)
-                    self.join_event(model, feedback["EventId"])
+                    if fields.get(b"agg") != b"sum":  # a sum is joined when its window ends
+                        self.join_event(model, feedback["EventId"])
                 self.log.ack(stream, self.GROUP, entry_id)
         return handled
 
@@ -176,7 +190,8 @@ class Learner(StreamConsumer):
             self.join_event(model, event_id)
 
     def join_event(self, model: ServedModel, event_id: str) -> str | None:
-        """Join ``event_id``: its on-time feedback if recorded, else (window closed) the
+        """Join ``event_id``: its on-time feedback if recorded (under the ``sum`` aggregation,
+        once its window closed, the sum of its on-time rewards), else (window closed) the
         default reward. The fenced script re-checks that choice atomically; the joined id, or
         None if nothing was appended (joined before, expired, or the window is still open)."""
         for _ in range(3):
@@ -184,8 +199,9 @@ class Learner(StreamConsumer):
             if state is None or state["joined"] is not None or state["decision"] is None:
                 return None
             event = self._joined(model, state)
+            count = None if state["sum"] is None else state["sum"][1]
             outcome, joined_id = self.log.join(model.name, event_id, event,
-                                               self.held(model.name))
+                                               self.held(model.name), count)
             if outcome == "joined":
                 source = event["bb"]["source"]
                 metrics.JOINED.labels(model.name, source).inc()
@@ -199,6 +215,8 @@ class Learner(StreamConsumer):
     @staticmethod
     def _joined(model: ServedModel, state: dict[str, Any]) -> dict[str, Any]:
         decision, feedback = state["decision"], state["feedback"]
+        if feedback is not None and state["sum"] is not None:
+            feedback = summed_feedback(model, feedback, state["sum"][0])
         if feedback is None:
             reward, label, source = model.config.default_reward, None, "default"
         else:
