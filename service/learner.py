@@ -30,6 +30,10 @@ __all__ = ["Learner", "limits", "summed_feedback"]
 
 log = logging.getLogger("boostbandit.learner")
 
+#: How often (seconds) at most a learner deletes the log its models' ``log_retention_days``
+#: no longer keep (more often for a retention shorter than four times that)
+RETENTION_CHECK_SECONDS = 60.0
+
 #: Largest share of the time a model may spend publishing its serving copy: a copy that took
 #: t seconds to pickle and write waits at least t / PUBLISH_DUTY before the next one.
 PUBLISH_DUTY = 0.25
@@ -70,6 +74,7 @@ class Learner(StreamConsumer):
         self.settings = settings
         self._snapshots: dict[str, threading.Thread] = {}  # snapshots being pickled and written
         self._publishing: dict[str, threading.Thread] = {}  # serving copies being published
+        self._retention_clock: dict[str, float] = {}  # when each model's log was last expired
         self.heap = HeapFreezer(settings.gc_freeze_seconds)
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -154,6 +159,7 @@ class Learner(StreamConsumer):
             self.catch_up(model)
             self.maybe_snapshot(model)
             self.maybe_publish(model)
+            self.maybe_expire_log(model)
         self.heap.maybe_freeze()
 
     def _read(self, owned: dict[str, ServedModel], streams: dict[str, str],
@@ -280,6 +286,22 @@ class Learner(StreamConsumer):
             )
             self._snapshots[model.name] = thread
             thread.start()
+
+    def maybe_expire_log(self, model: ServedModel) -> None:
+        """Delete the model's log older than its ``log_retention_days`` (if set), at most every
+        :data:`RETENTION_CHECK_SECONDS`: only what its latest snapshot covers
+        (:meth:`~service.eventlog.EventLog.delete_log`), so nothing a restore needs."""
+        days = model.config.log_retention_days
+        if days is None:
+            return
+        every = min(RETENTION_CHECK_SECONDS, days * 86400.0 / 4)
+        now = time.monotonic()
+        if now - self._retention_clock.get(model.name, -float("inf")) < every:
+            return
+        self._retention_clock[model.name] = now
+        removed = self.log.expire_log(model.config, days)
+        if any(removed.values()):
+            log.info("%s: log older than %s days deleted: %s", model.name, days, removed)
 
     def maybe_publish(self, model: ServedModel) -> None:
         """Publish the model's serving copy (fenced) if it changed since the last one and

@@ -1,0 +1,54 @@
+"""The endpoint's log as Personalizer's log routes see it: the decisions (ranks), rewards and
+joined events of every model of the endpoint; deleting it (all of it, or a date range) and its
+date range. A deletion never removes what a model still needs (an event not joined, a reward its
+learner has not read, a joined event its latest snapshot does not cover): those stay, and a
+later deletion takes them once they are learned (:meth:`~service.eventlog.EventLog.delete_log`).
+docs/personalizer.md, "Logs"."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from service.eventlog import EventLog
+from service.personalizer import loop
+from service.personalizer.errors import bad
+from service.personalizer.schemas import DateRange, LogsProperties
+from service.settings import Settings
+
+__all__ = ["delete", "properties", "unix_ms"]
+
+
+def unix_ms(moment: datetime) -> int:
+    """``moment`` in Unix milliseconds (a time without a zone is UTC).
+
+    >>> unix_ms(datetime(1970, 1, 1, 0, 0, 1)), unix_ms(datetime(1970, 1, 1, 1, tzinfo=UTC))
+    (1000, 3600000)
+    """
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
+def delete(log: EventLog, settings: Settings, start: datetime | None = None,
+           end: datetime | None = None) -> dict[str, dict[str, int]]:
+    """Delete the log of every model of the endpoint from ``start`` to ``end`` (both included;
+    None: open); the entries removed, per model and stream."""
+    lo = None if start is None else unix_ms(start)
+    hi = None if end is None else unix_ms(end)
+    if lo is not None and hi is not None and lo > hi:
+        raise bad("BadRequest", f"from ({start.isoformat()}) is after to ({end.isoformat()})")
+    return {config.name: log.delete_log(config, lo, hi) for config in loop.models(log, settings)}
+
+
+def properties(log: EventLog, settings: Settings) -> LogsProperties:
+    """The date range of the endpoint's log (empty if nothing is logged)."""
+    ranges = [r for c in loop.models(log, settings) if (r := log.log_range(c.name)) is not None]
+    if not ranges:
+        return LogsProperties(dateRange=DateRange())
+    first, last = min(r[0] for r in ranges), max(r[1] for r in ranges)
+    return LogsProperties(dateRange=DateRange.model_validate(
+        {"from": _moment(first), "to": _moment(last)}))
+
+
+def _moment(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
