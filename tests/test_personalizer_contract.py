@@ -29,7 +29,8 @@ CONTRACT_SETTINGS = dict(SETTINGS, redis_async="off", max_body_bytes=16384,
                          personalizer_reward_wait_seconds=5.0)
 OFFLINE = Settings(redis_url="redis://127.0.0.1:1/0", **CONTRACT_SETTINGS)
 SPEC = create_app(OFFLINE).openapi()
-OPERATIONS = {path: ops["post"] for path, ops in SPEC["paths"].items() if path.startswith(BASE)}
+OPERATIONS = {path: ops["post"] for path, ops in SPEC["paths"].items()
+              if path.startswith(BASE) and "post" in ops}
 ENVELOPE = {"$ref": "#/components/schemas/PersonalizerError"}
 
 

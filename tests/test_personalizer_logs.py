@@ -184,8 +184,13 @@ def test_sdk_delete_logs_and_properties(redis_url: str) -> None:
         last = datetime.fromisoformat(props["to"].replace("Z", "+00:00"))
         assert first <= last <= datetime.now(UTC)
         with pytest.raises(HttpResponseError) as bad:
-            admin.delete_logs(params={"from": "2026-02-01T00:00:00Z", "to": "2026-01-01"})
+            admin.delete_logs(params={"from": "2026-02-01T00:00:00Z",
+                                      "to": "2026-01-01T00:00:00+01:00"})
         assert bad.value.status_code == 400 and bad.value.error.code == "BadRequest"
+        assert "is after" in bad.value.error.message
+        with pytest.raises(HttpResponseError) as bad:
+            admin.delete_logs(params={"to": "yesterday"})
+        assert bad.value.status_code == 400 and "to: 'yesterday'" in bad.value.error.message
         admin.delete_logs()
         # e3 waits for its reward: its decision stays, and it is still learned
         assert log.stream_length(name, "joined") == 0

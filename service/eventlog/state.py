@@ -291,6 +291,9 @@ class ModelState:
         (snapshots, consumer groups, joins), so an entry appended meanwhile is never removed.
         """
         k = keys(config.name)
+        start_ms = None if start_ms is None else max(0, int(start_ms))  # ids start at 1970
+        if end_ms is not None and (end_ms < 0 or (start_ms or 0) > end_ms):
+            return {"decisions": 0, "feedback": 0, "joined": 0}
         floors = {"decisions": lambda: self._unjoined_floor(config.name),
                   "feedback": lambda: self._consumed(k["feedback"], self.GROUP) or "0-0",
                   "joined": lambda: self.learned_floor(config)}

@@ -7,6 +7,7 @@ docs/personalizer.md, "Logs"."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 from service.eventlog import EventLog
@@ -15,11 +16,37 @@ from service.personalizer.errors import bad
 from service.personalizer.schemas import DateRange, LogsProperties
 from service.settings import Settings
 
-__all__ = ["delete", "properties", "unix_ms"]
+__all__ = ["delete", "parse_moment", "properties", "unix_ms"]
+
+#: an RFC 3339 date-time (the OpenAPI ``date-time`` format): a date, a time, a zone
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
+
+
+def parse_moment(text: str | None, name: str) -> datetime | None:
+    """The query parameter ``name`` as a time (None if absent), or a 400 naming it.
+
+    >>> parse_moment("2026-11-23T20:00:00Z", "from").isoformat()
+    '2026-11-23T20:00:00+00:00'
+    >>> parse_moment("0.5", "to")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    service.personalizer.errors.PersonalizerFailure: to: '0.5' is not an RFC 3339 date-time ...
+    """
+    if text is None:
+        return None
+    # an offset's "+" sent unencoded in a query string arrives as a space
+    text = re.sub(r"(:\d\d(\.\d+)?) (\d\d:\d\d)$", r"\1+\3", text)
+    try:
+        if not _RFC3339.fullmatch(text):
+            raise ValueError(text)
+        return datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+    except ValueError:
+        raise bad("BadRequest", f"{name}: {text!r} is not an RFC 3339 date-time such as "
+                  "2026-11-23T20:00:00Z") from None
 
 
 def unix_ms(moment: datetime) -> int:
-    """``moment`` in Unix milliseconds (a time without a zone is UTC).
+    """``moment`` in Unix milliseconds (a time without a zone is taken as UTC).
 
     >>> unix_ms(datetime(1970, 1, 1, 0, 0, 1)), unix_ms(datetime(1970, 1, 1, 1, tzinfo=UTC))
     (1000, 3600000)
@@ -29,10 +56,11 @@ def unix_ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def delete(log: EventLog, settings: Settings, start: datetime | None = None,
-           end: datetime | None = None) -> dict[str, dict[str, int]]:
-    """Delete the log of every model of the endpoint from ``start`` to ``end`` (both included;
-    None: open); the entries removed, per model and stream."""
+def delete(log: EventLog, settings: Settings, start: str | None = None,
+           end: str | None = None) -> dict[str, dict[str, int]]:
+    """Delete the log of every model of the endpoint from ``start`` to ``end`` (RFC 3339, both
+    included; None: open); the entries removed, per model and stream."""
+    start, end = parse_moment(start, "from"), parse_moment(end, "to")
     lo = None if start is None else unix_ms(start)
     hi = None if end is None else unix_ms(end)
     if lo is not None and hi is not None and lo > hi:

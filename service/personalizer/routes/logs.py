@@ -3,7 +3,6 @@ in :mod:`service.personalizer.logs`)."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import Query, Response, status
@@ -11,27 +10,34 @@ from fastapi import Query, Response, status
 from service.api.deps import LogDep, SettingsDep
 from service.personalizer import logs
 from service.personalizer.routes.common import admin_router, responses
-from service.personalizer.schemas import LogsProperties
+from service.personalizer.schemas import LogsProperties, PersonalizerError
 
 __all__ = ["router"]
 
 router = admin_router()
 
-_FROM = Query(alias="from", description="Delete only what was logged from this time on "
-              "(ISO 8601; UTC if no zone). Not part of Personalizer's API.")
-_TO = Query(alias="to", description="Delete only what was logged up to this time (ISO 8601; "
-            "UTC if no zone). Not part of Personalizer's API.")
+_ADMIN = {403: {"model": PersonalizerError, "description": "Keys are configured and this one "
+                "is not an admin key (`Forbidden`)."}}
+_RANGE = {400: {"model": PersonalizerError, "description": "`from` or `to` is not an RFC 3339 "
+                "date-time, or `from` is after `to` (`BadRequest`)."}}
+
+_FROM = Query(alias="from", json_schema_extra={"format": "date-time"},
+              description="Delete only what was logged from this time on (RFC 3339, e.g. "
+              "`2026-11-23T20:00:00Z`). Not part of Personalizer's API.")
+_TO = Query(alias="to", json_schema_extra={"format": "date-time"},
+            description="Delete only what was logged up to this time (RFC 3339). Not part of "
+            "Personalizer's API.")
 
 
 @router.delete(
     "/logs",
     status_code=status.HTTP_204_NO_CONTENT,
     response_description="Deleted (what a model still needs is kept).",
-    responses=responses(400, 403),
+    responses={**responses(), **_RANGE, **_ADMIN},
 )
 def delete_logs(log: LogDep, settings: SettingsDep,
-                start: Annotated[datetime | None, _FROM] = None,
-                end: Annotated[datetime | None, _TO] = None) -> Response:
+                start: Annotated[str | None, _FROM] = None,
+                end: Annotated[str | None, _TO] = None) -> Response:
     """Delete the logs of ranks and rewards of every model of the endpoint: all of them, or
     those logged from `from` to `to`.
 
@@ -51,7 +57,7 @@ def delete_logs(log: LogDep, settings: SettingsDep,
     response_model=LogsProperties,
     response_model_exclude_none=True,
     response_description="The date range of the log (empty if nothing is logged).",
-    responses=responses(403),
+    responses={**responses(), **_ADMIN},
 )
 def get_logs_properties(log: LogDep, settings: SettingsDep) -> LogsProperties:
     """The date range of the log the endpoint retains (its decisions, rewards and joined
