@@ -3,7 +3,7 @@ joined events of every model of the endpoint; deleting it (all of it, or a date 
 date range. A deletion never removes what a model still needs (an event not joined, a reward its
 learner has not read, a joined event its latest snapshot does not cover): those stay, and a
 later deletion takes them once they are learned (:meth:`~service.eventlog.EventLog.delete_log`).
-docs/personalizer.md, "Logs"."""
+docs/personalizer.md, "Reward aggregation and the logs"."""
 
 from __future__ import annotations
 
