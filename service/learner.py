@@ -221,8 +221,9 @@ class Learner(StreamConsumer):
     @staticmethod
     def _joined(model: ServedModel, state: dict[str, Any]) -> dict[str, Any]:
         decision, feedback = state["decision"], state["feedback"]
-        if feedback is not None and state["sum"] is not None:
-            feedback = summed_feedback(model, feedback, state["sum"][0])
+        if feedback is not None and state["sum"] is not None:  # the JOIN script's rule too
+            total, count = state["sum"]
+            feedback = summed_feedback(model, feedback, total) if count else None
         if feedback is None:
             reward, label, source = model.config.default_reward, None, "default"
         else:

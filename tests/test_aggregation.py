@@ -158,3 +158,14 @@ def test_sdk_rewards_of_a_sum_model_are_summed(redis_url: str) -> None:
     assert (events["plain"]["source"], events["plain"]["reward"]) == ("feedback", 0.75)
     assert events["plain"]["client_reward"] == 0.75
     assert (events["later"]["reward"], events["later"]["client_reward"]) == (0.75, 0.75)
+
+
+def test_a_sum_event_with_no_counted_reward_is_never_stuck(log: EventLog) -> None:
+    model = model_of(log, "sum")
+    event_id = decide_and_log(log, model, 0)
+    # a first feedback recorded by a replica running the earlier FEEDBACK script (no count)
+    log.r.hset(f"bb:{{m}}:ev:{event_id}", mapping={"fb": '{"reward": 1.0, "label": null}',
+                                                  "fb_late": "0"})
+    time.sleep(WAIT + 0.1)
+    run_steps(learner_for(log), 2)
+    assert (joined(log)[event_id]["source"], joined(log)[event_id]["reward"]) == ("default", 0.1)
