@@ -26,9 +26,13 @@ from service.settings import Settings
 from service.snapshots import HeapFreezer, pickle_isolated
 from service.store import ModelStore, save_snapshot
 
-__all__ = ["Learner", "limits"]
+__all__ = ["Learner", "limits", "summed_feedback"]
 
 log = logging.getLogger("boostbandit.learner")
+
+#: How often (seconds) at most a learner deletes the log its models' ``log_retention_days``
+#: no longer keep (more often for a retention shorter than four times that)
+RETENTION_CHECK_SECONDS = 60.0
 
 #: Largest share of the time a model may spend publishing its serving copy: a copy that took
 #: t seconds to pickle and write waits at least t / PUBLISH_DUTY before the next one.
@@ -44,6 +48,19 @@ def limits(settings: Settings) -> Limits:
     )
 
 
+def summed_feedback(model: ServedModel, first: dict[str, Any], total: float) -> dict[str, Any]:
+    """The feedback an event under the ``sum`` aggregation is joined with: its first on-time
+    feedback (for its label and kind) carrying the sum of its on-time rewards, on the model's
+    scale [0, 1]: a Personalizer client's sum mapped by the model's ``negative_rewards`` rule,
+    a native sum clipped."""
+    if "client_reward" in first:
+        reward = model.config.from_client(total)
+        first = {**first, "client_reward": total}
+    else:
+        reward = total
+    return {**first, "reward": min(1.0, max(0.0, reward))}
+
+
 class Learner(StreamConsumer):
     """One learner loop over every model whose lease it holds."""
 
@@ -57,6 +74,7 @@ class Learner(StreamConsumer):
         self.settings = settings
         self._snapshots: dict[str, threading.Thread] = {}  # snapshots being pickled and written
         self._publishing: dict[str, threading.Thread] = {}  # serving copies being published
+        self._retention_clock: dict[str, float] = {}  # when each model's log was last expired
         self.heap = HeapFreezer(settings.gc_freeze_seconds)
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -141,6 +159,7 @@ class Learner(StreamConsumer):
             self.catch_up(model)
             self.maybe_snapshot(model)
             self.maybe_publish(model)
+            self.maybe_expire_log(model)
         self.heap.maybe_freeze()
 
     def _read(self, owned: dict[str, ServedModel], streams: dict[str, str],
@@ -166,7 +185,8 @@ class Learner(StreamConsumer):
                     feedback = loads(fields[b"e"])
                     lag = max(0.0, time.time() - feedback["ts"])
                     metrics.LEARNER_LAG.labels(model.name).set(lag)
-                    self.join_event(model, feedback["EventId"])
+                    if fields.get(b"agg") != b"sum":  # a sum is joined when its window ends
+                        self.join_event(model, feedback["EventId"])
                 self.log.ack(stream, self.GROUP, entry_id)
         return handled
 
@@ -176,7 +196,8 @@ class Learner(StreamConsumer):
             self.join_event(model, event_id)
 
     def join_event(self, model: ServedModel, event_id: str) -> str | None:
-        """Join ``event_id``: its on-time feedback if recorded, else (window closed) the
+        """Join ``event_id``: its on-time feedback if recorded (under the ``sum`` aggregation,
+        once its window closed, the sum of its on-time rewards), else (window closed) the
         default reward. The fenced script re-checks that choice atomically; the joined id, or
         None if nothing was appended (joined before, expired, or the window is still open)."""
         for _ in range(3):
@@ -184,8 +205,9 @@ class Learner(StreamConsumer):
             if state is None or state["joined"] is not None or state["decision"] is None:
                 return None
             event = self._joined(model, state)
+            count = None if state["sum"] is None else state["sum"][1]
             outcome, joined_id = self.log.join(model.name, event_id, event,
-                                               self.held(model.name))
+                                               self.held(model.name), count)
             if outcome == "joined":
                 source = event["bb"]["source"]
                 metrics.JOINED.labels(model.name, source).inc()
@@ -199,6 +221,9 @@ class Learner(StreamConsumer):
     @staticmethod
     def _joined(model: ServedModel, state: dict[str, Any]) -> dict[str, Any]:
         decision, feedback = state["decision"], state["feedback"]
+        if feedback is not None and state["sum"] is not None:  # the JOIN script's rule too
+            total, count = state["sum"]
+            feedback = summed_feedback(model, feedback, total) if count else None
         if feedback is None:
             reward, label, source = model.config.default_reward, None, "default"
         else:
@@ -262,6 +287,22 @@ class Learner(StreamConsumer):
             )
             self._snapshots[model.name] = thread
             thread.start()
+
+    def maybe_expire_log(self, model: ServedModel) -> None:
+        """Delete the model's log older than its ``log_retention_days`` (if set), at most every
+        :data:`RETENTION_CHECK_SECONDS`: only what its latest snapshot covers
+        (:meth:`~service.eventlog.EventLog.delete_log`), so nothing a restore needs."""
+        days = model.config.log_retention_days
+        if days is None:
+            return
+        every = min(RETENTION_CHECK_SECONDS, days * 86400.0 / 4)
+        now = time.monotonic()
+        if now - self._retention_clock.get(model.name, -float("inf")) < every:
+            return
+        self._retention_clock[model.name] = now
+        removed = self.log.expire_log(model.config, days)
+        if any(removed.values()):
+            log.info("%s: log older than %s days deleted: %s", model.name, days, removed)
 
     def maybe_publish(self, model: ServedModel) -> None:
         """Publish the model's serving copy (fenced) if it changed since the last one and

@@ -178,7 +178,8 @@ def _label(body: FeedbackRequest, model: ServedModel) -> int | None:
 
 
 async def feedback(body: FeedbackRequest, model: ServedModel, log: EventLog) -> FeedbackResponse:
-    """Record the reward (or the label) of a decision; the first feedback counts."""
+    """Record the reward (or the label) of a decision; the first feedback counts (under the
+    ``sum`` aggregation, every one within the reward wait)."""
     config = model.config
     label = _label(body, model)
     now = time.time()

@@ -43,9 +43,21 @@ from service.eventlog.replies import (
 from service.eventlog.state import ModelState
 from service.events import dumps, loads
 
-__all__ = ["DecisionOutcome", "EventLog", "LeaseLost", "Limits", "OutcomeUnknown"]
+__all__ = ["DecisionOutcome", "EventLog", "LeaseLost", "Limits", "OutcomeUnknown", "summed_value"]
 
 log = logging.getLogger(__name__)
+
+
+def summed_value(feedback: dict[str, Any]) -> float | None:
+    """What a feedback adds to its event's sum (the ``sum`` aggregation): the reward a
+    Personalizer client sent (``client_reward``, on its scale), else the reward; None for a
+    label.
+
+    >>> summed_value({"reward": 0.5, "client_reward": -1.0}), summed_value({"reward": 0.5})
+    (-1.0, 0.5)
+    """
+    value = feedback.get("client_reward", feedback.get("reward"))
+    return None if value is None else float(value)
 
 
 @dataclass(frozen=True)
@@ -144,7 +156,7 @@ class EventLog(ModelState, PersonalizerState):
                      k["stats"], k["schema"]],
             "args": [dumps(event), repr(float(config.reward_wait_seconds)), ttl, event_id,
                      digest, self.limits.max_feature_names, self.limits.stream_max_events,
-                     repr(float(age)), *pairs],
+                     repr(float(age)), config.reward_aggregation, *pairs],
         }
 
     def append_decision(
@@ -173,15 +185,22 @@ class EventLog(ModelState, PersonalizerState):
         call = self._decision_call(config, event_id, event, digest, new_types or {}, age)
         return decision_outcome(await self._awrite("DECISION", call))
 
-    def _feedback_call(self, name: str, event_id: str, feedback: dict) -> dict[str, list]:
+    def _feedback_call(self, name: str, event_id: str, feedback: dict,
+                       once: str = "") -> dict[str, list]:
         k = keys(name)
+        value = summed_value(feedback)
         return {"keys": [event_key(name, event_id), k["feedback"], k["stats"]],
-                "args": [dumps(feedback)]}
+                "args": [dumps(feedback), "" if value is None else repr(value), once]}
 
-    def append_feedback(self, name: str, event_id: str, feedback: dict[str, Any]):
-        """Log feedback: ``("unknown", False)``, ``("duplicate", late)`` or ``("new", late)``."""
+    def append_feedback(self, name: str, event_id: str, feedback: dict[str, Any],
+                        once: str = ""):
+        """Log feedback: ``("unknown", False)``, ``("duplicate", late)`` or ``("new", late)``.
+
+        Under the event's ``earliest`` aggregation only the first counts; under ``sum`` every
+        on-time one is added (:data:`scripts.FEEDBACK`). With ``once``, a feedback with that
+        token is recorded at most once per event (a retry of it is a duplicate)."""
         return feedback_outcome(self._write("FEEDBACK", self._feedback_call(name, event_id,
-                                                                              feedback)))
+                                                                              feedback, once)))
 
     async def append_feedback_async(self, name: str, event_id: str, feedback: dict[str, Any]):
         """:meth:`append_feedback`, awaiting the round trip (on the async client, if any)."""
@@ -223,23 +242,31 @@ class EventLog(ModelState, PersonalizerState):
 
     # --- joining (the learner's writes, fenced) -----------------------------------------------
     def event_state(self, name: str, event_id: str) -> dict[str, Any] | None:
-        """What the join needs of an event: ``decision``, ``feedback`` (on-time feedback or
-        None), ``joined`` (its joined id, or None); None if the event expired."""
-        d, fb, late, fb_sid, joined = self.r.hmget(
-            event_key(name, event_id), ["d", "fb", "fb_late", "fb_sid", "joined"]
+        """What the join needs of an event: ``decision``, ``feedback`` (the first on-time
+        feedback or None), ``joined`` (its joined id, or None), ``sum`` (``(value, count)`` of
+        its on-time feedback under the ``sum`` aggregation, else None); None if it expired."""
+        d, fb, late, fb_sid, joined, agg, total, count = self.r.hmget(
+            event_key(name, event_id),
+            ["d", "fb", "fb_late", "fb_sid", "joined", "agg", "sum", "sum_n"],
         )
         if d is None and joined is None:
             return None
         on_time = fb is not None and text(late) == "0"
+        summed = None
+        if agg is not None and text(agg) == "sum":
+            summed = (float(total or 0.0), int(count or 0))
         return {
             "decision": None if d is None else loads(d),
             "feedback": loads(fb) if on_time else None,
             "feedback_id": text(fb_sid) if on_time and fb_sid is not None else None,
             "joined": None if joined is None else text(joined),
+            "sum": summed,
         }
 
-    def join(self, name: str, event_id: str, event: dict[str, Any], lease: str) -> tuple:
-        """Append ``event`` (source ``event["bb"]["source"]``) to the joined stream once.
+    def join(self, name: str, event_id: str, event: dict[str, Any], lease: str,
+             count: int | None = None) -> tuple:
+        """Append ``event`` (source ``event["bb"]["source"]``) to the joined stream once;
+        ``count``: how many on-time rewards its reward sums (an event under ``sum``).
 
         Returns ``("joined", id)``, ``("before", id)``, ``("expired", None)`` or
         ``("retry", None)`` (the source is not the right one: read the event again); raises
@@ -250,7 +277,8 @@ class EventLog(ModelState, PersonalizerState):
         res = self._s["JOIN"](
             keys=[event_key(name, event_id), k["waiting"], k["joined"], k["stats"], k["lease"]],
             args=[event_id, dumps(event), repr(float(event["bb"]["reward"])), lease, source,
-                  int(self.limits.event_retention_seconds) + 1],
+                  int(self.limits.event_retention_seconds) + 1,
+                  "" if count is None else str(count)],
         )
         status = int(res[0])
         if status == -1:
@@ -321,20 +349,24 @@ class EventLog(ModelState, PersonalizerState):
         return None if name is None else text(name)
 
     def defer_decision(self, name: str, event_id: str, event: dict[str, Any], ts: float,
-                       seconds: float) -> None:
-        """Keep a decision aside until its activation (not logged, not learned yet)."""
+                       seconds: float, agg: str = "earliest") -> None:
+        """Keep a decision aside until its activation (not logged, not learned yet); ``agg``:
+        the model's reward aggregation (under ``sum`` every stashed reward is summed)."""
         key = keys(name)["deferred_prefix"] + event_id
         pipe = self.r.pipeline(transaction=True)
-        pipe.hset(key, mapping={"d": dumps(event), "ts": repr(ts)})
+        pipe.hset(key, mapping={"d": dumps(event), "ts": repr(ts), "agg": agg})
         pipe.expire(key, int(seconds) + 1)
         pipe.execute()
 
     def deferred(self, name: str, event_id: str) -> dict[str, Any] | None:
-        """A deferred decision: ``event``, ``ts`` and the stashed ``feedback`` (or None)."""
-        raw, ts, fb = self.r.hmget(keys(name)["deferred_prefix"] + event_id, ["d", "ts", "fb"])
+        """A deferred decision: ``event``, ``ts``, the first stashed ``feedback`` (or None) and,
+        under ``sum``, the ``sum`` of the stashed rewards (else None)."""
+        raw, ts, fb, total = self.r.hmget(keys(name)["deferred_prefix"] + event_id,
+                                          ["d", "ts", "fb", "sum"])
         if raw is None:
             return None
-        return {"event": loads(raw), "ts": float(ts), "feedback": None if fb is None else loads(fb)}
+        return {"event": loads(raw), "ts": float(ts), "feedback": None if fb is None else loads(fb),
+                "sum": None if total is None else float(total)}
 
     def drop_deferred(self, name: str, event_id: str) -> None:
         """Forget a deferred decision (activated, or too late)."""
@@ -347,8 +379,9 @@ class EventLog(ModelState, PersonalizerState):
     def deferred_reward(self, name: str, event_id: str, feedback: dict[str, Any]) -> int:
         """See :data:`scripts.DEFERRED_REWARD`: 1 active, 2 stashed, 0 unknown."""
         k = [event_key(name, event_id), keys(name)["deferred_prefix"] + event_id]
-        return int(self._write("DEFERRED_REWARD",
-                               {"keys": k, "args": [dumps(feedback), repr(time.time())]}))
+        value = summed_value(feedback) or 0.0
+        return int(self._write("DEFERRED_REWARD", {"keys": k, "args": [
+            dumps(feedback), repr(time.time()), repr(value)]}))
 
     # --- imports (boostbandit import) ----------------------------------------------------------
     def import_records(self, name: str) -> list[dict[str, Any]]:

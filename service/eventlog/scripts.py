@@ -25,8 +25,10 @@ local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 #: Log a decision.
 #: KEYS: event hash, decisions stream, waiting zset, stats, feature schema.
 #: ARGV: decision JSON, reward wait (s), hash TTL (s), event id, request digest, most feature
-#: names, decisions stream length bound (0: none), age of the decision (s), then pairs
-#: (feature name, "n"|"s") for the features the caller has not seen confirmed.
+#: names, decisions stream length bound (0: none), age of the decision (s), reward aggregation
+#: ("earliest" | "sum": kept in the event hash, so every later script of the event reads the
+#: one its decision was made under), then pairs (feature name, "n"|"s") for the features the
+#: caller has not seen confirmed.
 #: Returns {1, stream id} logged; {2, decision JSON or "", joined id or ""} the same request
 #: was logged before (idempotent retry); {0} the event id was used by another request;
 #: {-1, feature, stored type} a feature changed type; {-2, names} the schema is full.
@@ -40,7 +42,7 @@ if redis.call('EXISTS', ev) == 1 then
   return {0}
 end
 local new = {}
-for i = 9, #ARGV, 2 do
+for i = 10, #ARGV, 2 do
   local seen = redis.call('HGET', KEYS[5], ARGV[i])
   if seen == false then
     new[#new + 1] = ARGV[i]
@@ -64,7 +66,8 @@ if tonumber(ARGV[7]) > 0 then
 else
   sid = redis.call('XADD', KEYS[2], '*', 'e', ARGV[1])
 end
-redis.call('HSET', ev, 'sid', sid, 'deadline', tostring(deadline), 'd', ARGV[1], 'rq', ARGV[5])
+redis.call('HSET', ev, 'sid', sid, 'deadline', tostring(deadline), 'd', ARGV[1], 'rq', ARGV[5],
+           'agg', ARGV[9])
 redis.call('EXPIRE', ev, ARGV[3])
 redis.call('ZADD', KEYS[3], deadline, ARGV[4])
 redis.call('HINCRBY', KEYS[4], 'decisions', 1)
@@ -72,16 +75,25 @@ return {1, sid}
 """
 )
 
-#: Record the first feedback of a decision.
-#: KEYS: event hash, feedback stream, stats.  ARGV: feedback JSON.
-#: Returns {0} unknown or expired event; {1, late} a feedback was recorded before (this one is
-#: dropped); {2, late} recorded now. ``late`` ("0"/"1"): after the deadline by Redis's clock,
-#: or after the event was joined. Only an on-time feedback can be joined; a late one is kept
-#: in the feedback stream for the record.
+#: Record a feedback of a decision.
+#: KEYS: event hash, feedback stream, stats.
+#: ARGV: feedback JSON, the value it adds to the event's sum ("" for none: a label), a token
+#: ("" for none) under which it is recorded once: a retry with the same token is a duplicate.
+#: Returns {0} unknown or expired event; {1, late} a duplicate (dropped); {2, late} recorded
+#: now. ``late`` ("0"/"1"): after the deadline by Redis's clock, or after the event was joined.
+#: Under the event's aggregation (its ``agg``, set by DECISION): ``earliest`` (or none) only the
+#: first feedback is recorded (a later one is a duplicate); ``sum``: every one is added to the
+#: stream, and an on-time one also to the event's ``sum`` (its value) and ``sum_n`` (the count
+#: of on-time feedback; the first one is kept as ``fb`` too, for its label and kind). Only
+#: on-time feedback can be joined; a late one is kept in the feedback stream for the record.
 FEEDBACK = (
     """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
-if redis.call('HSETNX', KEYS[1], 'fb', ARGV[1]) == 0 then
+if ARGV[3] ~= '' and redis.call('HSETNX', KEYS[1], 'once:' .. ARGV[3], '1') == 0 then
+  return {1, redis.call('HGET', KEYS[1], 'fb_late') or '0'}
+end
+local sum = redis.call('HGET', KEYS[1], 'agg') == 'sum'
+if not sum and redis.call('HEXISTS', KEYS[1], 'fb') == 1 then
   return {1, redis.call('HGET', KEYS[1], 'fb_late')}
 end
 """
@@ -90,8 +102,19 @@ end
 local late = '0'
 local deadline = tonumber(redis.call('HGET', KEYS[1], 'deadline'))
 if now > deadline or redis.call('HEXISTS', KEYS[1], 'joined') == 1 then late = '1' end
-local sid = redis.call('XADD', KEYS[2], '*', 'e', ARGV[1], 'late', late)
-redis.call('HSET', KEYS[1], 'fb_sid', sid, 'fb_late', late)
+local sid
+if sum then
+  sid = redis.call('XADD', KEYS[2], '*', 'e', ARGV[1], 'late', late, 'agg', 'sum')
+  if late == '0' then
+    if ARGV[2] ~= '' then redis.call('HINCRBYFLOAT', KEYS[1], 'sum', ARGV[2]) end
+    redis.call('HINCRBY', KEYS[1], 'sum_n', 1)
+  end
+else
+  sid = redis.call('XADD', KEYS[2], '*', 'e', ARGV[1], 'late', late)
+end
+if redis.call('HSETNX', KEYS[1], 'fb', ARGV[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'fb_sid', sid, 'fb_late', late)
+end
 redis.call('HINCRBY', KEYS[3], 'rewards', 1)
 return {2, late}
 """
@@ -100,13 +123,17 @@ return {2, late}
 #: Append a joined event, once per decision, if the lease holder asks and the reward is right.
 #: KEYS: event hash, waiting zset, joined stream, stats, lease.
 #: ARGV: event id, joined JSON, reward, lease value held, expected source ("feedback" |
-#: "default"), TTL (s) of the event's tombstone after the join.
+#: "default"), TTL (s) of the event's tombstone after the join, the number of on-time rewards
+#: the caller summed (an event under ``sum``; "" otherwise).
+#: Under ``sum`` an event is joined only once its window closed (by Redis's clock, after which
+#: FEEDBACK adds nothing to its sum), and only with the count of on-time rewards stored.
 #: Returns {-1} the caller does not hold the lease (nothing written); {0} the event expired;
 #: {1, joined id} joined before; {3} the expected source is wrong (an on-time feedback exists
 #: and "default" was asked, or the window is still open, or no on-time feedback for
-#: "feedback"): read the event again; {2, joined id} appended now. After the join the decision
-#: JSON is dropped from the event hash (the joined stream has it); the rest stays as a
-#: tombstone so a repeated event id or feedback is still recognised.
+#: "feedback"; under ``sum``: the window is open or the count differs): read the event
+#: again; {2, joined id} appended now. After the join the decision JSON is dropped from the
+#: event hash (the joined stream has it); the rest stays as a tombstone so a repeated event id
+#: or feedback is still recognised.
 JOIN = (
     """
 if redis.call('GET', KEYS[5]) ~= ARGV[4] then return {-1} end
@@ -119,11 +146,17 @@ if joined then
   redis.call('ZREM', KEYS[2], ARGV[1])
   return {1, joined}
 end
-local fb, late, deadline = unpack(redis.call('HMGET', KEYS[1], 'fb', 'fb_late', 'deadline'))
+local fb, late, deadline, agg, n = unpack(redis.call('HMGET', KEYS[1], 'fb', 'fb_late',
+                                                      'deadline', 'agg', 'sum_n'))
 local on_time = fb and late == '0'
 """
     + _NOW
     + """
+if agg == 'sum' then
+  n = n or '0'
+  if now <= tonumber(deadline) or n ~= ARGV[7] then return {3} end
+  on_time = n ~= '0'
+end
 if ARGV[5] == 'feedback' then
   if not on_time then return {3} end
 elseif on_time or now <= tonumber(deadline) then
@@ -217,14 +250,20 @@ return {tostring(now), first_after(ARGV[1]), first_after(snap)}
 """
 
 #: A Personalizer reward for an event that may be deferred (ranked, not yet activated).
-#: KEYS: the event hash, the deferred event hash.  ARGV: feedback JSON, time.
+#: KEYS: the event hash, the deferred event hash.  ARGV: feedback JSON, time, the value it adds
+#: to the event's sum.
 #: Returns 1 the event is active (record the feedback the normal way); 2 it is deferred: the
-#: first reward is stashed in its hash, forwarded at activation; 0 unknown or expired.
+#: first reward is stashed in its hash (``fb``, ``fb_ts``) and, under ``sum`` (the deferred
+#: hash's ``agg``), every reward is added to its ``sum``; forwarded at activation; 0 unknown or
+#: expired.
 DEFERRED_REWARD = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 1 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
   if redis.call('HSETNX', KEYS[2], 'fb', ARGV[1]) == 1 then
     redis.call('HSET', KEYS[2], 'fb_ts', ARGV[2])
+  end
+  if redis.call('HGET', KEYS[2], 'agg') == 'sum' then
+    redis.call('HINCRBYFLOAT', KEYS[2], 'sum', ARGV[3])
   end
   return 2
 end

@@ -277,3 +277,107 @@ class ModelState:
             "stream_max_events": self.limits.stream_max_events,
             "event_retention_seconds": self.limits.event_retention_seconds,
         }
+
+    # --- deleting the log (Personalizer's DELETE /logs and logRetentionDays) --------------------
+    def delete_log(self, config: ModelConfig, start_ms: int | None = None,
+                   end_ms: int | None = None) -> dict[str, int]:
+        """Delete the entries of ``config``'s streams logged from ``start_ms`` to ``end_ms``
+        (Unix milliseconds by Redis's clock, both included; None: open), never what the model
+        still needs: a joined event the model's latest snapshot does not cover
+        (:meth:`learned_floor`), a feedback its learner has not read, the decision of an event
+        not joined yet. The number of entries removed per stream.
+
+        Every bound is read after the newest id of each stream, and each only moves forward
+        (snapshots, consumer groups, joins), so an entry appended meanwhile is never removed.
+        """
+        k = keys(config.name)
+        start_ms = None if start_ms is None else max(0, int(start_ms))  # ids start at 1970
+        if end_ms is not None and (end_ms < 0 or (start_ms or 0) > end_ms):
+            return {"decisions": 0, "feedback": 0, "joined": 0}
+        floors = {"decisions": lambda: self._unjoined_floor(config.name),
+                  "feedback": lambda: self._consumed(k["feedback"], self.GROUP) or "0-0",
+                  "joined": lambda: self.learned_floor(config)}
+        removed = {}
+        for role, floor in floors.items():
+            hi = self._after(self.newest_id(k[role]))
+            if end_ms is not None:
+                hi = min(hi, f"{int(end_ms) + 1}-0", key=stream_id)
+            lo = "-" if start_ms is None else f"{int(start_ms)}-0"
+            if not self.r.xrange(k[role], min=lo, max=f"({hi}", count=1):
+                removed[role] = 0  # nothing in range: the floor is not even read
+                continue
+            hi = min(hi, floor(), key=stream_id)
+            removed[role] = self._delete_below(k[role], start_ms, hi)
+        return removed
+
+    def expire_log(self, config: ModelConfig, days: float) -> dict[str, int]:
+        """Delete what was logged more than ``days`` ago (Redis's clock) as
+        :meth:`delete_log` does: what the model still needs stays until it no longer does."""
+        return self.delete_log(config, None, self.redis_time_ms() - int(days * 86_400_000) - 1)
+
+    def learned_floor(self, config: ModelConfig) -> str:
+        """The first joined id a deletion must keep: the one after the last event applied by
+        the latest snapshot of this model (its ``uid``: a renewed model without a snapshot of
+        its own yet needs the whole log), or the worker's first unconsumed one if lower."""
+        k = keys(config.name)
+        uid, joined_id = self.r.hmget(k["snapshot"], ["uid", "joined_id"])
+        if uid is None or text(uid) != config.uid:
+            return "0-0"
+        worker = self._consumed(k["joined"], "worker", missing_ok=True)
+        return min(self._after(text(joined_id)), worker, key=stream_id)
+
+    @staticmethod
+    def _after(sid: str) -> str:
+        """The stream id right after ``sid``."""
+        ms, seq = stream_id(sid)
+        return f"{ms}-{seq + 1}"
+
+    def _unjoined_floor(self, name: str) -> str:
+        """The lowest decisions-stream id of an event not joined yet ("+" if none)."""
+        k, lowest = keys(name), "+"
+        batch: list[str] = []
+
+        def flush() -> str:
+            pipe = self.r.pipeline(transaction=False)
+            for event_id in batch:
+                pipe.hget(k["event_prefix"] + event_id, "sid")
+            sids = [text(s) for s in pipe.execute() if s is not None]
+            batch.clear()
+            return min([lowest, *sids], key=stream_id)
+
+        for member, _ in self.r.zscan_iter(k["waiting"], count=1000):
+            batch.append(text(member))
+            if len(batch) >= 1000:
+                lowest = flush()
+        return flush() if batch else lowest
+
+    def _delete_below(self, stream: str, start_ms: int | None, hi: str) -> int:
+        """Delete the entries of ``stream`` from ``start_ms`` (None: the first) up to, not
+        including, ``hi``."""
+        if start_ms is None:
+            return int(self.r.xtrim(stream, minid=hi, approximate=False))
+        lo, removed = f"{int(start_ms)}-0", 0
+        if stream_id(hi) <= stream_id(lo):
+            return 0
+        while True:
+            page = self.r.xrange(stream, min=lo, max=f"({hi}", count=1000)
+            if not page:
+                return removed
+            removed += int(self.r.xdel(stream, *[sid for sid, _ in page]))
+            lo = f"({text(page[-1][0])}"
+
+    def log_range(self, name: str) -> tuple[int, int] | None:
+        """``(first, last)``: the times (Unix ms, Redis's clock) of the oldest and the newest
+        entry of ``name``'s decisions, feedback and joined streams; None if all are empty."""
+        k = keys(name)
+        pipe = self.r.pipeline(transaction=False)
+        for role in ("decisions", "feedback", "joined"):
+            pipe.xrange(k[role], count=1)
+            pipe.xrevrange(k[role], count=1)
+        times = [stream_id(text(page[0][0]))[0] for page in pipe.execute() if page]
+        return (min(times), max(times)) if times else None
+
+    def redis_time_ms(self) -> int:
+        """Redis's clock, in Unix milliseconds."""
+        seconds, micros = self.r.time()
+        return int(seconds) * 1000 + int(micros) // 1000

@@ -216,7 +216,8 @@ def rank(body: RankRequest, log: EventLog, store: ModelStore, settings: Settings
         event["bb"]["personalizer"] = {"deferred": bool(body.deferActivation),
                                        "baseline": baseline}
         if body.deferActivation:
-            log.defer_decision(config.name, event_id, event, ts, retention)
+            log.defer_decision(config.name, event_id, event, ts, retention,
+                               config.reward_aggregation)
         else:
             _log_decision(model, log, event_id, event, new_types, settings)
     except (EVENT_LOG_ERROR, PersonalizerFailure):
@@ -236,8 +237,9 @@ def _model_of(event_id: str, log: EventLog, code: str) -> ModelConfig:
 
 
 def reward(event_id: str, body: RewardRequest, log: EventLog) -> None:
-    """Record the reward of an event (kept until activation for a deferred one); the first
-    counts. ``value`` on [-1, 1] reaches the model as its ``negative_rewards`` says."""
+    """Record the reward of an event (kept until activation for a deferred one): the first
+    counts, or, under the ``sum`` aggregation, every one within the reward wait. ``value`` on
+    [-1, 1] reaches the model as its ``negative_rewards`` says."""
     config = _model_of(event_id, log, "NotFound")
     now = time.time()
     payload = {"EventId": event_id, "Timestamp": iso_timestamp(now), "ts": now,
@@ -268,11 +270,26 @@ def activate(event_id: str, log: EventLog) -> None:
                   event_id)
         log.drop_deferred(config.name, event_id)
         return
-    # order matters: log the decision first, then forward a stashed reward (a reward arriving
-    # from now on finds the decision in the log and goes the normal way)
+    # order matters: log the decision first, then read and forward the stashed rewards (a
+    # reward arriving from now on finds the decision in the log and goes the normal way, so
+    # the stash read after it is complete); the forward is recorded once however often an
+    # activation is retried
     log.append_decision(config, event_id, deferred["event"], age=max(0.0, time.time() - ts))
-    if deferred["feedback"] is not None:
-        outcome, _ = log.append_feedback(config.name, event_id, deferred["feedback"])
+    stashed = _stashed(config, log.deferred(config.name, event_id))
+    if stashed is not None:
+        outcome, _ = log.append_feedback(config.name, event_id, stashed, once="activate")
         if outcome == "new":
             metrics.REWARDS.labels(config.name).inc()
     log.drop_deferred(config.name, event_id)
+
+
+def _stashed(config: ModelConfig, deferred: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The feedback a deferred event's stash forwards at activation: its first reward, or under
+    ``sum`` the first one carrying the sum of them all."""
+    if deferred is None or deferred["feedback"] is None:
+        return None
+    if deferred["sum"] is None:
+        return deferred["feedback"]
+    total = deferred["sum"]
+    return {**deferred["feedback"], "client_reward": total,
+            "reward": min(1.0, config.from_client(total))}

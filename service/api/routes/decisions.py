@@ -53,5 +53,7 @@ async def feedback(
     model: ModelDep,
     log: LogDep,
 ) -> FeedbackResponse:
-    """Report the reward (or the true label) of a decision; the first feedback counts."""
+    """Report the reward (or the true label) of a decision; the first feedback counts (for a
+    model with the `sum` reward aggregation, the sum of the rewards sent within the reward
+    wait, clipped to [0, 1])."""
     return await decide.feedback(body, model, log)

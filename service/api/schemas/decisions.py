@@ -118,5 +118,6 @@ class FeedbackResponse(BaseModel):
     """What happened to the feedback."""
 
     event_id: str = Field(description="The decision's event id.")
-    duplicate: bool = Field(description="True if feedback for this event was already recorded.")
+    duplicate: bool = Field(description="True if feedback for this event was already recorded "
+                            "(and this one is ignored; never under the `sum` aggregation).")
     late: bool = Field(description="True if it came after the wait window (recorded, unlearned).")

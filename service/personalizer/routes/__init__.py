@@ -3,6 +3,7 @@
 
 - :mod:`~service.personalizer.routes.events`: rank, reward, activate.
 - :mod:`~service.personalizer.routes.configuration`: the service configuration.
+- :mod:`~service.personalizer.routes.logs`: deleting the logs, their date range.
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 
 from service.personalizer.errors import PREFIXES
-from service.personalizer.routes import configuration, events
+from service.personalizer.routes import configuration, events, logs
 
 __all__ = ["PREFIXES", "include", "router"]
 
 router = APIRouter()
 router.include_router(events.router)
 router.include_router(configuration.router)
+router.include_router(logs.router)
 
 
 def include(app: FastAPI) -> None:

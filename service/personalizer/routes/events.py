@@ -43,7 +43,8 @@ def rank(body: RankRequest, log: LogDep, store: StoreDep, settings: SettingsDep,
 @router.post(
     "/events/{eventId}/reward",
     status_code=status.HTTP_204_NO_CONTENT,
-    response_description="Recorded (a second reward of the same event is ignored).",
+    response_description="Recorded (a second reward of the same event is ignored, unless the "
+    "reward aggregation is `sum`).",
     responses=responses(400, 404),
 )
 def reward(eventId: EventIdPath, body: RewardRequest, log: LogDep) -> Response:  # noqa: N803
@@ -53,7 +54,9 @@ def reward(eventId: EventIdPath, body: RewardRequest, log: LogDep) -> Response: 
     The model's `negative_rewards` setting maps it onto the model's [0, 1]: `clip` (the
     default) uses [0, 1] as sent and counts a negative reward as 0; `rescale` maps
     (x + 1) / 2. The reward as sent is logged and exported. Only the first reward of an event
-    counts; it must arrive within the model's reward wait (else the default reward is learned).
+    counts, or, with the service configuration's `rewardAggregation` `sum`, the sum of those
+    that arrive within the reward wait (the event is then learned when the wait ends); a reward
+    must arrive within the model's reward wait (else the default reward is learned).
     """
     mapping.reward(eventId, body, log)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

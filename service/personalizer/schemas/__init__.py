@@ -4,6 +4,7 @@ descriptions end up in the OpenAPI document, so they are written in Markdown.
 
 - :mod:`~service.personalizer.schemas.common`: the base class, the error envelope.
 - :mod:`~service.personalizer.schemas.events`: rank and reward.
+- :mod:`~service.personalizer.schemas.logs`: the log's properties.
 """
 
 from service.personalizer.schemas.common import (
@@ -19,9 +20,12 @@ from service.personalizer.schemas.events import (
     RankResponse,
     RewardRequest,
 )
+from service.personalizer.schemas.logs import DateRange, LogsProperties
 
 __all__ = [
     "ERROR_RESPONSES",
+    "DateRange",
+    "LogsProperties",
     "PersonalizerBody",
     "PersonalizerError",
     "PersonalizerErrorBody",

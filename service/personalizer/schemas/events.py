@@ -144,5 +144,6 @@ class RewardRequest(PersonalizerBody):
         description="The reward, in [-1, 1]; typically 1 for a success and 0 for a failure. "
         "How it reaches the model is the model's `negative_rewards` setting: `clip` (the "
         "default) uses [0, 1] as sent and counts a negative reward as 0; `rescale` maps [-1, 1] "
-        "linearly onto [0, 1] by (x + 1) / 2. Only the first reward of an event counts.",
+        "linearly onto [0, 1] by (x + 1) / 2. Only the first reward of an event counts (with "
+        "the `sum` reward aggregation, the sum of those sent within the reward wait).",
     )
