@@ -4,6 +4,7 @@ descriptions end up in the OpenAPI document, so they are written in Markdown.
 
 - :mod:`~service.personalizer.schemas.common`: the base class, the error envelope.
 - :mod:`~service.personalizer.schemas.events`: rank and reward.
+- :mod:`~service.personalizer.schemas.model`: model properties, feature importances.
 """
 
 from service.personalizer.schemas.common import (
@@ -19,9 +20,23 @@ from service.personalizer.schemas.events import (
     RankResponse,
     RewardRequest,
 )
+from service.personalizer.schemas.model import (
+    FeatureImportance,
+    FeatureImportanceList,
+    FeatureImportanceRequest,
+    FeatureImportanceSummary,
+    FeatureScore,
+    ModelProperties,
+)
 
 __all__ = [
     "ERROR_RESPONSES",
+    "FeatureImportance",
+    "FeatureImportanceList",
+    "FeatureImportanceRequest",
+    "FeatureImportanceSummary",
+    "FeatureScore",
+    "ModelProperties",
     "PersonalizerBody",
     "PersonalizerError",
     "PersonalizerErrorBody",
