@@ -23,10 +23,11 @@ from service.store import ModelStore
 
 __all__ = ["MAX_FEATURES", "SAMPLE_EVENTS", "create", "delete", "get", "listing"]
 
-#: the newest joined events of the range sampled per model
+#: the joined events sampled, over all the models (each model's share: the newest of the range)
 SAMPLE_EVENTS = 1000
-#: the most frequent features of the sample scored (the others are not reported)
-MAX_FEATURES = 50
+#: the most frequent features of each model's sample scored (the others are not reported);
+#: with SAMPLE_EVENTS, at most 1000 x 21 decisions per feature importance
+MAX_FEATURES = 20
 
 
 def _ms(when: dt.datetime) -> int:
@@ -45,9 +46,10 @@ def _iso(ms: int | float) -> str:
 
 
 def _model_scores(log: EventLog, store: ModelStore, config: ModelConfig, start: int, end: int,
-                  ) -> tuple[dict[str, float], int]:
-    """The permutation scores on one model's sample, and the sample's size."""
-    events = log.joined_between(config.name, start, end, SAMPLE_EVENTS)
+                  count: int) -> tuple[dict[str, float], int]:
+    """The permutation scores on one model's sample (at most ``count`` events), and the
+    sample's size."""
+    events = log.joined_between(config.name, start, end, count)
     model = store.get(config.name)
     if not events or model is None:
         return {}, 0
@@ -66,8 +68,10 @@ def _scores(log: EventLog, store: ModelStore, settings: Settings, start: int, en
     """The endpoint's scores (each model's weighted by its sample size), highest first."""
     total: dict[str, float] = {}
     sampled = 0
-    for config in loop.models(log, settings):
-        scores, n = _model_scores(log, store, config, start, end)
+    configs = loop.models(log, settings)
+    for config in configs:
+        share = max(1, SAMPLE_EVENTS // len(configs))
+        scores, n = _model_scores(log, store, config, start, end, share)
         sampled += n
         for name, score in scores.items():
             total[name] = total.get(name, 0.0) + score * n
@@ -88,8 +92,9 @@ def create(log: EventLog, store: ModelStore, settings: Settings, importance_id: 
     if log.feature_importance(importance_id) is not None:
         raise _exists(importance_id)
     scores, sampled = _scores(log, store, settings, start, end)
-    how = (f"permutation test on {sampled} joined events (at most {SAMPLE_EVENTS} per model, "
-           f"the newest of the range; the {MAX_FEATURES} most frequent features)")
+    how = (f"permutation test on {sampled} joined events (at most {SAMPLE_EVENTS} shared by "
+           f"the models, the newest of the range; each model's {MAX_FEATURES} most frequent "
+           "features)")
     doc = {"id": importance_id, "name": body.name,
            "description": f"{body.description}; {how}" if body.description else how,
            "startTime": _iso(start), "endTime": _iso(end),

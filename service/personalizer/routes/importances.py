@@ -36,7 +36,8 @@ def create_feature_importance(featureImportanceId: IdPath,  # noqa: N803
     """Which context features the models' choices depend on, over the events joined between
     `startTime` and `endTime`: for each feature, the share of sampled events whose greedy
     choice changes when the feature's values are shuffled across the sample (at most 1,000
-    events per model, the newest of the range; computed now). 409 if the id exists."""
+    events shared by the models, the newest of the range; computed now). 409 if the id
+    exists."""
     doc = importances.create(log, store, settings, featureImportanceId, body)
     return FeatureImportance(**doc)
 
