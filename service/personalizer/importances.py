@@ -31,14 +31,15 @@ MAX_FEATURES = 20
 
 
 def _ms(when: dt.datetime) -> int:
-    """Unix milliseconds (a naive time is UTC).
+    """Unix milliseconds (a naive time is UTC; a time before 1970 is 1970: stream ids start
+    there).
 
-    >>> _ms(dt.datetime(1970, 1, 1, 0, 0, 1))
-    1000
+    >>> _ms(dt.datetime(1970, 1, 1, 0, 0, 1)), _ms(dt.datetime(23, 1, 1))
+    (1000, 0)
     """
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    return int(when.timestamp() * 1000)
+    return max(0, int(when.timestamp() * 1000))
 
 
 def _iso(ms: int | float) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.personalizer.schemas.common import PersonalizerBody
 
@@ -46,6 +46,13 @@ class FeatureImportanceRequest(PersonalizerBody):
         description="Start of the range of events sampled (ISO-8601; UTC if no offset).")
     endTime: dt.datetime = Field(  # noqa: N815
         description="End of the range (after `startTime`).")
+
+    @field_validator("startTime", "endTime", mode="before")
+    @classmethod
+    def _text(cls, value: object) -> object:
+        if not isinstance(value, str):  # not a Unix time: the schema says a date-time string
+            raise ValueError("must be an ISO-8601 date-time string")
+        return value
 
 
 class FeatureScore(BaseModel):
