@@ -192,3 +192,24 @@ def test_reset_gives_a_fresh_model_that_serves_and_learns(redis_url: str) -> Non
         assert version(base) == 10
         time.sleep(0.2)
         assert version(base) == 10
+
+
+def test_an_api_replica_exports_the_latest_snapshot(redis_url: str) -> None:
+    main = settings(redis_url).model_copy(update={"snapshot_every_events": 50})
+    with serve(main) as base:
+        client, admin = clients(base)
+        train(client, base, 120, "t")
+        deadline = time.monotonic() + 20
+        info = lambda: httpx.get(f"{base}/v1/models/{NAME}", timeout=10).json()  # noqa: E731
+        while info()["snapshot_version"] < 100:
+            assert time.monotonic() < deadline, "no snapshot at 100 events"
+            time.sleep(0.02)
+        snapshot = info()["snapshot_version"]
+        with serve(settings(redis_url).model_copy(update={"run_learner": False})) as replica:
+            _, replica_admin = clients(replica)
+            data = b"".join(replica_admin.export_model(signed=True))
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            (entry,) = json.loads(z.read("manifest.json"))["models"]
+        assert entry["version"] == snapshot < 120
+        admin.import_model(data)  # a replica's file imports like any other
+        assert version(base) == snapshot

@@ -99,8 +99,9 @@ def import_file(log: EventLog, store: ModelStore, settings: Settings, data: byte
     for entry, config in zip(entries, configs, strict=True):
         new = config.renewed(learn_after=log.joined_end(config.name))
         log.save_seed(new, entry.blob, entry.serving, entry.version, new.learn_after)
-        if not log.replace_config(new):
-            log.add_config(new)
+        # replaced, or created; a rank may create it between the two: then replace that one
+        if not log.replace_config(new) and not log.add_config(new):
+            log.replace_config(new)
         log_.info("imported model %s (version %s) as uid %s", new.name, entry.version, new.uid)
     store.sync_configs(log.configs())
     return [c.name for c in configs]
