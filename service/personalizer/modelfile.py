@@ -18,6 +18,12 @@ another server)
 >>> unpack(pack([entry], key=None, created=0.0), key=b"k" * 16)  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 service.personalizer.modelfile.ModelFileError: ModelFileNotSigned: ...
+>>> other = io.BytesIO()
+>>> with zipfile.ZipFile(other, "w") as z:
+...     z.writestr("model.vw", b"weights")
+>>> unpack(other.getvalue(), key=b"k" * 16)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+service.personalizer.modelfile.ModelFileError: InvalidModelFile: the archive has no ...
 """
 
 from __future__ import annotations
@@ -122,6 +128,9 @@ def _read(z: zipfile.ZipFile, name: str, size: int | None = None) -> bytes:
 
 def _verified_manifest(z: zipfile.ZipFile, key: bytes) -> dict[str, Any]:
     names = set(z.namelist())
+    if MANIFEST not in names:  # e.g. a model file of Azure Personalizer or Vowpal Wabbit
+        raise ModelFileError("InvalidModelFile", f"the archive has no {MANIFEST}: not a model "
+                             "file exported by GET /personalizer/model")
     if SIGNATURE not in names:
         raise ModelFileError("ModelFileNotSigned",
                              "the file is not signed: export it with ?signed=true from a server "
