@@ -131,6 +131,7 @@ def test_export_then_import_into_a_fresh_endpoint_decides_the_same(redis_url: st
         assert "signature.json" not in z.namelist()
     assert [(m["name"], m["version"], m["uid"]) for m in manifest["models"]] == [
         (NAME, TRAIN, uid)]
+    assert manifest["models"][0]["featureTypes"] == {"user.segment": "s", "visit.hour": "n"}
     with zipfile.ZipFile(io.BytesIO(signed)) as z:
         assert json.loads(z.read("signature.json"))["algorithm"] == "HMAC-SHA256"
     # the trained model plays each segment's best action (a fresh one would not)
@@ -143,6 +144,12 @@ def test_export_then_import_into_a_fresh_endpoint_decides_the_same(redis_url: st
         assert version(base) == TRAIN
         after = probes(client, "probe")  # the same event ids: the same draws
         assert after == before
+        # the feature types came with it: the hour stays a number
+        typo = request(0, 11, "typo")
+        typo["contextFeatures"][1]["visit"]["hour"] = "eleven"
+        with pytest.raises(HttpResponseError) as info:
+            client.rank(typo)
+        assert info.value.status_code == 400 and "visit.hour" in str(info.value)
         # it keeps learning: the next events count on from the imported version
         train(client, base, 5, "more", start=TRAIN)
         assert version(base) == TRAIN + 5

@@ -76,3 +76,13 @@ class PersonalizerState:
     def delete_feature_importance(self, importance_id: str) -> bool:
         """Remove a feature importance (False if unknown)."""
         return bool(self.r.hdel(IMPORTANCES_KEY, importance_id))
+
+    def add_feature_types(self, name: str, types: dict[str, str]) -> None:
+        """Record feature types (name -> ``n`` | ``s``) in ``name``'s schema where it has none
+        for that feature (an imported model's: contexts are then checked against them)."""
+        if not types:
+            return
+        pipe = self.r.pipeline(transaction=True)
+        for feature, kind in types.items():
+            pipe.hsetnx(keys(name)["schema"], feature, kind)
+        pipe.execute()

@@ -34,7 +34,7 @@ import io
 import json
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from service.events import iso_timestamp
@@ -60,13 +60,15 @@ class ModelFileError(ValueError):
 @dataclass(frozen=True)
 class ModelEntry:
     """One model of a file: its stored config (a dict), the number of joined events its
-    booster applied, the joined id it stood at, the pickles of its booster and serving copy."""
+    booster applied, the joined id it stood at, the pickles of its booster and serving copy,
+    and the types of the features it has seen (feature name -> ``n`` number, ``s`` string)."""
 
     config: dict[str, Any]
     version: int
     joined_id: str
     blob: bytes
     serving: bytes
+    feature_types: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -84,7 +86,7 @@ def _manifest(entries: list[ModelEntry], created: float) -> bytes:
         base = f"models/{e.name}"
         models.append({
             "name": e.name, "uid": e.config.get("uid"), "version": e.version,
-            "joinedId": e.joined_id, "config": e.config,
+            "joinedId": e.joined_id, "config": e.config, "featureTypes": e.feature_types,
             "booster": {"path": f"{base}/booster.pkl", "bytes": len(e.blob),
                         "sha256": _sha256(e.blob)},
             "serving": {"path": f"{base}/serving.pkl", "bytes": len(e.serving),
@@ -170,7 +172,8 @@ def unpack(data: bytes, key: bytes) -> list[ModelEntry]:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             doc = _verified_manifest(z, key)
             return [ModelEntry(m["config"], int(m["version"]), str(m["joinedId"]),
-                               _blob(z, m["booster"]), _blob(z, m["serving"]))
+                               _blob(z, m["booster"]), _blob(z, m["serving"]),
+                               dict(m.get("featureTypes") or {}))
                     for m in doc["models"]]
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError,
             zlib.error):

@@ -59,7 +59,8 @@ def _entry(log: EventLog, store: ModelStore, config: ModelConfig) -> modelfile.M
     else:
         blob, version, joined_id = _stored(log, config)
         serving = dumps_serving(snapshots.loads(blob))  # our own snapshot: trusted
-    return modelfile.ModelEntry(json.loads(config.to_json()), version, joined_id, blob, serving)
+    return modelfile.ModelEntry(json.loads(config.to_json()), version, joined_id, blob, serving,
+                                log.schema(config.name))
 
 
 def export(log: EventLog, store: ModelStore, settings: Settings, signed: bool) -> bytes:
@@ -69,8 +70,9 @@ def export(log: EventLog, store: ModelStore, settings: Settings, signed: bool) -
     return modelfile.pack(entries, key, time.time())
 
 
-def _imported(entry: modelfile.ModelEntry, settings: Settings) -> ModelConfig:
-    """The config of a verified entry, checked against this endpoint and loadable here."""
+def _imported(log: EventLog, entry: modelfile.ModelEntry, settings: Settings) -> ModelConfig:
+    """The config of a verified entry, checked against this endpoint (its name, the feature
+    types its log recorded) and loadable here."""
     if not loop.is_personalizer_model(entry.name, settings):
         raise bad("InvalidModelFile", f"model {entry.name!r} of the file is not a model of this "
                   "endpoint (names pz-<hash>, or the personalizer_model setting)")
@@ -83,6 +85,11 @@ def _imported(entry: modelfile.ModelEntry, settings: Settings) -> ModelConfig:
     if getattr(booster, "n_actions", len(config.actions)) != len(config.actions):
         raise bad("InvalidModelFile", f"model {entry.name!r}: its booster does not match its "
                   "actions")
+    stored = log.schema(entry.name, list(entry.feature_types))
+    changed = sorted(f for f, kind in stored.items() if entry.feature_types[f] != kind)
+    if changed:
+        raise bad("InvalidModelFile", f"model {entry.name!r}: feature(s) {', '.join(changed)} "
+                  "have another type in this endpoint's log than in the file")
     return config
 
 
@@ -95,10 +102,11 @@ def import_file(log: EventLog, store: ModelStore, settings: Settings, data: byte
         entries = modelfile.unpack(data, key)
     except modelfile.ModelFileError as exc:
         raise bad(exc.code, exc.message) from None
-    configs = [_imported(e, settings) for e in entries]  # every model checked before any write
+    configs = [_imported(log, e, settings) for e in entries]  # all checked before any write
     for entry, config in zip(entries, configs, strict=True):
         new = config.renewed(learn_after=log.joined_end(config.name))
         log.save_seed(new, entry.blob, entry.serving, entry.version, new.learn_after)
+        log.add_feature_types(new.name, entry.feature_types)
         # replaced, or created; a rank may create it between the two: then replace that one
         if not log.replace_config(new) and not log.add_config(new):
             log.replace_config(new)
