@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import re
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from learners.frozen import dumps_serving
 from service import snapshots
 from service.domain import ModelConfig
 from service.eventlog import EventLog
+from service.eventlog.keys import NAME_PATTERN
 from service.events import iso_timestamp
 from service.personalizer import loop, modelfile
 from service.personalizer.errors import PersonalizerFailure, bad
@@ -73,7 +75,8 @@ def export(log: EventLog, store: ModelStore, settings: Settings, signed: bool) -
 def _imported(log: EventLog, entry: modelfile.ModelEntry, settings: Settings) -> ModelConfig:
     """The config of a verified entry, checked against this endpoint (its name, the feature
     types its log recorded) and loadable here."""
-    if not loop.is_personalizer_model(entry.name, settings):
+    if not (re.match(NAME_PATTERN, entry.name) and
+            loop.is_personalizer_model(entry.name, settings)):
         raise bad("InvalidModelFile", f"model {entry.name!r} of the file is not a model of this "
                   "endpoint (names pz-<hash>, or the personalizer_model setting)")
     try:
