@@ -220,3 +220,20 @@ def test_an_api_replica_exports_the_latest_snapshot(redis_url: str) -> None:
         assert entry["version"] == snapshot < 120
         admin.import_model(data)  # a replica's file imports like any other
         assert version(base) == snapshot
+
+
+def test_a_file_of_another_endpoints_models_is_refused(redis_url: str) -> None:
+    shop = settings(redis_url).model_copy(update={"personalizer_model": "shop"})
+    with serve(shop) as base:
+        created = httpx.post(f"{base}/v1/models", timeout=10, json={
+            "name": "shop", "booster": "adabandit", "actions": ACTIONS,
+            "params": {"n_learners": 3, "seed": 1}})
+        assert created.status_code == 201, created.text
+        client, admin = clients(base)
+        client.rank(request(0, 1, "e0"))
+        signed = b"".join(admin.export_model(signed=True))
+    redis.Redis.from_url(redis_url).flushdb()
+    with serve(settings(redis_url)) as base:  # one model per action set: "shop" is not one
+        _, admin = clients(base)
+        refused(lambda: admin.import_model(signed), "InvalidModelFile")
+        assert EventLog(redis.Redis.from_url(redis_url)).configs() == {}
