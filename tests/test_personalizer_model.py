@@ -7,6 +7,7 @@ keeps serving and learning, and the model properties."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import io
 import json
 import time
@@ -48,8 +49,13 @@ def request(segment: int, hour: int, event_id: str) -> dict:
             "eventId": event_id}
 
 
+@functools.cache
+def http(base: str) -> httpx.Client:
+    return httpx.Client(base_url=base, timeout=10)  # one connection per server
+
+
 def version(base: str) -> int:
-    return httpx.get(f"{base}/v1/models/{NAME}", timeout=10).json()["version"]
+    return http(base).get(f"/v1/models/{NAME}").json()["version"]
 
 
 def wait_version(base: str, target: int, timeout: float = 20.0) -> None:
@@ -207,7 +213,7 @@ def test_an_api_replica_exports_the_latest_snapshot(redis_url: str) -> None:
         client, admin = clients(base)
         train(client, base, 120, "t")
         deadline = time.monotonic() + 20
-        info = lambda: httpx.get(f"{base}/v1/models/{NAME}", timeout=10).json()  # noqa: E731
+        info = lambda: http(base).get(f"/v1/models/{NAME}").json()  # noqa: E731
         while info()["snapshot_version"] < 100:
             assert time.monotonic() < deadline, "no snapshot at 100 events"
             time.sleep(0.02)
