@@ -79,6 +79,11 @@ class ModelConfig:
     #: how many days the log keeps joined events (older ones are deleted once learned); None:
     #: kept until trimmed by size
     log_retention_days: float | None = None
+    #: the joined id this model's learning starts after (None: the start of the joined stream).
+    #: Set by a reset (a fresh model that learns only what is joined from then on) and by an
+    #: import (the imported state, stored as the model's seed, continues from there); a
+    #: renewal keeps it (docs/personalizer.md, "Model, logs and feature importances")
+    learn_after: str | None = None
 
     def __post_init__(self) -> None:
         for name, kind in (("negative_rewards", NegativeRewards), ("learning_mode", LearningMode),

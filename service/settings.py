@@ -247,6 +247,12 @@ class Settings(BaseSettings):
         "work) or any-key (any valid key). Without keys anyone can; unused with "
         "personalizer_model.",
     )
+    personalizer_model_signing_key: str = Field(
+        default="", pattern=r"^(|.{16,})$",
+        description="Secret (at least 16 characters) of the HMAC-SHA256 that signs the model "
+        "files of GET /personalizer/model?signed=true; PUT /personalizer/model imports only "
+        "files signed with it. Empty: no signed export, no import. See docs/personalizer.md.",
+    )
 
     host: str = "127.0.0.1"
     port: int = 8000

@@ -34,11 +34,17 @@ def restore(
 ) -> ServedModel:
     """Latest snapshot (or a fresh booster), plus the joined events after it if ``replay``.
 
+    A model whose config has ``learn_after`` (reset or imported) without a snapshot of its own
+    yet starts from its seed (an import's state, :meth:`EventLog.load_seed`) if it has one,
+    else from a fresh booster, and applies only the joined events after ``learn_after``.
+
     With ``serving`` the snapshot's serving copy is loaded instead of the whole booster (when
     the snapshot has one): it decides the same and cannot learn, so nothing is replayed.
     ``on_event`` is called after each replayed event (a learner renews its lease there).
     """
     snap = log_.load_snapshot(config.name, serving=serving)
+    if (snap is None or snap["uid"] != config.uid) and config.learn_after is not None:
+        snap = log_.load_seed(config.name, config.uid, serving)  # an imported model's start
     booster = _stored_booster(config, snap)
     if booster is not None:
         model = ServedModel(config, booster, snap["version"], snap["joined_id"])
@@ -49,7 +55,7 @@ def restore(
         if model.serving_copy:
             return model
     else:
-        model = ServedModel(config, config.build())
+        model = ServedModel(config, config.build(), joined_id=config.learn_after or "0-0")
     if replay:
         for sid, event in log_.joined_after(config.name, model.joined_id):
             model.apply(event, sid)

@@ -50,6 +50,8 @@ def keys(name: str) -> dict[str, str]:
         "stats": f"{base}:stats",
         "schema": f"{base}:schema",  # hash feature name -> "n" (number) | "s" (string)
         "snapshot": f"{base}:snapshot",
+        # the state an imported model starts from (Personalizer's PUT /model), by model uid
+        "seed": f"{base}:seed",
         # the latest serving copy the learner published (between snapshots), for API replicas
         "serving_copy": f"{base}:serving_copy",
         "lease": f"{base}:lease",  # "<owner>|<fencing token>"

@@ -8,12 +8,16 @@ from typing import Any
 
 import redis
 
+from service.eventlog.keys import keys
+from service.eventlog.replies import text
 from service.events import dumps, loads
 
-__all__ = ["PERSONALIZER_KEY", "PersonalizerState"]
+__all__ = ["IMPORTANCES_KEY", "PERSONALIZER_KEY", "PersonalizerState"]
 
 #: hash: "service" -> the service configuration, "policy" -> the learning policy
 PERSONALIZER_KEY = "bb:personalizer:loop"
+#: hash: feature importance id -> its JSON document
+IMPORTANCES_KEY = "bb:personalizer:feature_importances"
 
 
 class PersonalizerState:
@@ -32,3 +36,53 @@ class PersonalizerState:
             self.r.hdel(PERSONALIZER_KEY, field)
         else:
             self.r.hset(PERSONALIZER_KEY, field, dumps(doc))
+
+    # --- model management and feature importances (service.personalizer.models, .importances) --
+    def joined_end(self, name: str) -> str:
+        """The id of the newest entry ever added to ``name``'s joined stream ("0-0" if none),
+        even if it was trimmed or deleted since: a reset model learns what is joined after it."""
+        try:
+            info = self.r.xinfo_stream(keys(name)["joined"])
+        except redis.ResponseError:  # no such stream yet
+            return "0-0"
+        return text(info["last-generated-id"])
+
+    def joined_between(self, name: str, start_ms: int, end_ms: int, count: int
+                       ) -> list[dict[str, Any]]:
+        """The newest ``count`` joined events of ``name`` joined between the two Unix times
+        (milliseconds, inclusive), newest first."""
+        raw = self.r.xrevrange(keys(name)["joined"], max=str(end_ms), min=str(start_ms),
+                               count=count)
+        return [loads(fields[b"e"]) for _, fields in raw]
+
+    def feature_importance(self, importance_id: str) -> dict[str, Any] | None:
+        """The stored feature importance ``importance_id`` or None."""
+        raw = self.r.hget(IMPORTANCES_KEY, importance_id)
+        return None if raw is None else loads(raw)
+
+    def feature_importances(self) -> list[dict[str, Any]]:
+        """Every stored feature importance, oldest first (by ``creationTime``)."""
+        docs = [loads(v) for v in self.r.hvals(IMPORTANCES_KEY)]
+        return sorted(docs, key=lambda d: (d.get("creationTime", ""), d.get("id", "")))
+
+    def add_feature_importance(self, importance_id: str, doc: dict[str, Any]) -> bool:
+        """Store a new feature importance (False if the id is taken)."""
+        return bool(self.r.hsetnx(IMPORTANCES_KEY, importance_id, dumps(doc)))
+
+    def set_feature_importance(self, importance_id: str, doc: dict[str, Any]) -> None:
+        """Replace the stored feature importance ``importance_id``."""
+        self.r.hset(IMPORTANCES_KEY, importance_id, dumps(doc))
+
+    def delete_feature_importance(self, importance_id: str) -> bool:
+        """Remove a feature importance (False if unknown)."""
+        return bool(self.r.hdel(IMPORTANCES_KEY, importance_id))
+
+    def add_feature_types(self, name: str, types: dict[str, str]) -> None:
+        """Record feature types (name -> ``n`` | ``s``) in ``name``'s schema where it has none
+        for that feature (an imported model's: contexts are then checked against them)."""
+        if not types:
+            return
+        pipe = self.r.pipeline(transaction=True)
+        for feature, kind in types.items():
+            pipe.hsetnx(keys(name)["schema"], feature, kind)
+        pipe.execute()

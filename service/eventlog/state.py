@@ -381,3 +381,27 @@ class ModelState:
         """Redis's clock, in Unix milliseconds."""
         seconds, micros = self.r.time()
         return int(seconds) * 1000 + int(micros) // 1000
+
+    # --- seeds (imported models) ---------------------------------------------------------------
+    def save_seed(self, config: ModelConfig, blob: bytes, serving: bytes, version: int,
+                  joined_id: str) -> float:
+        """Store the state the model ``config`` (a new ``uid``) starts from: an imported booster
+        and its serving copy, ``version`` events applied, learning on after ``joined_id``.
+        Kept apart from the snapshot, which a learner of the model's previous ``uid`` may
+        still overwrite; :func:`service.store.restore` reads it while the model has no
+        snapshot of its own. Returns its time."""
+        now = time.time()
+        self.r.hset(keys(config.name)["seed"], mapping={
+            "uid": config.uid, "blob": blob, "serving": serving, "version": version,
+            "joined_id": joined_id, "ts": repr(now)})
+        return now
+
+    def load_seed(self, name: str, uid: str, serving: bool = False) -> dict[str, Any] | None:
+        """The seed of model ``uid`` in the form of :meth:`load_snapshot` (None if there is
+        none, or it belongs to another ``uid``)."""
+        fields = ["uid", "version", "joined_id", "ts", "serving" if serving else "blob"]
+        stored, version, joined_id, ts, blob = self.r.hmget(keys(name)["seed"], fields)
+        if stored is None or text(stored) != uid:
+            return None
+        return {"uid": uid, "version": int(version), "joined_id": text(joined_id),
+                "ts": float(ts), "blob": blob, "serving": serving}

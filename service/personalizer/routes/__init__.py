@@ -4,6 +4,8 @@
 - :mod:`~service.personalizer.routes.events`: rank, reward, activate.
 - :mod:`~service.personalizer.routes.configuration`: the service configuration.
 - :mod:`~service.personalizer.routes.logs`: deleting the logs, their date range.
+- :mod:`~service.personalizer.routes.model` and ``importances``: the model file, reset,
+  properties; feature importances.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 
 from service.personalizer.errors import PREFIXES
-from service.personalizer.routes import configuration, events, logs
+from service.personalizer.routes import configuration, events, importances, logs, model
 
 __all__ = ["PREFIXES", "include", "router"]
 
@@ -19,6 +21,8 @@ router = APIRouter()
 router.include_router(events.router)
 router.include_router(configuration.router)
 router.include_router(logs.router)
+router.include_router(model.router)
+router.include_router(importances.router)
 
 
 def include(app: FastAPI) -> None:

@@ -5,6 +5,7 @@ descriptions end up in the OpenAPI document, so they are written in Markdown.
 - :mod:`~service.personalizer.schemas.common`: the base class, the error envelope.
 - :mod:`~service.personalizer.schemas.events`: rank and reward.
 - :mod:`~service.personalizer.schemas.logs`: the log's properties.
+- :mod:`~service.personalizer.schemas.model`: model properties, feature importances.
 """
 
 from service.personalizer.schemas.common import (
@@ -21,11 +22,25 @@ from service.personalizer.schemas.events import (
     RewardRequest,
 )
 from service.personalizer.schemas.logs import DateRange, LogsProperties
+from service.personalizer.schemas.model import (
+    FeatureImportance,
+    FeatureImportanceList,
+    FeatureImportanceRequest,
+    FeatureImportanceSummary,
+    FeatureScore,
+    ModelProperties,
+)
 
 __all__ = [
     "ERROR_RESPONSES",
     "DateRange",
+    "FeatureImportance",
+    "FeatureImportanceList",
+    "FeatureImportanceRequest",
+    "FeatureImportanceSummary",
+    "FeatureScore",
     "LogsProperties",
+    "ModelProperties",
     "PersonalizerBody",
     "PersonalizerError",
     "PersonalizerErrorBody",

@@ -1,0 +1,245 @@
+"""The model routes through the official ``azure-ai-personalizer`` SDK
+(``PersonalizerAdministrationClient``) against the real app under uvicorn with its learner:
+export (unsigned and signed), import refused unless signed with the server's key and accepted
+then (the imported model decides exactly as the exported one), reset to a fresh model that
+keeps serving and learning, and the model properties."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import io
+import json
+import time
+import zipfile
+
+import httpx
+import pytest
+import redis
+
+from benchmarks.paper.personalizer_rewards import serve
+from service.eventlog import EventLog
+from service.personalizer.mapping import action_set_model_name
+from service.runtime import ServedModel
+from service.settings import Settings
+
+pytest.importorskip("azure.ai.personalizer")
+from azure.ai.personalizer import (  # noqa: E402
+    PersonalizerAdministrationClient,
+    PersonalizerClient,
+)
+from azure.core.credentials import AzureKeyCredential  # noqa: E402
+from azure.core.exceptions import HttpResponseError  # noqa: E402
+
+ACTIONS = ["a0", "a1", "a2", "a3"]
+NAME = action_set_model_name(ACTIONS)
+KEY = "test-signing-key-0123456789"
+TRAIN = 240  # events; the greedy choice is then the best action of every segment
+
+
+def settings(redis_url: str, key: str = KEY) -> Settings:
+    return Settings(redis_url=redis_url, run_learner=True, redis_async="off",
+                    personalizer_params={"n_learners": 5, "seed": 3},
+                    personalizer_model_signing_key=key, max_body_bytes=4 << 20)
+
+
+def request(segment: int, hour: int, event_id: str) -> dict:
+    return {"actions": [{"id": a, "features": [{"n": a}]} for a in ACTIONS],
+            "contextFeatures": [{"user": {"segment": f"s{segment}"}}, {"visit": {"hour": hour}}],
+            "eventId": event_id}
+
+
+@functools.cache
+def http(base: str) -> httpx.Client:
+    return httpx.Client(base_url=base, timeout=10)  # one connection per server
+
+
+def version(base: str) -> int:
+    return http(base).get(f"/v1/models/{NAME}").json()["version"]
+
+
+def wait_version(base: str, target: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while version(base) < target:
+        assert time.monotonic() < deadline, f"the learner did not reach version {target}"
+        time.sleep(0.005)
+
+
+def train(client: PersonalizerClient, base: str, n: int, prefix: str, start: int = 0) -> float:
+    """Rank and reward ``n`` events (reward 1 when the action is the segment's); the hit rate
+    of the last 100. Each event is learned before the next one (deterministic)."""
+    hits = []
+    for i in range(n):
+        segment, hour = (i * 7) % 4, (i * 5) % 24
+        ranked = client.rank(request(segment, hour, f"{prefix}-{i}"))
+        hit = ranked["rewardActionId"] == ACTIONS[segment]
+        client.reward(ranked["eventId"], {"value": 1.0 if hit else 0.0})
+        hits.append(hit)
+        wait_version(base, start + i + 1)
+    return sum(hits[-100:]) / len(hits[-100:])
+
+
+def probes(client: PersonalizerClient, prefix: str) -> list[dict]:
+    return [client.rank(request(s, 11, f"{prefix}-{s}")) for s in range(4)]
+
+
+def clients(base: str) -> tuple[PersonalizerClient, PersonalizerAdministrationClient]:
+    key = AzureKeyCredential("k")
+    return PersonalizerClient(base, key), PersonalizerAdministrationClient(base, key)
+
+
+def refused(call, code: str) -> None:
+    with pytest.raises(HttpResponseError) as info:
+        call()
+    assert info.value.status_code == 400, info.value
+    response = info.value.response
+    response.read()  # a streamed answer (export) is not read yet
+    assert json.loads(response.text())["error"]["code"] == code
+
+
+def tampered(data: bytes, entry: str) -> bytes:
+    """``data`` with one byte of ``entry`` flipped (same size)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            content = bytearray(src.read(info))
+            if info.filename == entry:
+                content[len(content) // 2] ^= 1
+            dst.writestr(info.filename, bytes(content))
+    return out.getvalue()
+
+
+def test_export_then_import_into_a_fresh_endpoint_decides_the_same(redis_url: str) -> None:
+    with serve(settings(redis_url)) as base:
+        client, admin = clients(base)
+        assert train(client, base, TRAIN, "t") >= 0.8
+        unsigned = b"".join(admin.export_model())
+        signed = b"".join(admin.export_model(signed=True))
+        before = probes(client, "probe")
+        uid = EventLog(redis.Redis.from_url(redis_url)).config(NAME).uid
+        # refused: nothing of the endpoint changes
+        refused(lambda: admin.import_model(unsigned), "ModelFileNotSigned")
+        booster = f"models/{NAME}/booster.pkl"
+        refused(lambda: admin.import_model(tampered(signed, booster)), "InvalidModelSignature")
+        refused(lambda: admin.import_model(tampered(signed, "manifest.json")),
+                "InvalidModelSignature")
+        refused(lambda: admin.import_model(b"not a zip"), "InvalidModelFile")
+        assert EventLog(redis.Redis.from_url(redis_url)).config(NAME).uid == uid
+        # accepted on the running endpoint too, whose learner holds the model: it goes back
+        # to the exported state and learns on from there
+        train(client, base, 10, "extra", start=TRAIN)
+        admin.import_model(signed)
+        assert version(base) == TRAIN
+        train(client, base, 3, "extra2", start=TRAIN)
+        assert version(base) == TRAIN + 3
+    with zipfile.ZipFile(io.BytesIO(unsigned)) as z:
+        manifest = json.loads(z.read("manifest.json"))
+        assert "signature.json" not in z.namelist()
+    assert [(m["name"], m["version"], m["uid"]) for m in manifest["models"]] == [
+        (NAME, TRAIN, uid)]
+    assert manifest["models"][0]["featureTypes"] == {"user.segment": "s", "visit.hour": "n"}
+    with zipfile.ZipFile(io.BytesIO(signed)) as z:
+        assert json.loads(z.read("signature.json"))["algorithm"] == "HMAC-SHA256"
+    # the trained model plays each segment's best action (a fresh one would not)
+    assert [max(r["ranking"], key=lambda a: a["probability"])["id"] for r in before] == ACTIONS
+
+    redis.Redis.from_url(redis_url).flushdb()  # another endpoint, same key
+    with serve(settings(redis_url)) as base:
+        client, admin = clients(base)
+        admin.import_model(signed)
+        assert version(base) == TRAIN
+        after = probes(client, "probe")  # the same event ids: the same draws
+        assert after == before
+        # the feature types came with it: the hour stays a number
+        typo = request(0, 11, "typo")
+        typo["contextFeatures"][1]["visit"]["hour"] = "eleven"
+        with pytest.raises(HttpResponseError) as info:
+            client.rank(typo)
+        assert info.value.status_code == 400 and "visit.hour" in str(info.value)
+        # it keeps learning: the next events count on from the imported version
+        train(client, base, 5, "more", start=TRAIN)
+        assert version(base) == TRAIN + 5
+
+
+def test_import_needs_the_servers_key(redis_url: str) -> None:
+    with serve(settings(redis_url)) as base:
+        client, admin = clients(base)
+        train(client, base, 5, "t")
+        signed = b"".join(admin.export_model(signed=True))
+    redis.Redis.from_url(redis_url).flushdb()
+    with serve(settings(redis_url, key="another-key-of-another-server")) as base:
+        _, admin = clients(base)
+        refused(lambda: admin.import_model(signed), "InvalidModelSignature")
+    with serve(settings(redis_url, key="")) as base:
+        _, admin = clients(base)
+        refused(lambda: admin.import_model(signed), "ModelSigningKeyNotSet")
+        refused(lambda: b"".join(admin.export_model(signed=True)), "ModelSigningKeyNotSet")
+
+
+def test_reset_gives_a_fresh_model_that_serves_and_learns(redis_url: str) -> None:
+    with serve(settings(redis_url)) as base:
+        client, admin = clients(base)
+        train(client, base, 60, "t")
+        props = admin.get_model_properties()
+        created = dt.datetime.fromisoformat(props["creationTime"])
+        modified = dt.datetime.fromisoformat(props["lastModifiedTime"])
+        assert modified > created
+        log = EventLog(redis.Redis.from_url(redis_url))
+        old = log.config(NAME)
+        admin.reset_model()
+        new = log.config(NAME)
+        assert new.uid != old.uid and new.params == old.params and version(base) == 0
+        after = admin.get_model_properties()
+        assert dt.datetime.fromisoformat(after["creationTime"]) > modified
+        # the decisions of an untrained model of that config, event for event
+        fresh = ServedModel(new, new.build())
+        for ranked, segment in zip(probes(client, "probe"), range(4), strict=True):
+            context = {"user.segment": f"s{segment}", "visit.hour": 11}
+            decision, _ = fresh.decide(context, ranked["eventId"])
+            chosen = new.actions[decision.action]
+            assert ranked["rewardActionId"] == chosen
+            assert {a["id"]: a["probability"] for a in ranked["ranking"]} == pytest.approx(
+                dict(zip(new.actions, decision.probabilities.tolist(), strict=True)))
+        # it learns only what is joined from now on (not the 60 events before the reset)
+        train(client, base, 10, "after", start=0)
+        assert version(base) == 10
+        time.sleep(0.2)
+        assert version(base) == 10
+
+
+def test_an_api_replica_exports_the_latest_snapshot(redis_url: str) -> None:
+    main = settings(redis_url).model_copy(update={"snapshot_every_events": 50})
+    with serve(main) as base:
+        client, admin = clients(base)
+        train(client, base, 120, "t")
+        deadline = time.monotonic() + 20
+        info = lambda: http(base).get(f"/v1/models/{NAME}").json()  # noqa: E731
+        while info()["snapshot_version"] < 100:
+            assert time.monotonic() < deadline, "no snapshot at 100 events"
+            time.sleep(0.02)
+        snapshot = info()["snapshot_version"]
+        with serve(settings(redis_url).model_copy(update={"run_learner": False})) as replica:
+            _, replica_admin = clients(replica)
+            data = b"".join(replica_admin.export_model(signed=True))
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            (entry,) = json.loads(z.read("manifest.json"))["models"]
+        assert entry["version"] == snapshot < 120
+        admin.import_model(data)  # a replica's file imports like any other
+        assert version(base) == snapshot
+
+
+def test_a_file_of_another_endpoints_models_is_refused(redis_url: str) -> None:
+    shop = settings(redis_url).model_copy(update={"personalizer_model": "shop"})
+    with serve(shop) as base:
+        created = httpx.post(f"{base}/v1/models", timeout=10, json={
+            "name": "shop", "booster": "adabandit", "actions": ACTIONS,
+            "params": {"n_learners": 3, "seed": 1}})
+        assert created.status_code == 201, created.text
+        client, admin = clients(base)
+        client.rank(request(0, 1, "e0"))
+        signed = b"".join(admin.export_model(signed=True))
+    redis.Redis.from_url(redis_url).flushdb()
+    with serve(settings(redis_url)) as base:  # one model per action set: "shop" is not one
+        _, admin = clients(base)
+        refused(lambda: admin.import_model(signed), "InvalidModelFile")
+        assert EventLog(redis.Redis.from_url(redis_url)).configs() == {}
