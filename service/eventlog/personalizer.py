@@ -10,10 +10,12 @@ import redis
 
 from service.events import dumps, loads
 
-__all__ = ["PERSONALIZER_KEY", "PersonalizerState"]
+__all__ = ["MULTISLOT_PREFIX", "PERSONALIZER_KEY", "PersonalizerState"]
 
 #: hash: "service" -> the service configuration, "policy" -> the learning policy
 PERSONALIZER_KEY = "bb:personalizer:loop"
+#: + a multi-slot event id: that event's record (model, slot ids), as long as its slots' events
+MULTISLOT_PREFIX = "bb:personalizer:multislot:"
 
 
 class PersonalizerState:
@@ -32,3 +34,20 @@ class PersonalizerState:
             self.r.hdel(PERSONALIZER_KEY, field)
         else:
             self.r.hset(PERSONALIZER_KEY, field, dumps(doc))
+
+    # --- multi-slot events (service.personalizer.multislot) -----------------------------------
+    def claim_multislot_event(self, event_id: str, record: dict[str, Any],
+                              seconds: float) -> bool:
+        """Reserve a multi-slot event id with its ``record`` (its model and slot ids) for
+        ``seconds`` (False if the id is taken)."""
+        return bool(self.r.set(MULTISLOT_PREFIX + event_id, dumps(record), nx=True,
+                               ex=int(seconds) + 1))
+
+    def multislot_event(self, event_id: str) -> dict[str, Any] | None:
+        """The record of a multi-slot event (None: unknown or expired)."""
+        raw = self.r.get(MULTISLOT_PREFIX + event_id)
+        return None if raw is None else loads(raw)
+
+    def release_multislot_event(self, event_id: str) -> None:
+        """Give a reserved multi-slot event id back (its rank failed before any slot)."""
+        self.r.delete(MULTISLOT_PREFIX + event_id)

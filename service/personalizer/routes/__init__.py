@@ -2,6 +2,7 @@
 :mod:`service.personalizer`), served under every path form of :data:`PREFIXES`.
 
 - :mod:`~service.personalizer.routes.events`: rank, reward, activate.
+- :mod:`~service.personalizer.routes.multislot`: multi-slot rank, reward, activate.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 
 from service.personalizer.errors import PREFIX
-from service.personalizer.routes import events
+from service.personalizer.routes import events, multislot
 
 __all__ = ["PREFIXES", "include", "router"]
 
@@ -21,6 +22,7 @@ PREFIXES = (PREFIX, "/personalizer", "/personalizer/v1.1-preview.1")
 
 router = APIRouter()
 router.include_router(events.router)
+router.include_router(multislot.router)
 
 
 def include(app: FastAPI) -> None:

@@ -4,6 +4,7 @@ descriptions end up in the OpenAPI document, so they are written in Markdown.
 
 - :mod:`~service.personalizer.schemas.common`: the base class, the error envelope.
 - :mod:`~service.personalizer.schemas.events`: rank and reward.
+- :mod:`~service.personalizer.schemas.multislot`: multi-slot rank and reward.
 """
 
 from service.personalizer.schemas.common import (
@@ -19,9 +20,20 @@ from service.personalizer.schemas.events import (
     RankResponse,
     RewardRequest,
 )
+from service.personalizer.schemas.multislot import (
+    MultiSlotRankRequest,
+    MultiSlotRankResponse,
+    MultiSlotRewardRequest,
+    SlotRequest,
+    SlotResponse,
+    SlotReward,
+)
 
 __all__ = [
     "ERROR_RESPONSES",
+    "MultiSlotRankRequest",
+    "MultiSlotRankResponse",
+    "MultiSlotRewardRequest",
     "PersonalizerBody",
     "PersonalizerError",
     "PersonalizerErrorBody",
@@ -30,4 +42,7 @@ __all__ = [
     "RankableAction",
     "RankedAction",
     "RewardRequest",
+    "SlotRequest",
+    "SlotResponse",
+    "SlotReward",
 ]
