@@ -18,6 +18,8 @@ import redis
 
 from benchmarks.paper.personalizer_rewards import serve
 from service.eventlog.keys import event_key, keys
+from service.eventlog.personalizer import PERSONALIZER_KEY
+from service.events import dumps
 from service.personalizer.mapping import action_set_model_name
 from service.personalizer.schemas.multislot import MULTISLOT_RANK_EXAMPLE
 from service.settings import Settings
@@ -211,3 +213,36 @@ def _wait_version(http: httpx.Client, version: int, timeout: float = 10.0) -> No
     while http.get(f"/v1/models/{NAME}").json()["version"] < version:
         assert time.monotonic() < deadline, f"learner did not reach version {version}"
         time.sleep(0.002)
+
+
+def test_apprentice_mode_plays_each_slots_baseline(redis_url: str) -> None:
+    r = redis.Redis.from_url(redis_url)
+    r.hset(PERSONALIZER_KEY, "service", dumps({"learning_mode": "Apprentice"}))
+    with serve(Settings(redis_url=redis_url, **SETTINGS)) as base:
+        client = PersonalizerClient(base, AzureKeyCredential("k"))
+        for i in range(5):
+            answer = client.rank_multi_slot(_body(f"app-{i}", segment=f"s{i}"))
+            assert [s["rewardActionId"] for s in answer["slots"]] == ["a0", "a2", "a4"]
+        joined = _joined(r, 15)
+    event = joined["app-0/B"]
+    assert event["bb"]["mode"] == "Apprentice" and event["bb"]["propensity"] == 1.0
+    assert event["bb"]["personalizer"]["baseline"] == "a2"
+
+
+def test_openapi_declares_the_operations_in_the_envelope() -> None:
+    from service.api.app import create_app
+
+    spec = create_app(Settings(redis_url="redis://127.0.0.1:1/0")).openapi()
+    base = "/personalizer/v1.0/multislot"
+    expected = {f"{base}/rank": {"201", "400", "401", "403", "409", "413", "500", "503"},
+                f"{base}/events/{{eventId}}/reward": {"204", "400", "401", "404", "413", "503"},
+                f"{base}/events/{{eventId}}/activate": {"204", "401", "404", "413", "503"}}
+    for path, statuses in expected.items():
+        responses = spec["paths"][path]["post"]["responses"]
+        assert statuses <= set(responses) and "422" not in responses, (path, sorted(responses))
+        for code, response in responses.items():
+            if code[0] in "45":
+                assert response["content"]["application/json"]["schema"] == {
+                    "$ref": "#/components/schemas/PersonalizerError"}, (path, code)
+    rank = spec["components"]["schemas"]["MultiSlotRankRequest"]
+    assert rank["examples"] == [MULTISLOT_RANK_EXAMPLE]

@@ -156,5 +156,6 @@ class MultiSlotRewardRequest(PersonalizerBody):
 
     reward: list[SlotReward] = Field(
         min_length=1, max_length=MAX_SLOTS,
-        description="One reward per slot (a slot at most once).",
+        description="Rewards of the event's slots (not every slot needs one; several for one "
+        "slot count as several `reward` calls for it would).",
     )
