@@ -85,7 +85,7 @@ def test_rank_fills_each_slot_once_and_logs_one_event_per_slot(served) -> None:
             e = joined[f"ms-{i}/{slot['id']}"]
             p = dict(zip((ACTIONS[a - 1] for a in e["a"]), e["p"], strict=True))
             action = e["bb"]["action_id"]
-            assert e["c"]["_slot"] == slot["id"] and e["c"]["user.segment"] == f"s{i % 3}"
+            assert e["c"]["slot"] == slot["id"] and e["c"]["user.segment"] == f"s{i % 3}"
             assert e["bb"]["personalizer"]["multislot"] == f"ms-{i}"
             assert e["bb"]["client_reward"] == reward
             # conditional on the earlier slots: their actions and the slot's exclusions get 0
@@ -94,7 +94,7 @@ def test_rank_fills_each_slot_once_and_logs_one_event_per_slot(served) -> None:
             assert p[action] > 0 and action not in gone
             assert abs(sum(p.values()) - 1.0) < 1e-9
             taken.append(action)
-    assert joined["ms-0/A"]["c"]["_slot.size"] == "large"
+    assert joined["ms-0/A"]["c"]["slot.size"] == "large"
 
 
 def test_defer_activation_then_activate(served) -> None:
@@ -130,7 +130,8 @@ def _error(call) -> tuple[int, str, str]:
                                   "excludedActions": ["a0", "a1", "a2", "a4"]}),
      "slot 'D' may have no action left"),
     (lambda b: b["slots"][1].update(features=[{"size": 3}]),
-     "slot 'B': feature '_slot.size' has another type"),
+     "slot 'B': feature 'slot.size' has another type"),
+    (lambda b: b["contextFeatures"].append({"slot": {"x": 1}}), "slot.x: the feature 'slot'"),
     (lambda b: b.update(slots=[]), "slots"),
     (lambda b: b.update(eventId="a/b"), "eventId"),
 ])

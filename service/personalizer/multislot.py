@@ -1,8 +1,8 @@
 """Personalizer's multi-slot events onto our models: one decision per slot, in slot order, by the
 model of the request's action set, each logged as its own event ``<eventId>/<slotId>`` with the
-slot id (and the slot's features) in its context and the earlier slots' actions excluded; the
-rewards and the activation of a multi-slot event reach its slots' events.
-docs/personalizer.md ("Multi-slot") describes it; the routes are in
+slot id (``slot``) and the slot's features (``slot.<name>``) in its context and the earlier
+slots' actions excluded; the rewards and the activation of a multi-slot event reach its slots'
+events. docs/personalizer.md ("Multi-slot") describes it; the routes are in
 :mod:`service.personalizer.routes.multislot`."""
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from service.store import ModelStore
 
 __all__ = ["SLOT_FEATURE", "activate", "rank", "reward", "slot_event_id", "starved_slot"]
 
-#: The context feature holding the slot id; a slot's ``features`` become ``_slot.<name>``.
-#: (Request context keys starting with ``_`` are dropped, so these cannot collide.)
-SLOT_FEATURE = "_slot"
+#: The context feature holding the slot id; a slot's ``features`` become ``slot.<name>``. The
+#: request's own context may not use these names (a 400 says so). Not ``_``-prefixed: DSJSON
+#: (our export, VW) reserves those keys, and would drop the slot from the context.
+SLOT_FEATURE = "slot"
 
 
 def slot_event_id(event_id: str, slot_id: str) -> str:
@@ -121,6 +122,11 @@ def _slot_contexts(body: MultiSlotRankRequest, model: ServedModel, log: EventLog
     """Every slot's context, checked before any is logged (types included: a feature keeps its
     type across the slots, and from the model's earlier events)."""
     context = mapping.request_context(body.contextFeatures, settings)
+    reserved = [k for k in context if k == SLOT_FEATURE or k.startswith(SLOT_FEATURE + ".")]
+    if reserved:
+        raise bad("InvalidRankRequest", f"contextFeatures: {', '.join(reserved)}: the feature "
+                  f"{SLOT_FEATURE!r} and its namespace are the slot's in a multi-slot rank "
+                  "(the slot id and the slot's features); rename them")
     slot_contexts = [_slot_context(context, slot, settings) for slot in body.slots]
     types: dict[str, str] = {}
     for slot, ctx in zip(body.slots, slot_contexts, strict=True):

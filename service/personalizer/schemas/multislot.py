@@ -67,7 +67,7 @@ class SlotRequest(PersonalizerBody):
                           description="Slot id, distinct within the request.")
     features: list[dict[str, Any]] | None = Field(
         default=None, description="Slot features: part of this slot's context, as the "
-        "features `_slot.<name>` (`{\"size\": \"Large\"}` is `_slot.size`).",
+        "features `slot.<name>` (`{\"size\": \"Large\"}` is `slot.size`).",
     )
     excludedActions: list[StrictStr] | None = Field(  # noqa: N815 - Personalizer's name
         default=None, description="Ids among `actions` this slot must not get.",
