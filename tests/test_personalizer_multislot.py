@@ -247,3 +247,18 @@ def test_openapi_declares_the_operations_in_the_envelope() -> None:
                     "$ref": "#/components/schemas/PersonalizerError"}, (path, code)
     rank = spec["components"]["schemas"]["MultiSlotRankRequest"]
     assert rank["examples"] == [MULTISLOT_RANK_EXAMPLE]
+
+
+def test_keys_and_model_creation(redis_url: str) -> None:
+    """As for rank: a user key may not create the action set's model (403); an admin key may,
+    then the user key ranks with it; no key is a 401."""
+    settings = Settings(redis_url=redis_url, api_keys="k1", admin_keys="adm", **SETTINGS)
+    with serve(settings) as base:
+        user = PersonalizerClient(base, AzureKeyCredential("k1"))
+        assert _error(lambda: user.rank_multi_slot(_body("k-1")))[:2] == (403, "Forbidden")
+        nobody = PersonalizerClient(base, AzureKeyCredential("wrong"))
+        assert _error(lambda: nobody.rank_multi_slot(_body("k-1")))[:2] == (401, "Unauthorized")
+        PersonalizerClient(base, AzureKeyCredential("adm")).rank_multi_slot(_body("k-1"))
+        assert len(user.rank_multi_slot(_body("k-2"))["slots"]) == 3
+        user.reward_multi_slot("k-2", {"reward": [{"slotId": "A", "value": 1}]})
+        user.activate_multi_slot("k-2")
