@@ -12,12 +12,14 @@ from service.eventlog.keys import keys
 from service.eventlog.replies import text
 from service.events import dumps, loads
 
-__all__ = ["IMPORTANCES_KEY", "PERSONALIZER_KEY", "PersonalizerState"]
+__all__ = ["IMPORTANCES_KEY", "MULTISLOT_PREFIX", "PERSONALIZER_KEY", "PersonalizerState"]
 
 #: hash: "service" -> the service configuration, "policy" -> the learning policy
 PERSONALIZER_KEY = "bb:personalizer:loop"
 #: hash: feature importance id -> its JSON document
 IMPORTANCES_KEY = "bb:personalizer:feature_importances"
+#: + a multi-slot event id: that event's record (model, slot ids), as long as its slots' events
+MULTISLOT_PREFIX = "bb:personalizer:multislot:"
 
 
 class PersonalizerState:
@@ -86,3 +88,19 @@ class PersonalizerState:
         for feature, kind in types.items():
             pipe.hsetnx(keys(name)["schema"], feature, kind)
         pipe.execute()
+    # --- multi-slot events (service.personalizer.multislot) -----------------------------------
+    def claim_multislot_event(self, event_id: str, record: dict[str, Any],
+                              seconds: float) -> bool:
+        """Reserve a multi-slot event id with its ``record`` (its model and slot ids) for
+        ``seconds`` (False if the id is taken)."""
+        return bool(self.r.set(MULTISLOT_PREFIX + event_id, dumps(record), nx=True,
+                               ex=int(seconds) + 1))
+
+    def multislot_event(self, event_id: str) -> dict[str, Any] | None:
+        """The record of a multi-slot event (None: unknown or expired)."""
+        raw = self.r.get(MULTISLOT_PREFIX + event_id)
+        return None if raw is None else loads(raw)
+
+    def release_multislot_event(self, event_id: str) -> None:
+        """Give a reserved multi-slot event id back (its rank failed before any slot)."""
+        self.r.delete(MULTISLOT_PREFIX + event_id)

@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Any
 
-from boosters.base import check_context
+from boosters.base import Decision, check_context
 from boosters.registry import full_information, names
 from service import contexts, creation
 from service.api import metrics
@@ -29,8 +29,8 @@ from service.runtime import ServedModel
 from service.settings import Settings
 from service.store import ModelStore
 
-__all__ = ["action_set_model_name", "activate", "may_create_models", "rank", "resolve_model",
-           "reward"]
+__all__ = ["action_set_model_name", "activate", "excluded_ids", "may_create_models",
+           "new_feature_types", "rank", "rank_event", "request_context", "resolve_model", "reward"]
 
 log_ = logging.getLogger("boostbandit.personalizer")
 
@@ -126,10 +126,11 @@ def resolve_model(ids: list[str], log: EventLog, store: ModelStore,
     return model
 
 
-def _context(body: RankRequest, settings: Settings) -> dict[str, Any]:
-    """The request's ``contextFeatures`` merged and flattened into our features, checked."""
+def request_context(features: list[dict[str, Any]] | None, settings: Settings
+                    ) -> dict[str, Any]:
+    """A request's ``contextFeatures`` merged and flattened into our features, checked."""
     merged: dict[str, Any] = {}
-    for obj in body.contextFeatures or []:
+    for obj in features or []:
         merged.update(obj)
     try:
         context = flatten_context(merged)
@@ -146,12 +147,13 @@ def _context(body: RankRequest, settings: Settings) -> dict[str, Any]:
     return context
 
 
-def _excluded_ids(body: RankRequest, ids: list[str], settings: Settings) -> list[str]:
-    """The request's excluded action ids (checked against its actions), in order, once each."""
+def excluded_ids(excluded: list[str] | None, ids: list[str], settings: Settings) -> list[str]:
+    """A request's excluded action ids (checked against its actions ``ids``), in order, once
+    each."""
     if len(ids) > settings.personalizer_max_actions:
         raise bad("InvalidRankRequest", f"too many actions: {len(ids)} > "
                   f"{settings.personalizer_max_actions}")
-    excluded_ids = list(dict.fromkeys(body.excludedActions or []))
+    excluded_ids = list(dict.fromkeys(excluded or []))
     unknown = [a for a in excluded_ids if a not in set(ids)]
     if unknown:
         raise bad("InvalidRankRequest", f"excludedActions not among actions: {', '.join(unknown)}")
@@ -185,37 +187,36 @@ def _ranking(config: ModelConfig, decision, ids: list[str], offered: set[str]
             for a in [chosen, *rest]]
 
 
-def rank(body: RankRequest, log: EventLog, store: ModelStore, settings: Settings,
-         token: str | None) -> RankResponse:
-    """Rank the request's actions: resolve the model, decide like predict does, log the
-    decision (or keep it until ``activate`` if ``deferActivation``)."""
-    ids = [a.id for a in body.actions]
-    excluded_ids = _excluded_ids(body, ids, settings)
-    context = _context(body, settings)
-    model = resolve_model(ids, log, store, settings, may_create_models(token, settings))
-    config = model.config
+def new_feature_types(model: ServedModel, log: EventLog, context: dict[str, Any]
+                      ) -> dict[str, str]:
+    """The context's feature types the model has not confirmed yet (400 on a type change)."""
     try:
-        new_types = contexts.unconfirmed_types(model, log, contexts.context_types(context))
+        return contexts.unconfirmed_types(model, log, contexts.context_types(context))
     except contexts.ContextError as exc:
         raise bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
-    offered = set(ids) - set(excluded_ids)
-    excluded = [i for i, a in enumerate(config.actions) if a not in offered]
-    event_id = body.eventId or uuid.uuid4().hex
+
+
+def rank_event(model: ServedModel, log: EventLog, store: ModelStore, settings: Settings,
+               event_id: str, context: dict[str, Any], new_types: dict[str, str],
+               excluded: list[int], baseline: str, defer: bool,
+               extra: dict[str, Any] | None = None) -> Decision:
+    """Claim ``event_id``, decide like predict does (``baseline``: the action id the
+    Apprentice and LoggingOnly modes play), and log the decision, or keep it until
+    ``activate`` if ``defer``; ``extra`` goes into the event's ``bb.personalizer``."""
+    config = model.config
     retention = config.reward_wait_seconds + settings.event_retention_seconds
     if not log.claim_event_id(event_id, config.name, retention):
         raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
     try:
         serving, published = log.serving_state(config.name)
-        baseline = next(a for a in ids if a in offered)
         decided = decide(model, store, context, event_id, excluded, serving, published,
                          baseline=config.actions.index(baseline))
-        decision = decided.decision
         ts = time.time()
-        event = decision_event(event_id, ts, decided.version, config.actions, context, decision,
-                               excluded=excluded, policy=decided.policy, mode=decided.mode)
-        event["bb"]["personalizer"] = {"deferred": bool(body.deferActivation),
-                                       "baseline": baseline}
-        if body.deferActivation:
+        event = decision_event(event_id, ts, decided.version, config.actions, context,
+                               decided.decision, excluded=excluded, policy=decided.policy,
+                               mode=decided.mode)
+        event["bb"]["personalizer"] = {"deferred": defer, "baseline": baseline, **(extra or {})}
+        if defer:
             log.defer_decision(config.name, event_id, event, ts, retention,
                                config.reward_aggregation)
         else:
@@ -224,6 +225,25 @@ def rank(body: RankRequest, log: EventLog, store: ModelStore, settings: Settings
         log.release_event_id(event_id)
         raise
     metrics.DECISIONS.labels(config.name).inc()
+    return decided.decision
+
+
+def rank(body: RankRequest, log: EventLog, store: ModelStore, settings: Settings,
+         token: str | None) -> RankResponse:
+    """Rank the request's actions: resolve the model, decide like predict does, log the
+    decision (or keep it until ``activate`` if ``deferActivation``)."""
+    ids = [a.id for a in body.actions]
+    excluded = excluded_ids(body.excludedActions, ids, settings)
+    context = request_context(body.contextFeatures, settings)
+    model = resolve_model(ids, log, store, settings, may_create_models(token, settings))
+    config = model.config
+    new_types = new_feature_types(model, log, context)
+    offered = set(ids) - set(excluded)
+    excluded_indices = [i for i, a in enumerate(config.actions) if a not in offered]
+    event_id = body.eventId or uuid.uuid4().hex
+    baseline = next(a for a in ids if a in offered)
+    decision = rank_event(model, log, store, settings, event_id, context, new_types,
+                          excluded_indices, baseline, bool(body.deferActivation))
     ranking = _ranking(config, decision, ids, offered)
     return RankResponse(ranking=ranking, eventId=event_id, rewardActionId=ranking[0].id)
 

@@ -6,6 +6,7 @@
 - :mod:`~service.personalizer.routes.logs`: deleting the logs, their date range.
 - :mod:`~service.personalizer.routes.model` and ``importances``: the model file, reset,
   properties; feature importances.
+- :mod:`~service.personalizer.routes.multislot`: multi-slot rank, reward, activate.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 
 from service.personalizer.errors import PREFIXES
-from service.personalizer.routes import configuration, events, importances, logs, model
+from service.personalizer.routes import (
+    configuration,
+    events,
+    importances,
+    logs,
+    model,
+    multislot,
+)
 
 __all__ = ["PREFIXES", "include", "router"]
 
@@ -23,6 +31,7 @@ router.include_router(configuration.router)
 router.include_router(logs.router)
 router.include_router(model.router)
 router.include_router(importances.router)
+router.include_router(multislot.router)
 
 
 def include(app: FastAPI) -> None:

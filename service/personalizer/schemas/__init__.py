@@ -6,6 +6,7 @@ descriptions end up in the OpenAPI document, so they are written in Markdown.
 - :mod:`~service.personalizer.schemas.events`: rank and reward.
 - :mod:`~service.personalizer.schemas.logs`: the log's properties.
 - :mod:`~service.personalizer.schemas.model`: model properties, feature importances.
+- :mod:`~service.personalizer.schemas.multislot`: multi-slot rank and reward.
 """
 
 from service.personalizer.schemas.common import (
@@ -30,6 +31,14 @@ from service.personalizer.schemas.model import (
     FeatureScore,
     ModelProperties,
 )
+from service.personalizer.schemas.multislot import (
+    MultiSlotRankRequest,
+    MultiSlotRankResponse,
+    MultiSlotRewardRequest,
+    SlotRequest,
+    SlotResponse,
+    SlotReward,
+)
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -41,6 +50,9 @@ __all__ = [
     "FeatureScore",
     "LogsProperties",
     "ModelProperties",
+    "MultiSlotRankRequest",
+    "MultiSlotRankResponse",
+    "MultiSlotRewardRequest",
     "PersonalizerBody",
     "PersonalizerError",
     "PersonalizerErrorBody",
@@ -49,4 +61,7 @@ __all__ = [
     "RankableAction",
     "RankedAction",
     "RewardRequest",
+    "SlotRequest",
+    "SlotResponse",
+    "SlotReward",
 ]

@@ -1,0 +1,214 @@
+"""Personalizer's multi-slot events onto our models: one decision per slot, in slot order, by the
+model of the request's action set, each logged as its own event ``<eventId>/<slotId>`` with the
+slot id (``slot``) and the slot's features (``slot.<name>``) in its context and the earlier
+slots' actions excluded; the rewards and the activation of a multi-slot event reach its slots'
+events. docs/personalizer.md ("Multi-slot") describes it; the routes are in
+:mod:`service.personalizer.routes.multislot`."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from service import contexts
+from service.eventlog import EventLog
+from service.personalizer import mapping
+from service.personalizer.errors import PersonalizerFailure, bad
+from service.personalizer.schemas import (
+    MultiSlotRankRequest,
+    MultiSlotRankResponse,
+    MultiSlotRewardRequest,
+    RewardRequest,
+    SlotRequest,
+    SlotResponse,
+)
+from service.runtime import ServedModel
+from service.settings import Settings
+from service.store import ModelStore
+
+__all__ = ["SLOT_FEATURE", "activate", "rank", "reward", "slot_event_id", "starved_slot"]
+
+#: The context feature holding the slot id; a slot's ``features`` become ``slot.<name>``. The
+#: request's own context may not use these names (a 400 says so). Not ``_``-prefixed: DSJSON
+#: (our export, VW) reserves those keys, and would drop the slot from the context.
+SLOT_FEATURE = "slot"
+
+
+def slot_event_id(event_id: str, slot_id: str) -> str:
+    """The event of one slot. A request's event id has no ``/`` (and single-slot event ids
+    neither), so it is distinct from every other event id.
+
+    >>> slot_event_id("75269AD0", "Main Article")
+    '75269AD0/Main Article'
+    """
+    return f"{event_id}/{slot_id}"
+
+
+def starved_slot(allowed: list[set[str]]) -> int | None:
+    """The first slot the earlier slots could leave without an action, whatever they choose:
+    one allowing no more actions than there are earlier slots allowing some of them.
+
+    >>> starved_slot([{"a", "b", "c"}, {"a", "b", "c"}, {"a", "b", "c"}]) is None
+    True
+    >>> starved_slot([{"a", "b"}, {"a", "b"}, {"a", "b"}])
+    2
+    >>> starved_slot([{"a"}, {"b"}, {"c"}]) is None  # disjoint: nothing taken from another
+    True
+    >>> starved_slot([{"a", "b"}, {"b"}])
+    1
+    """
+    for k, mine in enumerate(allowed):
+        rivals = sum(1 for earlier in allowed[:k] if earlier & mine)
+        if rivals >= len(mine):
+            return k
+    return None
+
+
+def _checked_slots(body: MultiSlotRankRequest, ids: list[str], settings: Settings
+                   ) -> list[list[str]]:
+    """Each slot's excluded action ids, or a 400 naming the slot and the rule."""
+    seen: set[str] = set()
+    dups = sorted({s.id for s in body.slots if s.id in seen or seen.add(s.id)})
+    if dups:
+        raise bad("InvalidRankRequest", f"slot ids must be distinct; repeated: {', '.join(dups)}")
+    baselines = [s.baselineAction for s in body.slots]
+    repeated = sorted({b for b in baselines if baselines.count(b) > 1})
+    if repeated:
+        raise bad("InvalidRankRequest", "each slot needs its own baselineAction; shared: "
+                  + ", ".join(repeated))
+    excluded = []
+    for slot in body.slots:
+        try:
+            mine = mapping.excluded_ids(slot.excludedActions, ids, settings)
+        except PersonalizerFailure as exc:
+            raise bad(exc.code, f"slot {slot.id!r}: {exc.message}") from None
+        if slot.baselineAction not in ids:
+            raise bad("InvalidRankRequest", f"slot {slot.id!r}: baselineAction "
+                      f"{slot.baselineAction!r} is not among actions")
+        if slot.baselineAction in mine:
+            raise bad("InvalidRankRequest", f"slot {slot.id!r}: baselineAction "
+                      f"{slot.baselineAction!r} is among its excludedActions")
+        excluded.append(mine)
+    starved = starved_slot([set(ids) - set(mine) for mine in excluded])
+    if starved is not None:
+        raise bad("InvalidRankRequest",
+                  f"slot {body.slots[starved].id!r} may have no action left: the slots before "
+                  "it can take every action it allows (each action fills one slot at most); "
+                  "allow it more actions, or remove slots")
+    return excluded
+
+
+def _slot_context(context: dict[str, Any], slot: SlotRequest, settings: Settings
+                  ) -> dict[str, Any]:
+    """The context of one slot's decision: the request's, the slot id and its features."""
+    try:
+        own = mapping.request_context(slot.features, settings)
+    except PersonalizerFailure as exc:
+        raise bad(exc.code, f"slot {slot.id!r} features: {exc.message}") from None
+    out = {**context, SLOT_FEATURE: slot.id,
+           **{f"{SLOT_FEATURE}.{k}": v for k, v in own.items()}}
+    if len(out) > settings.max_features:
+        raise bad("InvalidRankRequest", f"slot {slot.id!r}: too many features with the slot's: "
+                  f"{len(out)} > {settings.max_features}")
+    try:
+        contexts.check_context_sizes(out, settings)
+    except contexts.ContextError as exc:
+        raise bad("InvalidRankRequest", f"slot {slot.id!r}: {exc}") from None
+    return out
+
+
+def _slot_contexts(body: MultiSlotRankRequest, model: ServedModel, log: EventLog,
+                   settings: Settings) -> list[dict[str, Any]]:
+    """Every slot's context, checked before any is logged (types included: a feature keeps its
+    type across the slots, and from the model's earlier events)."""
+    context = mapping.request_context(body.contextFeatures, settings)
+    reserved = [k for k in context if k == SLOT_FEATURE or k.startswith(SLOT_FEATURE + ".")]
+    if reserved:
+        raise bad("InvalidRankRequest", f"contextFeatures: {', '.join(reserved)}: the feature "
+                  f"{SLOT_FEATURE!r} and its namespace are the slot's in a multi-slot rank "
+                  "(the slot id and the slot's features); rename them")
+    slot_contexts = [_slot_context(context, slot, settings) for slot in body.slots]
+    types: dict[str, str] = {}
+    for slot, ctx in zip(body.slots, slot_contexts, strict=True):
+        for name, kind in contexts.context_types(ctx).items():
+            if types.setdefault(name, kind) != kind:
+                raise bad("InvalidRankRequest", f"slot {slot.id!r}: feature {name!r} has "
+                          "another type than in an earlier slot")
+        mapping.new_feature_types(model, log, ctx)
+    return slot_contexts
+
+
+def rank(body: MultiSlotRankRequest, log: EventLog, store: ModelStore, settings: Settings,
+         token: str | None) -> MultiSlotRankResponse:
+    """Fill the slots in order, each by one decision of the action set's model among the
+    actions its slot allows and no earlier slot took; each is logged (or deferred) as the
+    event ``<eventId>/<slotId>``."""
+    ids = [a.id for a in body.actions]
+    excluded = _checked_slots(body, ids, settings)
+    model = mapping.resolve_model(ids, log, store, settings,
+                                  mapping.may_create_models(token, settings))
+    slot_contexts = _slot_contexts(body, model, log, settings)
+    event_id = body.eventId or uuid.uuid4().hex
+    defer = bool(body.deferActivation)
+    record = {"model": model.name, "slots": [s.id for s in body.slots], "deferred": defer}
+    retention = model.config.reward_wait_seconds + settings.event_retention_seconds
+    if not log.claim_multislot_event(event_id, record, retention):
+        raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
+    chosen: list[str] = []
+    try:
+        for slot, ctx, mine in zip(body.slots, slot_contexts, excluded, strict=True):
+            chosen.append(_fill(model, log, store, settings, event_id, slot, ctx,
+                                [*mine, *chosen], ids, defer))
+    except Exception:
+        if not chosen:  # nothing logged: the event id may be used again
+            log.release_multislot_event(event_id)
+        raise
+    return MultiSlotRankResponse(
+        slots=[SlotResponse(id=s.id, rewardActionId=a) for s, a in zip(body.slots, chosen,
+                                                                        strict=True)],
+        eventId=event_id)
+
+
+def _fill(model: ServedModel, log: EventLog, store: ModelStore, settings: Settings,
+          event_id: str, slot: SlotRequest, context: dict[str, Any], taken: list[str],
+          ids: list[str], defer: bool) -> str:
+    """Decide and log one slot among the request's actions not in ``taken``; its action id."""
+    actions = model.config.actions
+    offered = [a for a in ids if a not in set(taken)]
+    if not offered:  # pragma: no cover - starved_slot refuses such requests beforehand
+        raise bad("InvalidRankRequest", f"slot {slot.id!r} has no action left")
+    excluded = [i for i, a in enumerate(actions) if a not in set(offered)]
+    # the baseline may have been taken by an earlier slot (Online mode only: the other modes
+    # play every slot's own baseline, and baselines are distinct)
+    baseline = slot.baselineAction if slot.baselineAction in offered else offered[0]
+    new_types = mapping.new_feature_types(model, log, context)
+    decision = mapping.rank_event(
+        model, log, store, settings, slot_event_id(event_id, slot.id), context, new_types,
+        excluded, baseline, defer, extra={"multislot": event_id, "slot": slot.id})
+    return actions[decision.action]
+
+
+def _slots_of(event_id: str, log: EventLog, code: str) -> list[str]:
+    record = log.multislot_event(event_id)
+    if record is None:
+        raise PersonalizerFailure(404, code, f"unknown or expired multi-slot eventId "
+                                  f"{event_id!r}")
+    return record["slots"]
+
+
+def reward(event_id: str, body: MultiSlotRewardRequest, log: EventLog) -> None:
+    """Each listed slot's reward goes to that slot's event (as a single-slot ``reward``
+    would); every slot id is checked before any reward is recorded."""
+    slots = set(_slots_of(event_id, log, "NotFound"))
+    unknown = list(dict.fromkeys(r.slotId for r in body.reward if r.slotId not in slots))
+    if unknown:
+        raise bad("InvalidRewardRequest", f"slotId not among the slots of event {event_id!r}: "
+                  + ", ".join(repr(s) for s in unknown))
+    for r in body.reward:
+        mapping.reward(slot_event_id(event_id, r.slotId), RewardRequest(value=r.value), log)
+
+
+def activate(event_id: str, log: EventLog) -> None:
+    """Activate every slot's event (logged from now on, with a reward sent before)."""
+    for slot_id in _slots_of(event_id, log, "InvalidEventIdToActivate"):
+        mapping.activate(slot_event_id(event_id, slot_id), log)
