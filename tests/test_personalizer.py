@@ -366,3 +366,20 @@ def test_every_path_form_answers_and_is_labelled_in_the_metrics(client: TestClie
     for path in (f"{BASE}/rank", "/personalizer/rank", "/personalizer/v1.1-preview.1/rank",
                  "/personalizer/events/{eventId}/reward"):
         assert f'route="{path}"' in scrape, path
+
+
+def test_a_model_file_has_its_own_body_limit(redis_url: str) -> None:
+    """``PUT /model`` takes files up to ``max_model_file_bytes``, other bodies
+    ``max_body_bytes`` (4096 here)."""
+    settings = Settings(redis_url=redis_url, **{**SETTINGS, "max_model_file_bytes": 65536})
+    with TestClient(create_app(settings)) as c:
+        blob = bytes(20000)
+        for prefix in (BASE, "/personalizer"):
+            r = c.put(f"{prefix}/model", content=blob,
+                      headers={"content-type": "application/octet-stream"})
+            assert r.status_code == 400, r.text  # read, and refused as no model file of ours
+        r = c.post(f"{BASE}/rank", content=blob, headers={"content-type": "application/json"})
+        assert r.status_code == 413
+        r = c.put(f"{BASE}/model", content=bytes(70000),
+                  headers={"content-type": "application/octet-stream"})
+        assert r.status_code == 413 and "65536" in r.json()["error"]["message"]

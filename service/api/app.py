@@ -44,5 +44,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     personalizer.include(app)
     add_error_handlers(app)
     app.add_middleware(RequestMetrics)
-    app.add_middleware(BodySizeLimit, limit=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimit, limit=settings.max_body_bytes,
+                       model_file_limit=settings.max_model_file_bytes)
     return app

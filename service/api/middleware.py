@@ -15,17 +15,28 @@ __all__ = ["BodySizeLimit", "RequestMetrics", "route_template"]
 
 
 class BodySizeLimit:
-    """Pure ASGI middleware: 413 for bodies over ``limit`` bytes (declared or streamed)."""
+    """Pure ASGI middleware: 413 for bodies over ``limit`` bytes (declared or streamed), or
+    over ``model_file_limit`` for a model file sent to Personalizer's ``PUT .../model``."""
 
-    def __init__(self, app, limit: int) -> None:
+    def __init__(self, app, limit: int, model_file_limit: int | None = None) -> None:
         self.app, self.limit = app, limit
+        self.model_file_limit = limit if model_file_limit is None else model_file_limit
+
+    def limit_of(self, scope) -> int:
+        """The limit of a request."""
+        path = scope["path"]
+        if (scope["method"] == "PUT" and path.startswith(PERSONALIZER_ROOT + "/")
+                and path.endswith("/model")):
+            return self.model_file_limit
+        return self.limit
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limit = self.limit_of(scope)
         for key, value in scope.get("headers", []):
-            if key == b"content-length" and value.isdigit() and int(value) > self.limit:
-                return await self._reject(scope, receive, send)
+            if key == b"content-length" and value.isdigit() and int(value) > limit:
+                return await self._reject(scope, receive, send, limit)
         chunks, size = [], 0
         while True:
             message = await receive()
@@ -33,8 +44,8 @@ class BodySizeLimit:
                 break
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
-            if size > self.limit:
-                return await self._reject(scope, receive, send)
+            if size > limit:
+                return await self._reject(scope, receive, send, limit)
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
@@ -49,11 +60,11 @@ class BodySizeLimit:
 
         return await self.app(scope, replay, send)
 
-    async def _reject(self, scope, receive, send) -> None:
+    async def _reject(self, scope, receive, send, limit: int) -> None:
         if scope["path"].startswith(PERSONALIZER_ROOT + "/"):  # Personalizer's envelope
-            return await too_large(self.limit)(scope, receive, send)
+            return await too_large(limit)(scope, receive, send)
         response = JSONResponse(
-            {"detail": f"request body too large (limit {self.limit} bytes)"}, status_code=413
+            {"detail": f"request body too large (limit {limit} bytes)"}, status_code=413
         )
         await response(scope, receive, send)
 
