@@ -12,6 +12,7 @@ docs/personalizer.md, "Service configuration".
 from __future__ import annotations
 
 import inspect
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -105,6 +106,25 @@ def _changed(config: ModelConfig, fields: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def retrain_start(learn_after: str | None, days: float, now: float) -> str | None:
+    """Where a renewed model's replay starts: after ``learn_after`` (a reset or an import; None
+    for the stream's start) and, with ``days`` (Personalizer's ``modelRetrainDays``) > 0, at
+    the events joined in the last ``days`` days, whichever is later.
+
+    >>> retrain_start(None, 0, 1e9), retrain_start("5-0", 0, 1e9)
+    (None, '5-0')
+    >>> retrain_start("5-0", 1, 86400.0 * 2), retrain_start("999999999-0", 1, 86400.0 * 2)
+    ('86399999-99999', '999999999-0')
+    """
+    if days <= 0:
+        return learn_after
+    start = f"{int((now - days * 86400.0) * 1000) - 1}-99999"  # joined ids are ms-seq
+    if learn_after is None:
+        return start
+    ms, _, seq = learn_after.partition("-")
+    return learn_after if (int(ms), int(seq or 0)) > (int(start.split("-")[0]), 99999) else start
+
+
 def apply(log: EventLog, store: ModelStore, settings: Settings) -> dict[str, list[str]]:
     """Bring every model of the endpoint to :func:`desired`: renewed (retrained from the log)
     when a learning field changed, replaced in place otherwise. The names, by what happened.
@@ -112,11 +132,14 @@ def apply(log: EventLog, store: ModelStore, settings: Settings) -> dict[str, lis
     A model named by ``personalizer_model`` (made with ``POST /v1/models``) keeps its own
     booster and parameters unless a policy is stored."""
     done: dict[str, list[str]] = {"renewed": [], "updated": []}
+    retrain_days = (log.personalizer_doc("service") or {}).get("retrain_days", 0)
     for config in models(log, settings):
         changes = _changed(config, desired(log, settings, config))
         if not changes:
             continue
         renew = any(k in LEARNING_FIELDS for k in changes)
+        if renew:
+            changes["learn_after"] = retrain_start(config.learn_after, retrain_days, time.time())
         new = config.renewed(**changes) if renew else replace(config, **changes)
         if log.replace_config(new):
             done["renewed" if renew else "updated"].append(config.name)
