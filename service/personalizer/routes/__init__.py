@@ -2,6 +2,8 @@
 :mod:`service.personalizer`), served under every path form of :data:`PREFIXES`.
 
 - :mod:`~service.personalizer.routes.events`: rank, reward, activate.
+- :mod:`~service.personalizer.routes.policy` and :mod:`~service.personalizer.routes.evaluations`:
+  the learning policy, offline evaluations and applying their policies.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 
 from service.personalizer.errors import PREFIX
-from service.personalizer.routes import events
+from service.personalizer.routes import events, policy
 
 __all__ = ["PREFIXES", "include", "router"]
 
@@ -21,6 +23,7 @@ PREFIXES = (PREFIX, "/personalizer", "/personalizer/v1.1-preview.1")
 
 router = APIRouter()
 router.include_router(events.router)
+router.include_router(policy.router)
 
 
 def include(app: FastAPI) -> None:

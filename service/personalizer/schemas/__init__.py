@@ -4,6 +4,7 @@ descriptions end up in the OpenAPI document, so they are written in Markdown.
 
 - :mod:`~service.personalizer.schemas.common`: the base class, the error envelope.
 - :mod:`~service.personalizer.schemas.events`: rank and reward.
+- :mod:`~service.personalizer.schemas.evaluations`: the policy and the offline evaluations.
 """
 
 from service.personalizer.schemas.common import (
@@ -11,6 +12,13 @@ from service.personalizer.schemas.common import (
     PersonalizerBody,
     PersonalizerError,
     PersonalizerErrorBody,
+)
+from service.personalizer.schemas.evaluations import (
+    Evaluation,
+    EvaluationContract,
+    EvaluationList,
+    PolicyContract,
+    PolicyReferenceContract,
 )
 from service.personalizer.schemas.events import (
     RankableAction,
@@ -22,9 +30,14 @@ from service.personalizer.schemas.events import (
 
 __all__ = [
     "ERROR_RESPONSES",
+    "Evaluation",
+    "EvaluationContract",
+    "EvaluationList",
     "PersonalizerBody",
     "PersonalizerError",
     "PersonalizerErrorBody",
+    "PolicyContract",
+    "PolicyReferenceContract",
     "RankRequest",
     "RankResponse",
     "RankableAction",
