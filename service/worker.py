@@ -16,6 +16,9 @@ to serve its latest published policy.
 
 Restarts lose nothing (docs/training.md, "Restarts of the worker").
 
+It also runs the Personalizer endpoint's offline evaluations and its scheduled auto-optimization
+(:mod:`service.personalizer.evaluations`; docs/personalizer.md, "Policy and evaluations").
+
 Progress goes to the ``boostbandit.worker`` logger and to the model's ``worker_status`` key (shown
 by the policies route).
 """
@@ -34,8 +37,10 @@ from service.eventlog import EventLog, Redis, RedisError, ResponseError
 from service.eventlog.consumer import StreamConsumer
 from service.eventlog.keys import keys
 from service.events import loads
+from service.personalizer import evaluations
 from service.settings import Settings
 from service.snapshots import dumps_whole
+from service.store import ModelStore
 from service.training import TrainConfig, train_and_evaluate
 
 __all__ = ["Worker", "train_config"]
@@ -91,6 +96,8 @@ class Worker(StreamConsumer):
     CONSUMER = "worker"
     LEASE_KIND = "worker_lease"
     RETRY_SECONDS = 1.0
+    #: how often the worker looks for pending Personalizer evaluations and auto-optimization
+    EVALUATION_POLL_SECONDS = 1.0
 
     def __init__(
         self, client: Redis, settings: Settings, models: Sequence[str] | None = None
@@ -99,6 +106,7 @@ class Worker(StreamConsumer):
         self.settings = settings
         self.models = list(models or [])
         self.states: dict[str, _ModelState] = {}
+        self.evaluations_polled = 0.0
 
     # --- one-shot ------------------------------------------------------------------------------
     def window_events(self, name: str, max_id: str = "+") -> list[tuple[str, dict[str, Any]]]:
@@ -236,8 +244,20 @@ class Worker(StreamConsumer):
         info = self.log.group_info(stream, self.GROUP)
         return None if info is None else info["last-delivered-id"]
 
+    def run_evaluations(self, now: float) -> None:
+        """Run the Personalizer endpoint's pending evaluations, and its Auto evaluation when
+        auto-optimization is on and due (:mod:`service.personalizer.evaluations`)."""
+        if now - self.evaluations_polled < self.EVALUATION_POLL_SECONDS:
+            return
+        self.evaluations_polled = now
+        evaluations.run_pending(self.log, self.settings, self.owner)
+        # a store of this process (none loaded): applying a policy only renews stored configs
+        evaluations.auto_optimize(self.log, ModelStore(self.log), self.settings, self.owner, now)
+
     def step(self) -> None:
-        """Read new joined events, then train the models that are due."""
+        """Run the evaluations that are due, read new joined events, then train the models
+        that are due."""
+        self.run_evaluations(time.time())
         states = self.owned()
         if not states:
             self.stop_event.wait(self.settings.worker_block_ms / 1000)

@@ -32,3 +32,40 @@ class PersonalizerState:
             self.r.hdel(PERSONALIZER_KEY, field)
         else:
             self.r.hset(PERSONALIZER_KEY, field, dumps(doc))
+
+    # --- evaluations (service.personalizer.evaluations) ----------------------------------
+    def evaluation(self, evaluation_id: str) -> dict[str, Any] | None:
+        """The evaluation ``evaluation_id`` or None."""
+        raw = self.r.hget(EVALUATIONS_KEY, evaluation_id)
+        return None if raw is None else loads(raw)
+
+    def evaluations(self) -> list[dict[str, Any]]:
+        """Every evaluation, oldest first."""
+        docs = [loads(v) for v in self.r.hvals(EVALUATIONS_KEY)]
+        return sorted(docs, key=lambda d: (d.get("creationTime", ""), d["id"]))
+
+    def add_evaluation(self, doc: dict[str, Any]) -> bool:
+        """Store a new evaluation; False if its id is taken."""
+        return bool(self.r.hsetnx(EVALUATIONS_KEY, doc["id"], dumps(doc)))
+
+    def update_evaluation(self, doc: dict[str, Any]) -> bool:
+        """Replace a stored evaluation; False (nothing stored) if it was deleted meanwhile."""
+        script = ("if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then "
+                  "return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) + 1 end return 0")
+        return bool(self.r.eval(script, 1, EVALUATIONS_KEY, doc["id"], dumps(doc)))
+
+    def delete_evaluation(self, evaluation_id: str) -> bool:
+        """Remove an evaluation; whether it existed."""
+        return bool(self.r.hdel(EVALUATIONS_KEY, evaluation_id))
+
+    def claim_evaluation(self, evaluation_id: str, owner: str, seconds: float) -> bool:
+        """Whether ``owner`` may run the evaluation now (nobody else claimed it in the last
+        ``seconds``)."""
+        key = EVALUATION_CLAIM_KEY.format(evaluation_id)
+        return bool(self.r.set(key, owner, nx=True, px=max(1, int(seconds * 1000))))
+
+
+#: hash: evaluation id -> the evaluation document (service.personalizer.evaluations)
+EVALUATIONS_KEY = "bb:personalizer:evaluations"
+#: string with expiry: the worker running an evaluation (one at a time per evaluation)
+EVALUATION_CLAIM_KEY = "bb:personalizer:evaluation-claim:{}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 
 from service.personalizer.errors import PREFIX
-from service.personalizer.routes import events, policy
+from service.personalizer.routes import evaluations, events, policy
 
 __all__ = ["PREFIXES", "include", "router"]
 
@@ -24,6 +24,7 @@ PREFIXES = (PREFIX, "/personalizer", "/personalizer/v1.1-preview.1")
 router = APIRouter()
 router.include_router(events.router)
 router.include_router(policy.router)
+router.include_router(evaluations.router)
 
 
 def include(app: FastAPI) -> None:
