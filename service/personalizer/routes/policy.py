@@ -18,16 +18,18 @@ def _answer(doc: dict) -> PolicyContract:
     return PolicyContract(name=doc["name"], arguments=doc["arguments"])
 
 
-@router.get("/configurations/policy", response_model=PolicyContract, responses=responses())
+@router.get("/configurations/policy", response_model=PolicyContract, responses=responses(),
+            response_description="The policy in force.")
 def get_policy(log: LogDep, settings: SettingsDep) -> PolicyContract:
     """The learning policy in force: the stored one, or the default the settings give
     (`personalizer_booster`, `personalizer_params`)."""
     return _answer(policy.current(log, settings))
 
 
-@router.put("/configurations/policy", response_model=PolicyContract, responses=responses(400))
+@router.put("/configurations/policy", response_model=PolicyContract, responses=responses(400),
+            response_description="The policy now in force.")
 @router.patch("/configurations/policy", response_model=PolicyContract,
-              responses=responses(400), include_in_schema=False)
+              responses=responses(400), response_description="The policy now in force.")
 def update_policy(body: PolicyContract, log: LogDep, store: StoreDep,
                   settings: SettingsDep) -> PolicyContract:
     """Set the learning policy: `arguments` are `--booster NAME --<parameter> <value> ...`,
@@ -40,7 +42,8 @@ def update_policy(body: PolicyContract, log: LogDep, store: StoreDep,
     return _answer(policy.set_policy(log, store, settings, doc))
 
 
-@router.delete("/configurations/policy", response_model=PolicyContract, responses=responses())
+@router.delete("/configurations/policy", response_model=PolicyContract, responses=responses(),
+               response_description="The default policy, now in force.")
 def reset_policy(log: LogDep, store: StoreDep, settings: SettingsDep) -> PolicyContract:
     """Back to the default policy (the models are renewed if that changes them)."""
     return _answer(policy.set_policy(log, store, settings, None))

@@ -3,19 +3,30 @@ PolicyContract, EvaluationContract, PolicyReferenceContract and Evaluation (v1.0
 the azure-ai-personalizer SDK's ``enablePolicyOptimization`` is read as
 ``enableOfflineExperimentation``).
 
->>> EvaluationContract(name="e", startTime="2026-01-01T00:00:00Z",
-...                    endTime="2026-01-02T00:00:00Z").policies
-[]
+>>> body = EvaluationContract.model_validate_json(
+...     '{"name": "e", "startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-02T00:00:00"}')
+>>> body.policies, body.endTime.year
+([], 2026)
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, StrictStr
+from pydantic import BaseModel, BeforeValidator, Field, StrictBool, StrictStr
 
 from service.personalizer.schemas.common import PersonalizerBody
+
+
+#: A time as an ISO-8601 string (a number is refused; a time without a zone is UTC)
+def _text_time(value: Any) -> Any:
+    if not isinstance(value, (str, datetime)):
+        raise ValueError("must be an ISO-8601 date and time string")
+    return value
+
+
+Time = Annotated[datetime, BeforeValidator(_text_time)]
 
 __all__ = ["Evaluation", "EvaluationContract", "EvaluationList", "PolicyContract",
            "PolicyReferenceContract"]
@@ -36,13 +47,13 @@ class EvaluationContract(PersonalizerBody):
     with the online, baseline and random policies."""
 
     name: StrictStr = Field(min_length=1, max_length=256)
-    startTime: datetime = Field(description="Start of the date range of the log.")
-    endTime: datetime = Field(description="End of the date range of the log.")
+    startTime: Time = Field(description="Start of the date range of the log.")
+    endTime: Time = Field(description="End of the date range of the log.")
     policies: list[PolicyContract] = Field(default_factory=list, max_length=10,
                                            description="Custom policies to evaluate.")
-    enableOfflineExperimentation: bool | None = Field(
+    enableOfflineExperimentation: StrictBool | None = Field(
         default=None, description="Also evaluate the offline worker's latest policy.")
-    enablePolicyOptimization: bool | None = Field(
+    enablePolicyOptimization: StrictBool | None = Field(
         default=None, description="The azure-ai-personalizer SDK's name of the above.")
 
     @property
