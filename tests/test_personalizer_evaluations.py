@@ -213,6 +213,29 @@ def test_an_evaluation_without_logs_in_its_range_fails_saying_so(redis_url: str)
         assert doc["status"] == "failed" and "NoLogsExistInDateRange" in doc["description"]
 
 
+def test_offline_experimentation_evaluates_the_workers_latest_policy(redis_url: str) -> None:
+    with serve(settings(redis_url)) as base:
+        name = simulated_log(redis_url, base, seed=3)
+        trainer = Worker(redis.Redis.from_url(redis_url), Settings(
+            redis_url=redis_url, worker_min_events=300, worker_n_rounds=15, worker_max_depth=4,
+            worker_reward_model_rounds=30, worker_min_propensity=0.02))
+        assert trainer.train_once([name])[0]["status"] == "published"
+        admin = PersonalizerAdministrationClient(base, AzureKeyCredential("k"))
+        with running_worker(redis_url):
+            admin.create_evaluation("offline", contract(policies=[],
+                                                        enablePolicyOptimization=True))
+            doc = wait_done(admin, "offline")
+        results = by_name(doc)
+        offline = results["OfflineExperimentation"]
+        assert offline["policySource"] == "OfflineExperimentation"
+        assert f"{name}:1" in offline["arguments"]
+        assert interval(offline)[0] > interval(results["Random"])[1]
+        with pytest.raises(HttpResponseError) as caught:  # not a booster: cannot be applied
+            admin.apply_from_evaluation({"evaluationId": "offline",
+                                         "policyName": "OfflineExperimentation"})
+        assert caught.value.status_code == 400
+
+
 def auto_on(redis_url: str) -> None:
     """What the service configuration stores for auto-optimization (the lead's route)."""
     start = (datetime.now(UTC) - timedelta(days=1)).isoformat()

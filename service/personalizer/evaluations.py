@@ -193,8 +193,8 @@ def _auto_due(log: EventLog, now: float) -> dict[str, Any] | None:
     if not auto.get("enabled"):
         return None
     try:
-        start = datetime.fromisoformat(str(auto.get("start"))).timestamp() \
-            if auto.get("start") else 0.0
+        start = _seconds(datetime.fromisoformat(str(auto["start"]))) if auto.get("start") \
+            else 0.0
     except ValueError:
         start = 0.0
     last = (log.personalizer_doc("auto_optimization_state") or {}).get("last", 0.0)
