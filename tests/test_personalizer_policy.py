@@ -4,6 +4,7 @@ uvicorn on a free 127.0.0.1 port (service/personalizer/policy.py, routes/policy.
 
 from __future__ import annotations
 
+import httpx
 import pytest
 import redis
 
@@ -50,6 +51,11 @@ def test_policy_get_update_reset_through_the_sdk(redis_url: str) -> None:
 
         assert admin.reset_policy() == default
         assert log.config(name).params["n_learners"] == 3
+
+        v1 = f"{base}/personalizer/v1.0/configurations/policy"  # the v1.0 REST API's PATCH
+        trees = {"name": "trees", "arguments": "--booster egreedy_tree --epsilon 0.05"}
+        assert httpx.patch(v1, json=trees).json() == trees
+        assert httpx.get(v1).json() == trees and log.config(name).booster == "egreedy_tree"
 
 
 @pytest.mark.parametrize("arguments, names", [
