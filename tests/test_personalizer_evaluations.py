@@ -248,7 +248,7 @@ def test_auto_optimization_applies_only_a_clearly_better_policy(
         redis_url: str, informative: bool, seed: int, status: str) -> None:
     """docs/personalizer.md, "Policy and evaluations": the measured figures of these logs."""
     with serve(settings(redis_url)) as base:
-        simulated_log(redis_url, base, informative=informative, seed=seed)
+        name = simulated_log(redis_url, base, informative=informative, seed=seed)
         admin = PersonalizerAdministrationClient(base, AzureKeyCredential("k"))
         auto_on(redis_url)
         with running_worker(redis_url):
@@ -266,8 +266,11 @@ def test_auto_optimization_applies_only_a_clearly_better_policy(
             assert interval(best)[0] > interval(online)[1]
             assert admin.get_policy() == {"name": best["name"], "arguments": best["arguments"]}
             assert best["name"] == "adabandit-5"  # measured: 0.934 +- 0.016 vs 0.344 +- 0.031
+            config = EventLog(redis.Redis.from_url(redis_url)).config(name)
+            assert (config.booster, config.params["n_learners"]) == ("adabandit", 5)
             assert doc["optimalPolicy"] == best["name"]
         else:
             assert interval(best)[0] <= interval(online)[1]
             assert admin.get_policy()["name"] == "default"
+            assert EventLog(redis.Redis.from_url(redis_url)).config(name).booster == "uniform"
         assert len(list(admin.list_evaluations())) == 1  # not again before frequency_seconds

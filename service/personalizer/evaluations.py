@@ -23,8 +23,8 @@ from service.personalizer.schemas import EvaluationContract
 from service.settings import Settings
 from service.store import ModelStore
 
-__all__ = ["AUTO_CANDIDATES", "MAX_EVENTS", "apply_from", "auto_optimize", "public",
-           "run_pending", "submit"]
+__all__ = ["AUTO_CANDIDATES", "MAX_EVENTS", "apply_from", "auto_optimize", "delete", "found",
+           "listed", "public", "run_pending", "submit"]
 
 log_ = logging.getLogger("boostbandit.personalizer")
 
@@ -89,6 +89,26 @@ def submit(log: EventLog, settings: Settings, body: EvaluationContract,
     if not log.add_evaluation(doc):
         raise PersonalizerFailure(409, "Conflict", f"evaluation {doc['id']!r} already exists")
     return doc
+
+
+def found(log: EventLog, evaluation_id: str) -> dict[str, Any]:
+    """The stored evaluation ``evaluation_id`` (404 ``EvaluationNotFound`` if none)."""
+    doc = log.evaluation(evaluation_id)
+    if doc is None:
+        raise PersonalizerFailure(404, "EvaluationNotFound", f"no evaluation {evaluation_id!r}")
+    return doc
+
+
+def listed(log: EventLog, skip: int = 0, top: int | None = None) -> list[dict[str, Any]]:
+    """The evaluations, oldest first, as answered: ``top`` of them after the first ``skip``."""
+    docs = log.evaluations()[skip:]
+    return [public(d) for d in (docs if top is None else docs[:top])]
+
+
+def delete(log: EventLog, evaluation_id: str) -> None:
+    """Delete an evaluation (404 if none; a running one finishes but is not stored)."""
+    if not log.delete_evaluation(evaluation_id):
+        raise PersonalizerFailure(404, "EvaluationNotFound", f"no evaluation {evaluation_id!r}")
 
 
 def _offline(log: EventLog, settings: Settings) -> Candidate | None:
@@ -168,20 +188,17 @@ def run_pending(log: EventLog, settings: Settings, owner: str) -> list[str]:
 def apply_from(log: EventLog, store: ModelStore, settings: Settings, evaluation_id: str,
                policy_name: str) -> dict[str, Any]:
     """Make a custom policy of a completed evaluation the endpoint's policy."""
-    doc = log.evaluation(evaluation_id)
-    if doc is None:
-        raise PersonalizerFailure(404, "EvaluationNotFound",
-                                  f"no evaluation {evaluation_id!r}")
-    found = next((r for r in doc["policyResults"] if r["name"] == policy_name), None)
-    if found is None:
+    doc = found(log, evaluation_id)
+    result = next((r for r in doc["policyResults"] if r["name"] == policy_name), None)
+    if result is None:
         raise bad("InvalidRequest", f"evaluation {evaluation_id!r} ({doc['status']}) has no "
                   f"result of a policy named {policy_name!r}")
-    if found["policySource"] != "Custom":
-        raise bad("InvalidRequest", f"policy {policy_name!r} is the {found['policySource']} "
+    if result["policySource"] != "Custom":
+        raise bad("InvalidRequest", f"policy {policy_name!r} is the {result['policySource']} "
                   "policy of the evaluation; only a Custom policy (one given by its arguments) "
                   "can be applied")
     try:
-        new = policy.make_policy(found["name"], found["arguments"], settings)
+        new = policy.make_policy(result["name"], result["arguments"], settings)
     except ValueError as exc:
         raise bad("InvalidPolicyConfiguration", f"policy {policy_name!r}: {exc}") from None
     return policy.set_policy(log, store, settings, new)

@@ -10,7 +10,7 @@ from fastapi import Path, Query, Request, Response, status
 
 from service.api.deps import LogDep, SettingsDep, StoreDep
 from service.personalizer import evaluations
-from service.personalizer.errors import PREFIX, PersonalizerFailure
+from service.personalizer.errors import PREFIX
 from service.personalizer.routes.common import admin_router, responses
 from service.personalizer.schemas import (
     Evaluation,
@@ -26,13 +26,6 @@ router = admin_router()
 EvaluationIdPath = Annotated[str, Path(min_length=1, max_length=256,
                                        pattern=r"^[A-Za-z0-9_.:-]+$",
                                        description="The id of the evaluation.")]
-
-
-def _found(log: LogDep, evaluation_id: str) -> dict[str, Any]:
-    doc = log.evaluation(evaluation_id)
-    if doc is None:
-        raise PersonalizerFailure(404, "EvaluationNotFound", f"no evaluation {evaluation_id!r}")
-    return doc
 
 
 @router.put("/evaluations/{evaluationId}", response_model=Evaluation,
@@ -57,7 +50,7 @@ def submit_evaluation(body: EvaluationContract, request: Request, response: Resp
 @router.get("/evaluations/{evaluationId}", response_model=Evaluation, responses=responses(404))
 def get_evaluation(evaluationId: EvaluationIdPath, log: LogDep) -> dict[str, Any]:  # noqa: N803
     """An evaluation: `pending`, or its results (`completed`, `failed` with `description`)."""
-    return evaluations.public(_found(log, evaluationId))
+    return evaluations.public(evaluations.found(log, evaluationId))
 
 
 @router.get("/evaluations", response_model=list[Evaluation] | EvaluationList,
@@ -67,9 +60,7 @@ def list_evaluations(request: Request, log: LogDep,
                      skip: Annotated[int, Query(ge=0)] = 0) -> Any:
     """Every evaluation, oldest first: a JSON array (v1.0), or `{"value": [...]}` under
     `/personalizer` (the azure-ai-personalizer SDK's paging)."""
-    docs = log.evaluations()[skip:]
-    docs = docs if top is None else docs[:top]
-    value = [evaluations.public(d) for d in docs]
+    value = evaluations.listed(log, skip, top)
     if request.url.path.startswith(PREFIX) or "/v1.1-preview.1/" in request.url.path:
         return value
     return {"value": value, "nextLink": None}
@@ -79,8 +70,7 @@ def list_evaluations(request: Request, log: LogDep,
                responses=responses(404))
 def delete_evaluation(evaluationId: EvaluationIdPath, log: LogDep) -> Response:  # noqa: N803
     """Delete an evaluation (a running one finishes but is not stored)."""
-    if not log.delete_evaluation(evaluationId):
-        raise PersonalizerFailure(404, "EvaluationNotFound", f"no evaluation {evaluationId!r}")
+    evaluations.delete(log, evaluationId)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
