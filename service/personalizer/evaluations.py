@@ -168,9 +168,8 @@ def run(log: EventLog, settings: Settings, doc: dict[str, Any]) -> dict[str, Any
 def run_pending(log: EventLog, settings: Settings, owner: str) -> list[str]:
     """Run every pending evaluation nobody else runs; the ids run."""
     done = []
-    for doc in log.evaluations():
-        if doc["status"] != "pending" or not log.claim_evaluation(doc["id"], owner,
-                                                                   CLAIM_SECONDS):
+    for doc in log.pending_evaluations():
+        if not log.claim_evaluation(doc["id"], owner, CLAIM_SECONDS):
             continue
         log_.info("evaluation %s: running", doc["id"])
         try:
