@@ -187,6 +187,11 @@ def test_evaluations_create_get_list_delete_and_apply(redis_url: str) -> None:
 
 @pytest.mark.parametrize("body, code, words", [
     (contract(endTime="2020-01-01T00:00:00Z"), "InvalidEvaluationContract", "endTime"),
+    ({**contract(), "startTime": "2026-01-01T00:00:00Z", "endTime": "2025-01-01T00:00:00"},
+     "InvalidEvaluationContract", "endTime must be after"),  # a time without a zone is UTC
+    ({**contract(), "endTime": "9999-12-31T23:59:59-05:00"}, "InvalidEvaluationContract",
+     "out of range"),
+    ({**contract(), "startTime": 0}, "BadRequest", "ISO-8601"),
     (contract(policies=[TREES, TREES]), "DuplicateCustomPolicyNames", "trees"),
     (contract(policies=[{"name": "vw", "arguments": "--cb_explore_adf --epsilon 0.1"}]),
      "InvalidPolicyConfiguration", "Vowpal Wabbit"),

@@ -73,18 +73,22 @@ def _custom(body: EvaluationContract, settings: Settings) -> list[dict[str, Any]
 def submit(log: EventLog, settings: Settings, body: EvaluationContract,
            evaluation_id: str | None = None, kind: str = "Manual") -> dict[str, Any]:
     """Check and store a new evaluation, ``pending`` until the offline worker runs it."""
-    if body.endTime <= body.startTime:
+    try:
+        start, end = _seconds(body.startTime), _seconds(body.endTime)
+        times = iso_timestamp(start), iso_timestamp(end)
+    except (ValueError, OverflowError, OSError) as exc:
+        raise bad("InvalidEvaluationContract", f"startTime/endTime: {exc}") from None
+    if end <= start:
         raise bad("InvalidEvaluationContract", "endTime must be after startTime")
     doc = {
         "id": evaluation_id or uuid.uuid4().hex, "name": body.name,
-        "startTime": iso_timestamp(_seconds(body.startTime)),
-        "endTime": iso_timestamp(_seconds(body.endTime)),
+        "startTime": times[0], "endTime": times[1],
         "jobId": uuid.uuid4().hex, "status": "pending", "policyResults": [],
         "featureImportance": [], "evaluationType": kind, "optimalPolicy": None,
         "creationTime": iso_timestamp(time.time()), "description": None,
         "policies": _custom(body, settings),
         "enableOfflineExperimentation": body.experimentation,
-        "range": [_seconds(body.startTime), _seconds(body.endTime)],
+        "range": [start, end],
     }
     if not log.add_evaluation(doc):
         raise PersonalizerFailure(409, "Conflict", f"evaluation {doc['id']!r} already exists")
