@@ -52,7 +52,8 @@ def _seconds(moment: datetime) -> float:
     return moment.timestamp()
 
 
-def _custom(body: EvaluationContract, settings: Settings) -> list[dict[str, Any]]:
+def _custom(body: EvaluationContract, settings: Settings, counts: list[int]
+            ) -> list[dict[str, Any]]:
     """The custom policies as policy documents (400 naming the first bad one)."""
     names = [p.name for p in body.policies]
     repeated = sorted({n for n in names if names.count(n) > 1})
@@ -64,7 +65,7 @@ def _custom(body: EvaluationContract, settings: Settings) -> list[dict[str, Any]
             raise bad("InvalidEvaluationContract",
                       f"policies: {p.name!r} is the name of a built-in policy")
         try:
-            out.append(policy.make_policy(p.name, p.arguments, settings))
+            out.append(policy.make_policy(p.name, p.arguments, settings, counts))
         except ValueError as exc:
             raise bad("InvalidPolicyConfiguration", f"policy {p.name!r}: {exc}") from None
     return out
@@ -86,7 +87,7 @@ def submit(log: EventLog, settings: Settings, body: EvaluationContract,
         "jobId": uuid.uuid4().hex, "status": "pending", "policyResults": [],
         "featureImportance": [], "evaluationType": kind, "optimalPolicy": None,
         "creationTime": iso_timestamp(time.time()), "description": None,
-        "policies": _custom(body, settings),
+        "policies": _custom(body, settings, policy.action_counts(log, settings)),
         "enableOfflineExperimentation": body.experimentation,
         "range": [start, end],
     }
@@ -201,10 +202,9 @@ def apply_from(log: EventLog, store: ModelStore, settings: Settings, evaluation_
                   "policy of the evaluation; only a Custom policy (one given by its arguments) "
                   "can be applied")
     try:
-        new = policy.make_policy(result["name"], result["arguments"], settings)
+        return _apply(log, store, settings, result)
     except ValueError as exc:
         raise bad("InvalidPolicyConfiguration", f"policy {policy_name!r}: {exc}") from None
-    return policy.set_policy(log, store, settings, new)
 
 
 def _auto_due(log: EventLog, now: float) -> dict[str, Any] | None:
@@ -256,18 +256,22 @@ def auto_optimize(log: EventLog, store: ModelStore, settings: Settings, owner: s
     doc = run(log, settings, doc)
     if doc["status"] == "completed":
         doc, best = _decide(doc)
-        if best is not None:
-            apply_from_result(log, store, settings, best)
+        try:
+            if best is not None:
+                _apply(log, store, settings, best)
+        except ValueError as exc:  # the candidate does not build for these models
+            doc = {**doc, "status": "onlinePolicyRetained", "description": str(exc)}
     log.update_evaluation(doc)
     log_.info("auto-optimization: %s (%s)", doc["status"], doc.get("optimalPolicy"))
     return doc
 
 
-def apply_from_result(log: EventLog, store: ModelStore, settings: Settings,
-                      result: dict[str, Any]) -> None:
-    """Set a Custom result's arguments as the policy."""
-    policy.set_policy(log, store, settings,
-                      policy.make_policy(result["name"], result["arguments"], settings))
+def _apply(log: EventLog, store: ModelStore, settings: Settings,
+           result: dict[str, Any]) -> dict[str, Any]:
+    """Set a Custom result's arguments as the policy (ValueError if they do not build)."""
+    new = policy.make_policy(result["name"], result["arguments"], settings,
+                             policy.action_counts(log, settings))
+    return policy.set_policy(log, store, settings, new)
 
 
 def _row(row: dict[str, Any]) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from service.personalizer import loop
 from service.settings import Settings
 from service.store import ModelStore
 
-__all__ = ["MAX_ARGUMENTS", "arguments_of", "check_policy", "current", "default_policy",
-           "make_policy", "parse_arguments", "set_policy"]
+__all__ = ["MAX_ARGUMENTS", "action_counts", "arguments_of", "check_policy", "current",
+           "default_policy", "make_policy", "parse_arguments", "set_policy"]
 
 #: Personalizer's limit on the arguments string
 MAX_ARGUMENTS = 1024
@@ -149,10 +149,18 @@ def arguments_of(booster: str, params: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def make_policy(name: str, arguments: str, settings: Settings) -> dict[str, Any]:
-    """The ``policy`` document of ``arguments`` (ValueError naming what is wrong)."""
+def action_counts(log: EventLog, settings: Settings) -> list[int]:
+    """The action counts a policy must build for: each model of the endpoint's (2 if none)."""
+    return sorted({len(c.actions) for c in loop.models(log, settings)}) or [2]
+
+
+def make_policy(name: str, arguments: str, settings: Settings,
+                counts: list[int] | None = None) -> dict[str, Any]:
+    """The ``policy`` document of ``arguments``, checked for models of ``counts`` actions
+    (ValueError naming what is wrong)."""
     booster, params = parse_arguments(arguments, settings.personalizer_booster)
-    check_policy(booster, params)
+    for n in counts or [2]:
+        check_policy(booster, params, n)
     return {"name": name, "arguments": arguments, "booster": booster, "params": params}
 
 

@@ -36,7 +36,8 @@ def update_policy(body: PolicyContract, log: LogDep, store: StoreDep,
     checked by building the booster. The endpoint's models are renewed: retrained from the
     retained log with the new booster and parameters."""
     try:
-        doc = policy.make_policy(body.name, body.arguments, settings)
+        doc = policy.make_policy(body.name, body.arguments, settings,
+                                 policy.action_counts(log, settings))
     except ValueError as exc:
         raise bad("InvalidPolicyConfiguration", f"arguments: {exc}") from None
     return _answer(policy.set_policy(log, store, settings, doc))
