@@ -26,6 +26,7 @@ by the policies route).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -107,6 +108,7 @@ class Worker(StreamConsumer):
         self.models = list(models or [])
         self.states: dict[str, _ModelState] = {}
         self.evaluations_polled = 0.0
+        self.evaluating: threading.Thread | None = None
 
     # --- one-shot ------------------------------------------------------------------------------
     def window_events(self, name: str, max_id: str = "+") -> list[tuple[str, dict[str, Any]]]:
@@ -245,14 +247,29 @@ class Worker(StreamConsumer):
         return None if info is None else info["last-delivered-id"]
 
     def run_evaluations(self, now: float) -> None:
-        """Run the Personalizer endpoint's pending evaluations, and its Auto evaluation when
-        auto-optimization is on and due (:mod:`service.personalizer.evaluations`)."""
+        """Start running the Personalizer endpoint's pending evaluations, and its Auto
+        evaluation when auto-optimization is on and due, in a thread (a long replay does not
+        hold up training or the leases; :mod:`service.personalizer.evaluations`)."""
         if now - self.evaluations_polled < self.EVALUATION_POLL_SECONDS:
             return
         self.evaluations_polled = now
-        evaluations.run_pending(self.log, self.settings, self.owner)
-        # a store of this process (none loaded): applying a policy only renews stored configs
-        evaluations.auto_optimize(self.log, ModelStore(self.log), self.settings, self.owner, now)
+        if self.evaluating is not None and self.evaluating.is_alive():
+            return
+        self.evaluating = threading.Thread(target=self.evaluate, args=(now,), daemon=True,
+                                           name="evaluations")
+        self.evaluating.start()
+
+    def evaluate(self, now: float) -> None:
+        """One round of :meth:`run_evaluations` (errors are logged: retried next round)."""
+        try:
+            evaluations.run_pending(self.log, self.settings, self.owner)
+            # a store of this process (none loaded): applying a policy renews stored configs
+            evaluations.auto_optimize(self.log, ModelStore(self.log), self.settings,
+                                      self.owner, now)
+        except RedisError as exc:
+            log.warning("evaluations: event log unavailable: %s", exc)
+        except Exception:  # a bug: logged, the worker goes on training
+            log.exception("evaluations failed")
 
     def step(self) -> None:
         """Run the evaluations that are due, read new joined events, then train the models
