@@ -16,6 +16,9 @@ to serve its latest published policy.
 
 Restarts lose nothing (docs/training.md, "Restarts of the worker").
 
+It also runs the Personalizer endpoint's offline evaluations and its scheduled auto-optimization
+(:mod:`service.personalizer.evaluations`; docs/personalizer.md, "Policy and evaluations").
+
 Progress goes to the ``boostbandit.worker`` logger and to the model's ``worker_status`` key (shown
 by the policies route).
 """
@@ -23,6 +26,7 @@ by the policies route).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -34,8 +38,10 @@ from service.eventlog import EventLog, Redis, RedisError, ResponseError
 from service.eventlog.consumer import StreamConsumer
 from service.eventlog.keys import keys
 from service.events import loads
+from service.personalizer import evaluations
 from service.settings import Settings
 from service.snapshots import dumps_whole
+from service.store import ModelStore
 from service.training import TrainConfig, train_and_evaluate
 
 __all__ = ["Worker", "train_config"]
@@ -91,6 +97,8 @@ class Worker(StreamConsumer):
     CONSUMER = "worker"
     LEASE_KIND = "worker_lease"
     RETRY_SECONDS = 1.0
+    #: how often the worker looks for pending Personalizer evaluations and auto-optimization
+    EVALUATION_POLL_SECONDS = 1.0
 
     def __init__(
         self, client: Redis, settings: Settings, models: Sequence[str] | None = None
@@ -99,6 +107,8 @@ class Worker(StreamConsumer):
         self.settings = settings
         self.models = list(models or [])
         self.states: dict[str, _ModelState] = {}
+        self.evaluations_polled = 0.0
+        self.evaluating: threading.Thread | None = None
 
     # --- one-shot ------------------------------------------------------------------------------
     def window_events(self, name: str, max_id: str = "+") -> list[tuple[str, dict[str, Any]]]:
@@ -236,8 +246,35 @@ class Worker(StreamConsumer):
         info = self.log.group_info(stream, self.GROUP)
         return None if info is None else info["last-delivered-id"]
 
+    def run_evaluations(self, now: float) -> None:
+        """Start running the Personalizer endpoint's pending evaluations, and its Auto
+        evaluation when auto-optimization is on and due, in a thread (a long replay does not
+        hold up training or the leases; :mod:`service.personalizer.evaluations`)."""
+        if now - self.evaluations_polled < self.EVALUATION_POLL_SECONDS:
+            return
+        self.evaluations_polled = now
+        if self.evaluating is not None and self.evaluating.is_alive():
+            return
+        self.evaluating = threading.Thread(target=self.evaluate, args=(now,), daemon=True,
+                                           name="evaluations")
+        self.evaluating.start()
+
+    def evaluate(self, now: float) -> None:
+        """One round of :meth:`run_evaluations` (errors are logged: retried next round)."""
+        try:
+            evaluations.run_pending(self.log, self.settings, self.owner)
+            # a store of this process (none loaded): applying a policy renews stored configs
+            evaluations.auto_optimize(self.log, ModelStore(self.log), self.settings,
+                                      self.owner, now)
+        except RedisError as exc:
+            log.warning("evaluations: event log unavailable: %s", exc)
+        except Exception:  # a bug: logged, the worker goes on training
+            log.exception("evaluations failed")
+
     def step(self) -> None:
-        """Read new joined events, then train the models that are due."""
+        """Run the evaluations that are due, read new joined events, then train the models
+        that are due."""
+        self.run_evaluations(time.time())
         states = self.owned()
         if not states:
             self.stop_event.wait(self.settings.worker_block_ms / 1000)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import pickle
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -68,7 +69,7 @@ from service.replay.result import (
 )
 from service.runtime import decide
 
-__all__ = ["load_policy", "replay_learner", "replay_policy"]
+__all__ = ["load_policy", "replay_events", "replay_learner", "replay_policy"]
 
 Mode = Literal["auto", "rejection", "weighted"]
 
@@ -131,6 +132,24 @@ def _learn_one(booster: OnlineBooster, ev: LoggedEvent, mode: str, stream: _Stre
     except (ValueError, TypeError) as exc:
         if len(stream.not_learned) < 3:
             stream.not_learned.append(f"line {ev.line}: {exc}")
+
+
+def replay_events(booster: OnlineBooster, events: Iterable[LoggedEvent], mode: str, n: int,
+                  advance: Callable[[int], Any] | None = None) -> _Stream:
+    """The learner replay's loop: ``booster`` decides on each of the first ``n`` ``events`` in
+    order, then learns from it as ``mode`` (``rejection`` or ``weighted``) says. The stream's
+    ``target`` holds the booster's probability of each logged action when it decided."""
+    stream = _Stream.empty(n)
+    t = 0
+    for ev in events:
+        if t >= n:
+            break
+        _learn_one(booster, ev, mode, stream, t)
+        t += 1
+        if advance is not None:
+            advance(1)
+    stream.cut(t)
+    return stream
 
 
 def _learner_estimates(
@@ -201,21 +220,14 @@ def replay_learner(
     )
     chosen = ("rejection" if scan.uniform else "weighted") if mode == "auto" else mode
     n = scan.events
-    stream = _Stream.empty(n)
     started = time.perf_counter()
-    t = 0
     with progress_bar(n, "replay", progress) as bar:
-        for _, ev in iter_log(path, fmt, actions, reward_map=reward_map, action_index=action_index,
-                              repeats=Repeats(repeated_ids)):
-            if ev is None or isinstance(ev, LineError):
-                continue
-            _learn_one(booster, ev, chosen, stream, t)
-            t += 1
-            bar.update(1)
-            if t >= n:
-                break
+        items = iter_log(path, fmt, actions, reward_map=reward_map, action_index=action_index,
+                         repeats=Repeats(repeated_ids))
+        events = (ev for _, ev in items if isinstance(ev, LoggedEvent))
+        stream = replay_events(booster, events, chosen, n, bar.update)
     seconds = time.perf_counter() - started
-    stream.cut(t)
+    t = stream.rewards.shape[0]
     estimates, primary, ess, curve, notes = _learner_estimates(chosen, stream, scan.uniform, level)
     return ReplayResult(
         kind="learner", name=name or type(booster).__name__, mode=chosen,

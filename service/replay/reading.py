@@ -19,6 +19,7 @@ from boosters.exploration import complete_probabilities
 from boosters.ope import check_level
 from service.formats.dsjson import multi_ids
 from service.formats.fields import PROB_TOL, check_reward_map, reward_rule
+from service.formats.jsonl import parse_jsonl
 from service.formats.obp import ACTION_COLUMNS, pick_column
 from service.formats.reader import (
     FORMATS,
@@ -39,6 +40,7 @@ __all__ = [
     "check_common",
     "infer_actions",
     "iter_log",
+    "logged_event",
     "open_log",
     "scan_log",
     "usable_scan",
@@ -155,6 +157,13 @@ def _to_event(n: int, ev: dict[str, Any], k: int) -> LoggedEvent:
         probabilities=np.asarray(bb["decision"]["probabilities"], dtype=np.float64),
         allowed=allowed,
     )
+
+
+def logged_event(obj: dict[str, Any], actions: list[str], n: int = 0) -> LoggedEvent:
+    """One of our joined events (as the event log holds it) on ``actions``' indices; rewards
+    on the model's scale as logged. ValueError/KeyError/TypeError for an event that is not."""
+    rule = reward_rule("identity", REPLAY_NEGATIVE_REWARDS)
+    return _to_event(n, parse_jsonl(obj, list(actions), rule), len(actions))
 
 
 def iter_log(

@@ -7,6 +7,8 @@
 - :mod:`~service.personalizer.routes.model` and ``importances``: the model file, reset,
   properties; feature importances.
 - :mod:`~service.personalizer.routes.multislot`: multi-slot rank, reward, activate.
+- :mod:`~service.personalizer.routes.policy` and :mod:`~service.personalizer.routes.evaluations`:
+  the learning policy, offline evaluations and applying their policies.
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ from fastapi import APIRouter, FastAPI
 from service.personalizer.errors import PREFIXES
 from service.personalizer.routes import (
     configuration,
+    evaluations,
     events,
     importances,
     logs,
     model,
     multislot,
+    policy,
 )
 
 __all__ = ["PREFIXES", "include", "router"]
@@ -32,6 +36,8 @@ router.include_router(logs.router)
 router.include_router(model.router)
 router.include_router(importances.router)
 router.include_router(multislot.router)
+router.include_router(policy.router)
+router.include_router(evaluations.router)
 
 
 def include(app: FastAPI) -> None:

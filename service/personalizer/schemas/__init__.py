@@ -7,6 +7,7 @@ descriptions end up in the OpenAPI document, so they are written in Markdown.
 - :mod:`~service.personalizer.schemas.logs`: the log's properties.
 - :mod:`~service.personalizer.schemas.model`: model properties, feature importances.
 - :mod:`~service.personalizer.schemas.multislot`: multi-slot rank and reward.
+- :mod:`~service.personalizer.schemas.evaluations`: the policy and the offline evaluations.
 """
 
 from service.personalizer.schemas.common import (
@@ -14,6 +15,13 @@ from service.personalizer.schemas.common import (
     PersonalizerBody,
     PersonalizerError,
     PersonalizerErrorBody,
+)
+from service.personalizer.schemas.evaluations import (
+    Evaluation,
+    EvaluationContract,
+    EvaluationList,
+    PolicyContract,
+    PolicyReferenceContract,
 )
 from service.personalizer.schemas.events import (
     RankableAction,
@@ -53,9 +61,14 @@ __all__ = [
     "MultiSlotRankRequest",
     "MultiSlotRankResponse",
     "MultiSlotRewardRequest",
+    "Evaluation",
+    "EvaluationContract",
+    "EvaluationList",
     "PersonalizerBody",
     "PersonalizerError",
     "PersonalizerErrorBody",
+    "PolicyContract",
+    "PolicyReferenceContract",
     "RankRequest",
     "RankResponse",
     "RankableAction",

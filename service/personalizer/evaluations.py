@@ -1,0 +1,302 @@
+"""The endpoint's offline evaluations: submitted ``pending`` (:func:`submit`), run by the offline
+worker over the joined logs of the endpoint's models (:func:`run_pending`, the arithmetic in
+:mod:`service.personalizer.evaluation`), applied as the policy (:func:`apply_from`), and the
+scheduled Auto evaluations of auto-optimization (:func:`auto_optimize`).
+docs/personalizer.md, "Policy and evaluations".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from service import snapshots
+from service.eventlog import EventLog, RedisError
+from service.events import iso_timestamp
+from service.personalizer import loop, policy
+from service.personalizer.errors import PersonalizerFailure, bad
+from service.personalizer.evaluation import Candidate, ModelLog, evaluate
+from service.personalizer.schemas import EvaluationContract
+from service.settings import Settings
+from service.store import ModelStore
+
+__all__ = ["AUTO_CANDIDATES", "MAX_EVENTS", "apply_from", "auto_optimize", "delete", "found",
+           "listed", "public", "run_pending", "submit"]
+
+log_ = logging.getLogger("boostbandit.personalizer")
+
+#: The most recent joined events of each model an evaluation reads.
+MAX_EVENTS = 20_000
+#: The sources of the policies every evaluation compares (not applicable, not custom names).
+BUILT_IN = ("Online", "Baseline", "Random")
+#: How long a worker holds an evaluation it runs before another may retry it.
+CLAIM_SECONDS = 600.0
+#: The candidates of an Auto evaluation (small boosters, quick to replay).
+AUTO_CANDIDATES = (
+    ("adabandit-5", "--booster adabandit --learners 5"),
+    ("adabandit-5-rho0.2", "--booster adabandit --learners 5 --rho 0.2"),
+    ("egreedy_tree-0.05", "--booster egreedy_tree --epsilon 0.05"),
+    ("egreedy_tree-0.2", "--booster egreedy_tree --epsilon 0.2"),
+)
+#: The date range of an Auto evaluation: the last this many seconds.
+AUTO_RANGE_SECONDS = 30 * 86400.0
+
+
+def _seconds(moment: datetime) -> float:
+    """Seconds since the epoch (a time without a zone is UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def _custom(body: EvaluationContract, settings: Settings, counts: list[int]
+            ) -> list[dict[str, Any]]:
+    """The custom policies as policy documents (400 naming the first bad one)."""
+    names = [p.name for p in body.policies]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise bad("DuplicateCustomPolicyNames", f"policies: repeated name(s) {repeated}")
+    out = []
+    for p in body.policies:
+        if p.name in BUILT_IN:
+            raise bad("InvalidEvaluationContract",
+                      f"policies: {p.name!r} is the name of a built-in policy")
+        try:
+            out.append(policy.make_policy(p.name, p.arguments, settings, counts))
+        except ValueError as exc:
+            raise bad("InvalidPolicyConfiguration", f"policy {p.name!r}: {exc}") from None
+    return out
+
+
+def submit(log: EventLog, settings: Settings, body: EvaluationContract,
+           evaluation_id: str | None = None, kind: str = "Manual") -> dict[str, Any]:
+    """Check and store a new evaluation, ``pending`` until the offline worker runs it."""
+    try:
+        start, end = _seconds(body.startTime), _seconds(body.endTime)
+        times = iso_timestamp(start), iso_timestamp(end)
+    except (ValueError, OverflowError, OSError) as exc:
+        raise bad("InvalidEvaluationContract", f"startTime/endTime: {exc}") from None
+    if end <= start:
+        raise bad("InvalidEvaluationContract", "endTime must be after startTime")
+    doc = {
+        "id": evaluation_id or uuid.uuid4().hex, "name": body.name,
+        "startTime": times[0], "endTime": times[1],
+        "jobId": uuid.uuid4().hex, "status": "pending", "policyResults": [],
+        "featureImportance": [], "evaluationType": kind, "optimalPolicy": None,
+        "creationTime": iso_timestamp(time.time()), "description": None,
+        "policies": _custom(body, settings, policy.action_counts(log, settings)),
+        "enableOfflineExperimentation": body.experimentation,
+        "range": [start, end],
+    }
+    if not log.add_evaluation(doc):
+        raise PersonalizerFailure(409, "Conflict", f"evaluation {doc['id']!r} already exists")
+    return doc
+
+
+def found(log: EventLog, evaluation_id: str) -> dict[str, Any]:
+    """The stored evaluation ``evaluation_id`` (404 ``EvaluationNotFound`` if none)."""
+    doc = log.evaluation(evaluation_id)
+    if doc is None:
+        raise PersonalizerFailure(404, "EvaluationNotFound", f"no evaluation {evaluation_id!r}")
+    return doc
+
+
+def listed(log: EventLog, skip: int = 0, top: int | None = None) -> list[dict[str, Any]]:
+    """The evaluations, oldest first, as answered: ``top`` of them after the first ``skip``."""
+    docs = log.evaluations()[skip:]
+    return [public(d) for d in (docs if top is None else docs[:top])]
+
+
+def delete(log: EventLog, evaluation_id: str) -> None:
+    """Delete an evaluation (404 if none; a running one finishes but is not stored)."""
+    if not log.delete_evaluation(evaluation_id):
+        raise PersonalizerFailure(404, "EvaluationNotFound", f"no evaluation {evaluation_id!r}")
+
+
+def _offline(log: EventLog, settings: Settings) -> Candidate | None:
+    """The worker's latest published policy of each model, as one candidate (None if none)."""
+    bundles, versions = {}, []
+    for config in loop.models(log, settings):
+        version = log.published_version(config.name)
+        blob = None if version is None else log.policy_blob(config.name, version)
+        if blob is None:
+            continue
+        bundle = snapshots.loads(blob)
+        if bundle.model_uid == config.uid and list(bundle.actions) == config.actions:
+            bundles[config.name] = bundle
+            versions.append(f"{config.name}:{version}")
+    if not bundles:
+        return None
+    return Candidate("OfflineExperimentation", "OfflineExperimentation",
+                     "offline policies " + " ".join(versions), bundles=bundles)
+
+
+def _candidates(log: EventLog, settings: Settings, doc: dict[str, Any]) -> list[Candidate]:
+    online = policy.current(log, settings)
+    out = [Candidate(online["name"], "Online", online["arguments"]),
+           Candidate("Baseline", "Baseline"), Candidate("Random", "Random")]
+    out += [Candidate(p["name"], "Custom", p["arguments"], p["booster"], p["params"])
+            for p in doc["policies"]]
+    offline = _offline(log, settings) if doc["enableOfflineExperimentation"] else None
+    return out + ([offline] if offline is not None else [])
+
+
+def _logs(log: EventLog, settings: Settings, start: float, end: float) -> list[ModelLog]:
+    out = []
+    for config in loop.models(log, settings):
+        joined = [e for _, e in log.joined_tail(config.name, MAX_EVENTS)]
+        model_log = ModelLog.of(joined, config.actions, start, end, config.name)
+        if model_log.events:
+            out.append(model_log)
+    return out
+
+
+def run(log: EventLog, settings: Settings, doc: dict[str, Any]) -> dict[str, Any]:
+    """Compute the evaluation: ``completed`` with its results, or ``failed`` with the reason."""
+    start, end = doc["range"]
+    logs = _logs(log, settings, start, end)
+    if not logs:
+        return {**doc, "status": "failed", "description":
+                f"NoLogsExistInDateRange: no joined event between {doc['startTime']} and "
+                f"{doc['endTime']}"}
+    try:
+        results = evaluate(logs, _candidates(log, settings, doc))
+    except (ValueError, TypeError) as exc:
+        return {**doc, "status": "failed", "description": f"{type(exc).__name__}: {exc}"}
+    return {**doc, "status": "completed", "policyResults": results,
+            "optimalPolicy": results[0]["name"], "description": None}
+
+
+def run_pending(log: EventLog, settings: Settings, owner: str) -> list[str]:
+    """Run every pending evaluation nobody else runs; the ids run."""
+    done = []
+    for doc in log.pending_evaluations():
+        if not log.claim_evaluation(doc["id"], owner, CLAIM_SECONDS):
+            continue
+        log_.info("evaluation %s: running", doc["id"])
+        try:
+            doc = run(log, settings, doc)
+        except RedisError:
+            raise
+        except Exception as exc:  # a bug or a booster failure: the evaluation says so
+            log_.exception("evaluation %s failed", doc["id"])
+            doc = {**doc, "status": "failed", "description": f"{type(exc).__name__}: {exc}"}
+        log.update_evaluation(doc)
+        done.append(doc["id"])
+    return done
+
+
+def apply_from(log: EventLog, store: ModelStore, settings: Settings, evaluation_id: str,
+               policy_name: str) -> dict[str, Any]:
+    """Make a custom policy of a completed evaluation the endpoint's policy."""
+    doc = found(log, evaluation_id)
+    result = next((r for r in doc["policyResults"] if r["name"] == policy_name), None)
+    if result is None:
+        raise bad("InvalidRequest", f"evaluation {evaluation_id!r} ({doc['status']}) has no "
+                  f"result of a policy named {policy_name!r}")
+    if result["policySource"] != "Custom":
+        raise bad("InvalidRequest", f"policy {policy_name!r} is the {result['policySource']} "
+                  "policy of the evaluation; only a Custom policy (one given by its arguments) "
+                  "can be applied")
+    try:
+        return _apply(log, store, settings, result)
+    except ValueError as exc:
+        raise bad("InvalidPolicyConfiguration", f"policy {policy_name!r}: {exc}") from None
+
+
+def _auto_due(log: EventLog, now: float) -> dict[str, Any] | None:
+    """The auto-optimization settings if an Auto evaluation is due now."""
+    auto = (log.personalizer_doc("service") or {}).get("auto_optimization") or {}
+    if not auto.get("enabled"):
+        return None
+    try:
+        start = _seconds(datetime.fromisoformat(str(auto["start"]))) if auto.get("start") \
+            else 0.0
+    except ValueError:
+        start = 0.0
+    last = (log.personalizer_doc("auto_optimization_state") or {}).get("last", 0.0)
+    frequency = float(auto.get("frequency_seconds") or 86400.0)
+    return auto if now >= start and now - last >= frequency else None
+
+
+def _decide(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The Auto evaluation's verdict, and the result to apply (None: keep the online one)."""
+    results = doc["policyResults"]
+    online = next(r for r in results if r["policySource"] == "Online")
+    custom = [r for r in results if r["policySource"] == "Custom"
+              and r["totalSummary"]["low"] is not None]
+    best = custom[0] if custom else None  # results are sorted, best first
+    bar = online["totalSummary"]["high"]
+    if best is not None and bar is not None and best["totalSummary"]["low"] > bar:
+        return {**doc, "status": "optimalPolicyApplied", "optimalPolicy": best["name"]}, best
+    return {**doc, "status": "onlinePolicyRetained", "optimalPolicy": online["name"]}, None
+
+
+def auto_optimize(log: EventLog, store: ModelStore, settings: Settings, owner: str,
+                  now: float | None = None) -> dict[str, Any] | None:
+    """Run an Auto evaluation of :data:`AUTO_CANDIDATES` when the schedule says so, and apply
+    the best candidate if its interval's lower bound is above the online policy's upper bound.
+    The evaluation document, or None when none was due."""
+    now = time.time() if now is None else now
+    auto = _auto_due(log, now)
+    if auto is None or not log.claim_evaluation("auto-schedule", owner,
+                                                float(auto.get("frequency_seconds") or 60)):
+        return None
+    log.set_personalizer_doc("auto_optimization_state", {"last": now})
+    body = EvaluationContract(
+        name=f"auto {iso_timestamp(now)}",
+        startTime=datetime.fromtimestamp(now - AUTO_RANGE_SECONDS, UTC),
+        endTime=datetime.fromtimestamp(now, UTC),
+        policies=[{"name": n, "arguments": a} for n, a in AUTO_CANDIDATES])
+    doc = submit(log, settings, body, f"auto-{int(now * 1000)}", kind="Auto")
+    log.claim_evaluation(doc["id"], owner, CLAIM_SECONDS)
+    doc = run(log, settings, doc)
+    if doc["status"] == "completed":
+        doc, best = _decide(doc)
+        try:
+            if best is not None:
+                _apply(log, store, settings, best)
+        except ValueError as exc:  # the candidate does not build for these models
+            doc = {**doc, "status": "onlinePolicyRetained", "description": str(exc)}
+    log.update_evaluation(doc)
+    log_.info("auto-optimization: %s (%s)", doc["status"], doc.get("optimalPolicy"))
+    return doc
+
+
+def _apply(log: EventLog, store: ModelStore, settings: Settings,
+           result: dict[str, Any]) -> dict[str, Any]:
+    """Set a Custom result's arguments as the policy (ValueError if they do not build)."""
+    new = policy.make_policy(result["name"], result["arguments"], settings,
+                             policy.action_counts(log, settings))
+    return policy.set_policy(log, store, settings, new)
+
+
+def _row(row: dict[str, Any]) -> dict[str, Any]:
+    """A summary row as answered (Personalizer's PolicyResultSummary fields)."""
+    return {k: v for k, v in row.items() if k not in ("low", "high")}
+
+
+def _content(doc: dict[str, Any]) -> dict[str, Any]:
+    """The results in the azure-ai-personalizer SDK's shape (``content.value``)."""
+    def point(row: dict[str, Any]) -> dict[str, Any]:
+        return {"timeStamp": row["timeStamp"], "expectedReward": row["averageReward"],
+                "confidenceInterval": [row["low"], row["high"]]}
+    value = [{"name": r["name"], "arguments": r["arguments"], "policySource": r["policySource"],
+              "slotId": "", "summary": {k: v for k, v in point(r["totalSummary"]).items()
+                                        if k != "timeStamp"},
+              "timeseries": {"data": [point(x) for x in r["summary"]]}}
+             for r in doc["policyResults"]]
+    return {"startTime": doc["startTime"], "endTime": doc["endTime"], "value": value}
+
+
+def public(doc: dict[str, Any]) -> dict[str, Any]:
+    """An evaluation as answered: Personalizer's Evaluation fields, and ``content``."""
+    results = [{**r, "summary": [_row(x) for x in r["summary"]],
+                "totalSummary": _row(r["totalSummary"])} for r in doc["policyResults"]]
+    keep = ("id", "name", "startTime", "endTime", "jobId", "status", "featureImportance",
+            "evaluationType", "optimalPolicy", "creationTime", "description")
+    return {**{k: doc.get(k) for k in keep}, "policyResults": results,
+            "content": _content(doc) if doc["policyResults"] else None}
