@@ -220,3 +220,24 @@ def wait_joined(log: EventLog, n: int, timeout: float = 20.0) -> list[dict]:
         assert time.monotonic() < deadline, len(joined)
         time.sleep(0.02)
     return [e for _, e in joined]
+
+
+def test_model_retrain_days_limits_what_a_new_version_replays(redis_url: str) -> None:
+    """With modelRetrainDays, a learning change retrains from the events joined in the last
+    N days only (here: none are older, so all; then the joined ids are aged by hand)."""
+    import redis
+
+    with service(redis_url) as (base, log):
+        client, admin = clients(base)
+        hits(client, np.random.default_rng(0), 10, 0)
+        wait_version(base, 10)
+        config = admin.get_service_configuration()
+        admin.update_service_configuration({**config, "modelRetrainDays": 1,
+                                            "explorationPercentage": 0.1})
+        assert wait_version(base, 10)["version"] == 10  # all 10 are from today
+        start = log.config(NAME).learn_after
+        assert start is not None and start < redis.Redis.from_url(redis_url).xinfo_stream(
+            f"bb:{{{NAME}}}:joined")["first-entry"][0].decode()
+        admin.update_service_configuration({**config, "modelRetrainDays": 0,
+                                            "explorationPercentage": 0.3})
+        assert log.config(NAME).learn_after == start  # a later renewal never goes back
