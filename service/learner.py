@@ -132,12 +132,15 @@ class Learner(StreamConsumer):
                 if model is not None:
                     model.owned = False
                 continue
-            if state == 2 or model is None or not model.owned:
+            renewed = model is not None and model.config.uid != configs[name].uid
+            if state == 2 or model is None or not model.owned or renewed:
                 self.log.ensure_group(keys(name)["feedback"], self.GROUP)
                 model = self.store.reload(name, on_event=lambda n=name: self.keep_alive(n))
                 if model is None:
                     continue
                 model.owned = True
+                if renewed:  # its first snapshot: what replicas swap in
+                    save_snapshot(self.log, model, lease=self.held(name))
             owned.append(model)
         return owned
 

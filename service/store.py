@@ -173,14 +173,18 @@ class ModelStore:
             self._policies.pop(name, None)
 
     def sync_configs(self, configs: dict[str, ModelConfig]) -> None:
-        """Follow the stored ``configs``: forget a model deleted or renewed (another ``uid``;
-        it is rebuilt on next use) and take on the settings changed in place (a config
-        replaced with the same ``uid``, e.g. its reward wait)."""
+        """Follow the stored ``configs``: forget a deleted model, and take on the settings
+        changed in place (a config replaced with the same ``uid``, e.g. its reward wait).
+
+        A renewed model (another ``uid``) keeps serving as it is until its new version is
+        ready, so no request waits for a rebuild: the learner rebuilds it from the log
+        (:meth:`reload`, from :meth:`Learner.owned_models`) and a replica swaps in its first
+        serving copy (:meth:`refresh_from_snapshots`)."""
         for model in self.loaded():
             config = configs.get(model.name)
-            if config is None or config.uid != model.config.uid:
+            if config is None:
                 self.drop(model.name)
-            elif config != model.config:
+            elif config.uid == model.config.uid and config != model.config:
                 model.config = config
 
     def loaded(self) -> list[ServedModel]:
@@ -239,14 +243,18 @@ class ModelStore:
         configs = self.log.configs()
         self.sync_configs(configs)
         for model in self.loaded():
-            config = configs[model.name]
-            if model.owned:
+            config = configs.get(model.name)  # None: loaded after the configs were read
+            if config is None or model.owned:
                 continue
             meta = self.log.serving_meta(model.name)
-            if meta and meta[1] == config.uid and meta[0] > model.version:
-                with loading():
-                    fresh = restore(self.log, config, replay=False, serving=True)
-                replaced = model.adopt(fresh, newer_only=True)
-                if replaced is not None:
-                    release(replaced)
+            renewed = config.uid != model.config.uid
+            if not meta or meta[1] != config.uid or not (renewed or meta[0] > model.version):
+                continue
+            with loading():
+                fresh = restore(self.log, config, replay=False, serving=True)
+            replaced = model.booster if renewed else model.adopt(fresh, newer_only=True)
+            if renewed:
+                self.put(fresh)  # the new version, once its first copy is published
+            if replaced is not None:
+                release(replaced)
         self.measure_staleness()

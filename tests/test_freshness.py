@@ -140,3 +140,25 @@ def test_a_models_export_frequency_overrides_the_setting(redis_url: str) -> None
         wait_for(lambda: client.get("/v1/models/m").json()["version"] == 3, timeout=30)
         assert learner.store.peek("m").config.export_seconds == 0.1  # same model, in place
         assert learner.store.peek("m").config.uid == config.uid
+
+
+def test_a_renewed_model_serves_its_old_version_until_the_new_one_is_ready(
+        redis_url: str) -> None:
+    """A renewal (a new uid, e.g. a Personalizer configuration change) never makes a replica
+    serve an untrained model, nor a request wait for a rebuild: the old version serves until
+    the learner has rebuilt the new one and snapshotted it, then the replica swaps it in."""
+    with _run(redis_url, publish_seconds=0, n=4) as (client, learner):
+        wait_for(lambda: learner.store.peek("m") is not None
+                 and learner.store.peek("m").version == 4, timeout=30)
+        store = client.app.state.store
+        log = store.log
+        old = log.config("m")
+        before = store.get("m").version
+        new = old.renewed(default_reward=0.25)
+        assert log.replace_config(new)
+        store.sync_configs(log.configs())
+        assert store.get("m").config.uid == old.uid  # still the old version, at once
+        assert store.get("m").version == before
+        wait_for(lambda: store.get("m").config.uid == new.uid, timeout=30)
+        assert store.get("m").version == 4  # the new version, rebuilt from the 4 events
+        assert learner.store.peek("m").config.uid == new.uid

@@ -65,6 +65,16 @@ def wait_version(base: str, target: int, timeout: float = 20.0) -> None:
         time.sleep(0.005)
 
 
+def wait_swapped(base: str, target: int, timeout: float = 20.0) -> int:
+    """Until the API serves the new version of a reset or imported model (the old one serves
+    until the learner has rebuilt it), at version ``target``."""
+    deadline = time.monotonic() + timeout
+    while version(base) != target:
+        assert time.monotonic() < deadline, f"not swapped to version {target}: {version(base)}"
+        time.sleep(0.005)
+    return target
+
+
 def train(client: PersonalizerClient, base: str, n: int, prefix: str, start: int = 0) -> float:
     """Rank and reward ``n`` events (reward 1 when the action is the segment's); the hit rate
     of the last 100. Each event is learned before the next one (deterministic)."""
@@ -129,7 +139,7 @@ def test_export_then_import_into_a_fresh_endpoint_decides_the_same(redis_url: st
         # to the exported state and learns on from there
         train(client, base, 10, "extra", start=TRAIN)
         admin.import_model(signed)
-        assert version(base) == TRAIN
+        assert wait_swapped(base, TRAIN) == TRAIN
         train(client, base, 3, "extra2", start=TRAIN)
         assert version(base) == TRAIN + 3
     with zipfile.ZipFile(io.BytesIO(unsigned)) as z:
@@ -147,7 +157,7 @@ def test_export_then_import_into_a_fresh_endpoint_decides_the_same(redis_url: st
     with serve(settings(redis_url)) as base:
         client, admin = clients(base)
         admin.import_model(signed)
-        assert version(base) == TRAIN
+        assert wait_swapped(base, TRAIN) == TRAIN
         after = probes(client, "probe")  # the same event ids: the same draws
         assert after == before
         # the feature types came with it: the hour stays a number
@@ -188,7 +198,7 @@ def test_reset_gives_a_fresh_model_that_serves_and_learns(redis_url: str) -> Non
         old = log.config(NAME)
         admin.reset_model()
         new = log.config(NAME)
-        assert new.uid != old.uid and new.params == old.params and version(base) == 0
+        assert new.uid != old.uid and new.params == old.params and wait_swapped(base, 0) == 0
         after = admin.get_model_properties()
         assert dt.datetime.fromisoformat(after["creationTime"]) > modified
         # the decisions of an untrained model of that config, event for event
@@ -225,7 +235,7 @@ def test_an_api_replica_exports_the_latest_snapshot(redis_url: str) -> None:
             (entry,) = json.loads(z.read("manifest.json"))["models"]
         assert entry["version"] == snapshot < 120
         admin.import_model(data)  # a replica's file imports like any other
-        assert version(base) == snapshot
+        assert wait_swapped(base, snapshot) == snapshot
 
 
 def test_a_file_of_another_endpoints_models_is_refused(redis_url: str) -> None:
