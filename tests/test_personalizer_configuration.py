@@ -84,6 +84,11 @@ def test_configuration_defaults_update_and_renewal(redis_url: str) -> None:
         hits(client, np.random.default_rng(0), 20, 0)
         wait_version(base, 20)
         before = log.config(NAME)
+        # a GET sent back with only the learning mode changed renews nothing
+        admin.update_service_configuration({**config, "learningMode": "Apprentice"})
+        assert log.config(NAME).uid == before.uid and log.config(NAME).params == before.params
+        admin.update_service_configuration({**config, "learningMode": "Online"})
+        assert log.config(NAME).uid == before.uid and log.config(NAME).export_seconds is None
         new = {**config, "rewardWaitTime": "PT30S", "explorationPercentage": 0.2,
                "defaultReward": -1.0, "logRetentionDays": 7, "modelExportFrequency": "PT1M"}
         answered = admin.update_service_configuration(new)
@@ -110,6 +115,7 @@ def test_configuration_defaults_update_and_renewal(redis_url: str) -> None:
     ("rewardWaitTime", "P3D", "InvalidRewardWaitTime"),
     ("rewardWaitTime", "ten minutes", "InvalidRewardWaitTime"),
     ("logRetentionDays", 0, "InvalidLogRetentionDays"),
+    ("logRetentionDays", 1, "InvalidLogRetentionDays"),  # with rewardWaitTime P2D below
     ("learningMode", "Teacher", "InvalidLearningModeServiceConfiguration"),
     ("defaultReward", 2.0, "InvalidServiceConfiguration"),
     ("explorationPercentage", -0.1, "InvalidServiceConfiguration"),
@@ -122,6 +128,8 @@ def test_invalid_configuration_is_refused_and_changes_nothing(
     with service(redis_url) as (base, _):
         _, admin = clients(base)
         config = admin.get_service_configuration()
+        if field == "logRetentionDays" and value == 1:
+            config = admin.update_service_configuration({**config, "rewardWaitTime": "P2D"})
         with pytest.raises(HttpResponseError) as exc:
             admin.update_service_configuration({**config, field: value})
         assert exc.value.status_code == 400 and error_code(exc) == code

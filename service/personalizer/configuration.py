@@ -69,6 +69,10 @@ def _checked(body: dict[str, Any]) -> dict[str, Any]:
     if days != -1 and days < 1:
         raise _invalid(f"logRetentionDays: {days}: -1 (keep) or 1 or more",
                        "InvalidLogRetentionDays")
+    if days != -1 and days * 86400.0 < wait:
+        raise _invalid(f"logRetentionDays: {days} day(s) is shorter than rewardWaitTime "
+                       f"{body['rewardWaitTime']}: events would expire before their reward",
+                       "InvalidLogRetentionDays")
     if body.get("modelRetrainDays", 0) < 0:
         raise _invalid(f"modelRetrainDays: {body['modelRetrainDays']} is negative")
     mode = body.get("learningMode") or "Online"
@@ -118,8 +122,9 @@ def _exploration(log: EventLog, settings: Settings, doc: dict[str, Any]) -> floa
     return float(inspect.signature(booster_class(fields["booster"])).parameters[name].default)
 
 
-def current(log: EventLog, settings: Settings) -> ServiceConfiguration:
-    """The configuration in force: the stored one, else the ``personalizer_*`` settings."""
+def current(log: EventLog, settings: Settings, metrics: bool = True) -> ServiceConfiguration:
+    """The configuration in force: the stored one, else the ``personalizer_*`` settings (with
+    the apprentice's metrics unless not ``metrics``)."""
     doc = log.personalizer_doc("service") or {}
     fields = loop.desired(log, settings)
     auto = doc.get("auto_optimization") or {}
@@ -140,7 +145,7 @@ def current(log: EventLog, settings: Settings) -> ServiceConfiguration:
         autoOptimizationStartDate=auto.get("start"),
         logMirrorEnabled=False,
         lastConfigurationEditDate=format_time(doc["edited"]) if "edited" in doc else None,
-        latestApprenticeModeMetrics=apprentice_metrics(log, settings),
+        latestApprenticeModeMetrics=apprentice_metrics(log, settings) if metrics else None,
     )
 
 
@@ -149,9 +154,19 @@ def update(body: dict[str, Any], log: EventLog, store: ModelStore, settings: Set
     """Check and store a configuration (``partial``: only the fields given change), then bring
     the endpoint's models to it (:func:`service.personalizer.loop.apply`)."""
     given = {k: v for k, v in body.items() if v is not None}
+    shown = current(log, settings, metrics=False)
     if partial:
-        given = {**current(log, settings).model_dump(exclude_none=True), **given}
-    log.set_personalizer_doc("service", _checked(given))
+        given = {**shown.model_dump(exclude_none=True), **given}
+    doc = _checked(given)
+    old = log.personalizer_doc("service") or {}
+    # a value sent back as answered, never set before, stays unset: the booster's own rate and
+    # the setting's export frequency keep applying (a GET-then-PUT changes nothing else)
+    if old.get("exploration") is None and doc["exploration"] == shown.explorationPercentage:
+        doc["exploration"] = None
+    if (old.get("export_seconds") is None
+            and doc["export_seconds"] == parse_duration(shown.modelExportFrequency)):
+        doc["export_seconds"] = None
+    log.set_personalizer_doc("service", doc)
     loop.apply(log, store, settings)
     return current(log, settings)
 
