@@ -68,9 +68,9 @@ class Settings(BaseSettings):
 
     max_body_bytes: int = Field(default=256 * 1024, ge=1024, description="Largest request body.")
     max_model_file_bytes: int = Field(
-        default=256 * 1024 * 1024, ge=1024,
-        description="Largest model file PUT /personalizer/model imports (a trained model is "
-        "larger than max_body_bytes).")
+        default=64 * 1024 * 1024, ge=1024,
+        description="Largest model file PUT /personalizer/model imports, with an admin key (a "
+        "trained model is larger than max_body_bytes; other requests keep that limit).")
     max_features: int = Field(default=1000, ge=1, description="Most features in one context.")
     max_actions: int = Field(default=1000, ge=2, description="Most actions of one model.")
     max_feature_names: int = Field(

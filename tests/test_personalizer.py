@@ -383,3 +383,16 @@ def test_a_model_file_has_its_own_body_limit(redis_url: str) -> None:
         r = c.put(f"{BASE}/model", content=bytes(70000),
                   headers={"content-type": "application/octet-stream"})
         assert r.status_code == 413 and "65536" in r.json()["error"]["message"]
+        r = c.put(f"{BASE}/model/x", content=blob)  # only the model route itself
+        assert r.status_code == 413
+    # with keys: only an admin key may send a large body (none is held before the key check)
+    keyed = Settings(redis_url=redis_url, **{**SETTINGS, "max_model_file_bytes": 65536,
+                                             "api_keys": "user-key-1", "admin_keys": "admin-1"})
+    with TestClient(create_app(keyed)) as c:
+        for key, status in (("user-key-1", 413), ("admin-1", 400), ("wrong", 413)):
+            r = c.put(f"{BASE}/model", content=blob,
+                      headers={"content-type": "application/octet-stream",
+                               "Ocp-Apim-Subscription-Key": key})
+            assert r.status_code == status, (key, r.text)
+        r = c.put(f"{BASE}/model", content=blob, headers={"Authorization": "Bearer admin-1"})
+        assert r.status_code == 400, r.text

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import Depends, FastAPI
 
-from service.api.deps import require_metrics_key
+from service.api.deps import holds_admin_key, require_metrics_key
 from service.api.docs import DESCRIPTION, add_docs, auth_in_force
 from service.api.errors import add_error_handlers
 from service.api.lifespan import lifespan
@@ -45,5 +45,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     add_error_handlers(app)
     app.add_middleware(RequestMetrics)
     app.add_middleware(BodySizeLimit, limit=settings.max_body_bytes,
-                       model_file_limit=settings.max_model_file_bytes)
+                       model_file_limit=settings.max_model_file_bytes,
+                       may_send_model_file=lambda headers: holds_admin_key(headers, settings))
     return app

@@ -106,6 +106,19 @@ def key_matches(token: str, keys: set[str]) -> bool:
     return any(secrets.compare_digest(token.encode(), key.encode()) for key in keys)
 
 
+def holds_admin_key(headers: list[tuple[bytes, bytes]], settings: Settings) -> bool:
+    """Whether raw ASGI ``headers`` carry an admin key (``Ocp-Apim-Subscription-Key`` or
+    ``Authorization: Bearer``); always true without keys configured. For middleware, which runs
+    before the routes' dependencies."""
+    if not settings.auth_enabled:
+        return True
+    found = {k.lower(): v.decode("latin-1").strip() for k, v in headers}
+    scheme, _, token = found.get(b"authorization", "").partition(" ")
+    token = found.get(b"ocp-apim-subscription-key") or (
+        token.strip() if scheme.lower() == "bearer" else "")
+    return bool(token) and key_matches(token, settings.admins)
+
+
 def bearer_token(credentials: HTTPAuthorizationCredentials | None) -> str | None:
     """The key of `Authorization: Bearer <key>` (parsed by :data:`BEARER`), or None."""
     token = credentials.credentials.strip() if credentials is not None else ""

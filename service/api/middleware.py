@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from fastapi.responses import JSONResponse
 
@@ -18,15 +19,19 @@ class BodySizeLimit:
     """Pure ASGI middleware: 413 for bodies over ``limit`` bytes (declared or streamed), or
     over ``model_file_limit`` for a model file sent to Personalizer's ``PUT .../model``."""
 
-    def __init__(self, app, limit: int, model_file_limit: int | None = None) -> None:
+    MODEL_PATHS = frozenset(prefix + "/model" for prefix in PERSONALIZER_PREFIXES)
+
+    def __init__(self, app, limit: int, model_file_limit: int | None = None,
+                 may_send_model_file: Callable[[list], bool] = lambda headers: True) -> None:
         self.app, self.limit = app, limit
         self.model_file_limit = limit if model_file_limit is None else model_file_limit
+        self.may_send_model_file = may_send_model_file
 
     def limit_of(self, scope) -> int:
-        """The limit of a request."""
-        path = scope["path"]
-        if (scope["method"] == "PUT" and path.startswith(PERSONALIZER_ROOT + "/")
-                and path.endswith("/model")):
+        """The limit of a request: the model file's for a ``PUT`` of Personalizer's model
+        with an admin key (only the route's own callers may make the service hold that much)."""
+        if (scope["method"] == "PUT" and scope["path"] in self.MODEL_PATHS
+                and self.may_send_model_file(scope.get("headers", []))):
             return self.model_file_limit
         return self.limit
 
