@@ -166,17 +166,24 @@ def update(body: dict[str, Any], log: EventLog, store: ModelStore, settings: Set
     if (old.get("export_seconds") is None
             and doc["export_seconds"] == parse_duration(shown.modelExportFrequency)):
         doc["export_seconds"] = None
+    # when Apprentice mode was first used: the apprentice report reads the log from there
+    doc["apprentice_since"] = old.get("apprentice_since") or (
+        doc["edited"] if doc["learning_mode"] == "Apprentice" else None)
     log.set_personalizer_doc("service", doc)
     loop.apply(log, store, settings)
     return current(log, settings)
 
 
 def _apprentice_events(log: EventLog, settings: Settings) -> list[dict[str, Any]]:
-    """The apprentice events among the newest joined events of the endpoint's models, oldest
-    first."""
+    """The apprentice events among the newest joined events of the endpoint's models (since
+    Apprentice mode was first used: none if never), oldest first."""
+    since = (log.personalizer_doc("service") or {}).get("apprentice_since")
+    if since is None:
+        return []
     events = []
+    now_ms = int(time.time() * 1000) + 60_000
     for config in loop.models(log, settings):
-        for _, event in log.joined_tail(config.name, APPRENTICE_SCAN):
+        for event in log.joined_between(config.name, int(since * 1000), now_ms, APPRENTICE_SCAN):
             if event["bb"].get("mode") == "Apprentice":
                 events.append(event)
     events.sort(key=lambda e: e["bb"]["ts"])
