@@ -193,7 +193,7 @@ def test_apprentice_plays_the_baseline_learns_and_switches_warm(redis_url: str) 
         admin.update_service_configuration({**config, "learningMode": "Online"})
         assert log.config(NAME).uid == uid  # same model: what it learned is kept
         warm = np.mean(hits(client, rng, 100, 500))
-    with service(redis_url) as (base, _):  # measured: warm 0.95, fresh 0.46-0.62 (seeds 0-2)
+    with service(redis_url) as (base, _):  # measured: warm 0.95, fresh 0.37-0.62 (seeds 0-2)
         fresh = np.mean(hits(clients(base)[0], np.random.default_rng(0), 100, 0))
     assert warm > 0.8 and warm > fresh + 0.15, (warm, fresh)  # chance is 1/8
 
