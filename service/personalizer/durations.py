@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-__all__ = ["format_duration", "format_time", "parse_duration", "parse_time"]
+__all__ = ["format_duration", "format_time", "parse_duration", "parse_time", "unix_ms"]
 
 _ISO = re.compile(
     r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
@@ -84,3 +84,17 @@ def format_time(seconds: float) -> str:
     """
     stamp = dt.datetime.fromtimestamp(float(seconds), tz=dt.UTC)
     return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def unix_ms(moment: dt.datetime) -> int:
+    """``moment`` in Unix milliseconds, as stream ids count them: a time without a zone is UTC,
+    one before 1970 is 1970.
+
+    >>> unix_ms(dt.datetime(1970, 1, 1, 0, 0, 1)), unix_ms(dt.datetime(23, 1, 1))
+    (1000, 0)
+    >>> unix_ms(dt.datetime(1970, 1, 1, 1, tzinfo=dt.UTC))
+    3600000
+    """
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return max(0, int(moment.timestamp() * 1000))

@@ -7,7 +7,6 @@ docs/personalizer.md, "Model, logs and feature importances".
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from typing import Any
 
@@ -16,6 +15,7 @@ from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.events import iso_timestamp
 from service.personalizer import loop
+from service.personalizer.durations import unix_ms
 from service.personalizer.errors import PersonalizerFailure, bad
 from service.personalizer.schemas.model import FeatureImportanceRequest
 from service.settings import Settings
@@ -28,18 +28,6 @@ SAMPLE_EVENTS = 1000
 #: the most frequent features of each model's sample scored (the others are not reported);
 #: with SAMPLE_EVENTS, at most 1000 x 21 decisions per feature importance
 MAX_FEATURES = 20
-
-
-def _ms(when: dt.datetime) -> int:
-    """Unix milliseconds (a naive time is UTC; a time before 1970 is 1970: stream ids start
-    there).
-
-    >>> _ms(dt.datetime(1970, 1, 1, 0, 0, 1)), _ms(dt.datetime(23, 1, 1))
-    (1000, 0)
-    """
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return max(0, int(when.timestamp() * 1000))
 
 
 def _iso(ms: int | float) -> str:
@@ -87,7 +75,7 @@ def _scores(log: EventLog, store: ModelStore, settings: Settings, start: int, en
 def create(log: EventLog, store: ModelStore, settings: Settings, importance_id: str,
            body: FeatureImportanceRequest) -> dict[str, Any]:
     """Compute and store the feature importance ``importance_id`` (409 if the id is taken)."""
-    start, end = _ms(body.startTime), _ms(body.endTime)
+    start, end = unix_ms(body.startTime), unix_ms(body.endTime)
     if end <= start:
         raise bad("InvalidFeatureImportance", "endTime must be after startTime")
     if log.feature_importance(importance_id) is not None:

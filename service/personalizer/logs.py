@@ -12,11 +12,12 @@ from datetime import UTC, datetime
 
 from service.eventlog import EventLog
 from service.personalizer import loop
+from service.personalizer.durations import unix_ms
 from service.personalizer.errors import bad
 from service.personalizer.schemas import DateRange, LogsProperties
 from service.settings import Settings
 
-__all__ = ["delete", "parse_moment", "properties", "unix_ms"]
+__all__ = ["delete", "parse_moment", "properties"]
 
 #: an RFC 3339 date-time (the OpenAPI ``date-time`` format): a date, a time, a zone
 _RFC3339 = re.compile(r"\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)")
@@ -43,17 +44,6 @@ def parse_moment(text: str | None, name: str) -> datetime | None:
     except ValueError:
         raise bad("BadRequest", f"{name}: {text!r} is not an RFC 3339 date-time such as "
                   "2026-11-23T20:00:00Z") from None
-
-
-def unix_ms(moment: datetime) -> int:
-    """``moment`` in Unix milliseconds (a time without a zone is taken as UTC).
-
-    >>> unix_ms(datetime(1970, 1, 1, 0, 0, 1)), unix_ms(datetime(1970, 1, 1, 1, tzinfo=UTC))
-    (1000, 3600000)
-    """
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return int(moment.timestamp() * 1000)
 
 
 def delete(log: EventLog, settings: Settings, start: str | None = None,
