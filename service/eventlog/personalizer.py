@@ -111,6 +111,10 @@ class PersonalizerState:
         raw = self.r.get(MULTISLOT_PREFIX + event_id)
         return None if raw is None else loads(raw)
 
+    def replace_multislot_event(self, event_id: str, record: dict[str, Any]) -> None:
+        """Replace the record of a reserved multi-slot event id (its expiry kept)."""
+        self.r.set(MULTISLOT_PREFIX + event_id, dumps(record), xx=True, keepttl=True)
+
     def release_multislot_event(self, event_id: str) -> None:
         """Give a reserved multi-slot event id back (its rank failed before any slot)."""
         self.r.delete(MULTISLOT_PREFIX + event_id)
