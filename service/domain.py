@@ -107,6 +107,20 @@ class ModelConfig:
         """A Personalizer client's reward (in [-1, 1]) on the model's scale [0, 1]."""
         return reward_from_client(value, self.negative_rewards)
 
+    def summed_reward(self, total: float, client: bool = True) -> float:
+        """The model-scale reward of an event whose rewards are summed (the ``sum``
+        aggregation): a Personalizer client's sum mapped by :meth:`from_client` (``client``), a
+        native sum as is; either clamped to [0, 1].
+
+        >>> r = ModelConfig("m", "uniform", ["a", "b"], {"seed": 0}, negative_rewards="rescale")
+        >>> r.summed_reward(-3.0), r.summed_reward(0.5), r.summed_reward(2.0)
+        (0.0, 0.75, 1.0)
+        >>> r.summed_reward(1.7, client=False), r.summed_reward(-0.2, client=False)
+        (1.0, 0.0)
+        """
+        reward = self.from_client(total) if client else float(total)
+        return min(1.0, max(0.0, reward))
+
     def to_client(self, reward: float) -> float:
         """A model-scale reward back on the client's scale (the inverse of :meth:`from_client`
         on [0, 1]); used for the default reward of events that got none."""

@@ -53,12 +53,10 @@ def summed_feedback(model: ServedModel, first: dict[str, Any], total: float) -> 
     feedback (for its label and kind) carrying the sum of its on-time rewards, on the model's
     scale [0, 1]: a Personalizer client's sum mapped by the model's ``negative_rewards`` rule,
     a native sum clipped."""
-    if "client_reward" in first:
-        reward = model.config.from_client(total)
+    client = "client_reward" in first
+    if client:
         first = {**first, "client_reward": total}
-    else:
-        reward = total
-    return {**first, "reward": min(1.0, max(0.0, reward))}
+    return {**first, "reward": model.config.summed_reward(total, client)}
 
 
 class Learner(StreamConsumer):

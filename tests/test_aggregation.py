@@ -169,3 +169,19 @@ def test_a_sum_event_with_no_counted_reward_is_never_stuck(log: EventLog) -> Non
     time.sleep(WAIT + 0.1)
     run_steps(learner_for(log), 2)
     assert (joined(log)[event_id]["source"], joined(log)[event_id]["reward"]) == ("default", 0.1)
+
+
+def test_a_rescaled_summed_reward_stays_on_the_model_scale(log: EventLog) -> None:
+    """The stash forwarded at activation and the learner's join apply one rule
+    (``ModelConfig.summed_reward``): a client's sum mapped by ``rescale`` and clamped to [0, 1]."""
+    from service.learner import summed_feedback
+    from service.personalizer.mapping import _stashed
+    config = ModelConfig(name="m", booster="adabandit", actions=ACTIONS,
+                         params={"n_learners": 3, "seed": 3}, negative_rewards="rescale",
+                         reward_aggregation="sum")
+    model = ServedModel(config, config.build())
+    first = {"EventId": "e", "reward": 0.0, "label": None, "client_reward": -1.0}
+    for total, expected in ((-3.0, 0.0), (0.5, 0.75), (2.5, 1.0)):
+        stashed = _stashed(config, {"feedback": first, "sum": total})
+        assert (stashed["reward"], stashed["client_reward"]) == (expected, total)
+        assert summed_feedback(model, first, total)["reward"] == expected

@@ -279,3 +279,71 @@ def test_auto_optimization_applies_only_a_clearly_better_policy(
             assert admin.get_policy()["name"] == "default"
             assert EventLog(redis.Redis.from_url(redis_url)).config(name).booster == "uniform"
         assert len(list(admin.list_evaluations())) == 1  # not again before frequency_seconds
+
+
+def test_two_schedulers_at_once_run_the_auto_evaluation_once(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Auto evaluation is run by the worker that claimed the schedule only: another
+    worker's scheduling step finds nothing due, its run_pending never picks it up mid-run."""
+    from service.personalizer import evaluations
+    from service.store import ModelStore
+    auto_on(redis_url)
+    runs, seen_pending, real_run = [], [], evaluations.run
+    barrier = threading.Barrier(2)
+
+    def counted(log, settings_, doc):
+        runs.append(doc["id"])
+        other = EventLog(redis.Redis.from_url(redis_url))
+        seen_pending.append(evaluations.run_pending(other, settings_, "other"))
+        return real_run(log, settings_, doc)
+
+    monkeypatch.setattr(evaluations, "run", counted)
+    results = []
+
+    def step(owner: str) -> None:
+        log = EventLog(redis.Redis.from_url(redis_url))
+        barrier.wait()
+        results.append(evaluations.auto_optimize(log, ModelStore(log), Settings(
+            redis_url=redis_url), owner))
+
+    threads = [threading.Thread(target=step, args=(o,)) for o in ("w1", "w2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    done = [r for r in results if r is not None]
+    assert len(results) == 2 and len(done) == 1 and len(runs) == 1
+    assert seen_pending == [[]]  # not run by run_pending meanwhile
+    assert done[0]["id"].startswith(evaluations.AUTO_ID_PREFIX)
+    stored = EventLog(redis.Redis.from_url(redis_url)).evaluations()
+    assert [(d["id"], d["status"]) for d in stored] == [(done[0]["id"], "failed")]  # no logs
+    assert "NoLogsExistInDateRange" in stored[0]["description"]
+
+
+def test_an_auto_evaluation_that_raises_ends_failed(
+        redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from service.personalizer import evaluations
+    from service.store import ModelStore
+
+    def broken(log, settings_, doc):
+        raise RuntimeError("booster exploded")
+
+    monkeypatch.setattr(evaluations, "run", broken)
+    auto_on(redis_url)
+    log = EventLog(redis.Redis.from_url(redis_url))
+    doc = evaluations.auto_optimize(log, ModelStore(log), Settings(redis_url=redis_url), "w1")
+    stored = log.evaluation(doc["id"])
+    assert stored["status"] == "failed"
+    assert stored["description"] == "RuntimeError: booster exploded"
+    assert log.pending_evaluations() == []
+
+
+def test_a_user_cannot_take_the_auto_evaluation_namespace(redis_url: str) -> None:
+    with serve(settings(redis_url)) as base:
+        response = httpx.put(f"{base}/personalizer/v1.1-preview.1/evaluations/auto~1",
+                             json=contract())
+        assert response.status_code == 400, response.text
+        assert "evaluationId" in response.text
+        ok = httpx.put(f"{base}/personalizer/v1.1-preview.1/evaluations/auto-schedule",
+                       json=contract())
+        assert ok.status_code == 200, ok.text

@@ -262,3 +262,45 @@ def test_keys_and_model_creation(redis_url: str) -> None:
         assert len(user.rank_multi_slot(_body("k-2"))["slots"]) == 3
         user.reward_multi_slot("k-2", {"reward": [{"slotId": "A", "value": 1}]})
         user.activate_multi_slot("k-2")
+
+
+def test_a_rank_failing_half_way_keeps_its_logged_slots_and_says_so(
+        served, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A multi-slot rank failing after slot A was logged: the event id keeps slot A only (its
+    reward works), a reward naming the never-logged slot records nothing, a second rank with
+    the id is a 409 saying the id was partly used; a rank failing before any slot frees it."""
+    from service.personalizer import multislot
+    from service.personalizer.errors import PersonalizerFailure, bad
+    from service.personalizer.schemas import MultiSlotRewardRequest
+    client, r = served
+    real_fill, missed = multislot._fill, []
+
+    def failing(model, log, store, settings, event_id, slot, *rest):
+        if slot.id in fail_at:
+            # a reward arriving now (slot A logged, B not yet) records nothing, not even A's
+            body = MultiSlotRewardRequest(reward=[{"slotId": "A", "value": 0.5},
+                                                  {"slotId": "B", "value": 0.5}])
+            with pytest.raises(PersonalizerFailure) as caught:
+                multislot.reward(event_id, body, log)
+            missed.append((caught.value.status_code, caught.value.message))
+            raise bad("InvalidRankRequest", "injected failure")
+        return real_fill(model, log, store, settings, event_id, slot, *rest)
+
+    monkeypatch.setattr(multislot, "_fill", failing)
+    fail_at = {"B"}
+    assert _error(lambda: client.rank_multi_slot(_body("half")))[2] == "injected failure"
+    status, code, message = _error(lambda: client.reward_multi_slot(
+        "half", {"reward": [{"slotId": "A", "value": 1}, {"slotId": "B", "value": 1}]}))
+    assert (status, code) == (400, "InvalidRewardRequest") and "'B'" in message
+    assert missed and missed[0][0] == 404 and "slot(s) 'B'" in missed[0][1], missed
+    assert r.exists(event_key(NAME, "half/A")) and not r.exists(event_key(NAME, "half/B"))
+    status, code, message = _error(lambda: client.rank_multi_slot(_body("half")))
+    assert (status, code) == (409, "Conflict")
+    assert "partly used" in message and "slot(s) A " in message
+    client.reward_multi_slot("half", {"reward": [{"slotId": "A", "value": 1}]})
+    joined = _joined(r, 1)
+    assert joined["half/A"]["bb"]["client_reward"] == 1.0  # the first reward recorded
+    fail_at = {"A"}  # nothing logged: the id is given back
+    assert _error(lambda: client.rank_multi_slot(_body("none")))[2] == "injected failure"
+    fail_at = set()
+    assert [s["id"] for s in client.rank_multi_slot(_body("none"))["slots"]] == ["A", "B", "C"]

@@ -27,6 +27,9 @@ EVALUATIONS_KEY = "bb:personalizer:evaluations"
 PENDING_EVALUATIONS_KEY = "bb:personalizer:evaluations:pending"
 #: string with expiry: the worker running an evaluation (one at a time per evaluation)
 EVALUATION_CLAIM_KEY = "bb:personalizer:evaluation-claim:{}"
+#: string with expiry: the worker scheduling this period's Auto evaluation (apart from the
+#: evaluation claims, whose ids users choose)
+AUTO_SCHEDULE_CLAIM_KEY = "bb:personalizer:auto-schedule-claim"
 
 
 class PersonalizerState:
@@ -108,6 +111,10 @@ class PersonalizerState:
         raw = self.r.get(MULTISLOT_PREFIX + event_id)
         return None if raw is None else loads(raw)
 
+    def replace_multislot_event(self, event_id: str, record: dict[str, Any]) -> None:
+        """Replace the record of a reserved multi-slot event id (its expiry kept)."""
+        self.r.set(MULTISLOT_PREFIX + event_id, dumps(record), xx=True, keepttl=True)
+
     def release_multislot_event(self, event_id: str) -> None:
         """Give a reserved multi-slot event id back (its rank failed before any slot)."""
         self.r.delete(MULTISLOT_PREFIX + event_id)
@@ -130,12 +137,14 @@ class PersonalizerState:
         return sorted((d for d in docs if d is not None and d["status"] == "pending"),
                       key=lambda d: (d.get("creationTime", ""), d["id"]))
 
-    def add_evaluation(self, doc: dict[str, Any]) -> bool:
-        """Store a new evaluation; False if its id is taken."""
+    def add_evaluation(self, doc: dict[str, Any], queued: bool = True) -> bool:
+        """Store a new evaluation, a ``pending`` one in the worker's queue unless ``queued`` is
+        False (its submitter runs it); False if its id is taken."""
         script = ("if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end "
                   "if ARGV[3] == '1' then redis.call('SADD', KEYS[2], ARGV[1]) end return 1")
+        queue = queued and doc["status"] == "pending"
         return bool(self.r.eval(script, 2, EVALUATIONS_KEY, PENDING_EVALUATIONS_KEY, doc["id"],
-                                dumps(doc), "1" if doc["status"] == "pending" else "0"))
+                                dumps(doc), "1" if queue else "0"))
 
     def update_evaluation(self, doc: dict[str, Any]) -> bool:
         """Replace a stored evaluation; False (nothing stored) if it was deleted meanwhile."""
@@ -158,3 +167,9 @@ class PersonalizerState:
         ``seconds``)."""
         key = EVALUATION_CLAIM_KEY.format(evaluation_id)
         return bool(self.r.set(key, owner, nx=True, px=max(1, int(seconds * 1000))))
+
+    def claim_auto_schedule(self, owner: str, seconds: float) -> bool:
+        """Whether ``owner`` may schedule the Auto evaluation now (nobody else claimed the
+        schedule in the last ``seconds``)."""
+        return bool(self.r.set(AUTO_SCHEDULE_CLAIM_KEY, owner, nx=True,
+                               px=max(1, int(seconds * 1000))))

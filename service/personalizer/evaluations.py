@@ -23,8 +23,8 @@ from service.personalizer.schemas import EvaluationContract
 from service.settings import Settings
 from service.store import ModelStore
 
-__all__ = ["AUTO_CANDIDATES", "MAX_EVENTS", "apply_from", "auto_optimize", "delete", "found",
-           "listed", "public", "run_pending", "submit"]
+__all__ = ["AUTO_CANDIDATES", "AUTO_ID_PREFIX", "MAX_EVENTS", "apply_from", "auto_optimize",
+           "delete", "found", "listed", "public", "run_pending", "submit"]
 
 log_ = logging.getLogger("boostbandit.personalizer")
 
@@ -41,6 +41,9 @@ AUTO_CANDIDATES = (
     ("egreedy_tree-0.05", "--booster egreedy_tree --epsilon 0.05"),
     ("egreedy_tree-0.2", "--booster egreedy_tree --epsilon 0.2"),
 )
+#: The start of an Auto evaluation's id: ``~`` is outside the ids a user may give
+#: (``routes.evaluations.NewEvaluationIdPath``), so the two never collide.
+AUTO_ID_PREFIX = "auto~"
 #: The date range of an Auto evaluation: the last this many seconds.
 AUTO_RANGE_SECONDS = 30 * 86400.0
 
@@ -73,7 +76,8 @@ def _custom(body: EvaluationContract, settings: Settings, counts: list[int]
 
 def submit(log: EventLog, settings: Settings, body: EvaluationContract,
            evaluation_id: str | None = None, kind: str = "Manual") -> dict[str, Any]:
-    """Check and store a new evaluation, ``pending`` until the offline worker runs it."""
+    """Check and store a new evaluation, ``pending`` until the offline worker runs it (an Auto
+    one is run by its scheduler: never queued for :func:`run_pending`)."""
     try:
         start, end = _seconds(body.startTime), _seconds(body.endTime)
         times = iso_timestamp(start), iso_timestamp(end)
@@ -91,7 +95,7 @@ def submit(log: EventLog, settings: Settings, body: EvaluationContract,
         "enableOfflineExperimentation": body.experimentation,
         "range": [start, end],
     }
-    if not log.add_evaluation(doc):
+    if not log.add_evaluation(doc, queued=kind != "Auto"):
         raise PersonalizerFailure(409, "Conflict", f"evaluation {doc['id']!r} already exists")
     return doc
 
@@ -239,30 +243,46 @@ def auto_optimize(log: EventLog, store: ModelStore, settings: Settings, owner: s
                   now: float | None = None) -> dict[str, Any] | None:
     """Run an Auto evaluation of :data:`AUTO_CANDIDATES` when the schedule says so, and apply
     the best candidate if its interval's lower bound is above the online policy's upper bound.
-    The evaluation document, or None when none was due."""
+    The evaluation document, or None when none was due (or another worker schedules it)."""
     now = time.time() if now is None else now
     auto = _auto_due(log, now)
-    if auto is None or not log.claim_evaluation("auto-schedule", owner,
-                                                float(auto.get("frequency_seconds") or 60)):
+    if auto is None or not log.claim_auto_schedule(owner,
+                                                   float(auto.get("frequency_seconds") or 60)):
         return None
     log.set_personalizer_doc("auto_optimization_state", {"last": now})
+    evaluation_id = f"{AUTO_ID_PREFIX}{int(now * 1000)}"
+    if not log.claim_evaluation(evaluation_id, owner, CLAIM_SECONDS):
+        return None
     body = EvaluationContract(
         name=f"auto {iso_timestamp(now)}",
         startTime=datetime.fromtimestamp(now - AUTO_RANGE_SECONDS, UTC),
         endTime=datetime.fromtimestamp(now, UTC),
         policies=[{"name": n, "arguments": a} for n, a in AUTO_CANDIDATES])
-    doc = submit(log, settings, body, f"auto-{int(now * 1000)}", kind="Auto")
-    log.claim_evaluation(doc["id"], owner, CLAIM_SECONDS)
-    doc = run(log, settings, doc)
-    if doc["status"] == "completed":
-        doc, best = _decide(doc)
-        try:
-            if best is not None:
-                _apply(log, store, settings, best)
-        except ValueError as exc:  # the candidate does not build for these models
-            doc = {**doc, "status": "onlinePolicyRetained", "description": str(exc)}
+    doc = submit(log, settings, body, evaluation_id, kind="Auto")
+    try:
+        doc = _run_auto(log, store, settings, doc)
+    except RedisError:
+        raise
+    except Exception as exc:  # a bug or a booster failure: the evaluation says so
+        log_.exception("auto-optimization %s failed", doc["id"])
+        doc = {**doc, "status": "failed", "description": f"{type(exc).__name__}: {exc}"}
     log.update_evaluation(doc)
     log_.info("auto-optimization: %s (%s)", doc["status"], doc.get("optimalPolicy"))
+    return doc
+
+
+def _run_auto(log: EventLog, store: ModelStore, settings: Settings, doc: dict[str, Any]
+              ) -> dict[str, Any]:
+    """An Auto evaluation run, its verdict applied."""
+    doc = run(log, settings, doc)
+    if doc["status"] != "completed":
+        return doc
+    doc, best = _decide(doc)
+    try:
+        if best is not None:
+            _apply(log, store, settings, best)
+    except ValueError as exc:  # the candidate does not build for these models
+        doc = {**doc, "status": "onlinePolicyRetained", "description": str(exc)}
     return doc
 
 

@@ -312,4 +312,4 @@ def _stashed(config: ModelConfig, deferred: dict[str, Any] | None) -> dict[str, 
         return deferred["feedback"]
     total = deferred["sum"]
     return {**deferred["feedback"], "client_reward": total,
-            "reward": min(1.0, config.from_client(total))}
+            "reward": config.summed_reward(total)}

@@ -153,20 +153,44 @@ def rank(body: MultiSlotRankRequest, log: EventLog, store: ModelStore, settings:
     record = {"model": model.name, "slots": [s.id for s in body.slots], "deferred": defer}
     retention = model.config.reward_wait_seconds + settings.event_retention_seconds
     if not log.claim_multislot_event(event_id, record, retention):
-        raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
+        raise PersonalizerFailure(409, "Conflict", _used(event_id, log))
     chosen: list[str] = []
     try:
         for slot, ctx, mine in zip(body.slots, slot_contexts, excluded, strict=True):
             chosen.append(_fill(model, log, store, settings, event_id, slot, ctx,
                                 [*mine, *chosen], ids, defer))
     except Exception:
-        if not chosen:  # nothing logged: the event id may be used again
-            log.release_multislot_event(event_id)
+        _failed(event_id, record, log)
         raise
     return MultiSlotRankResponse(
         slots=[SlotResponse(id=s.id, rewardActionId=a) for s, a in zip(body.slots, chosen,
                                                                         strict=True)],
         eventId=event_id)
+
+
+def _logged(event_id: str, slots: list[str], log: EventLog) -> list[str]:
+    """The slots among ``slots`` whose event was logged (or deferred)."""
+    return [s for s in slots if log.model_of_event(slot_event_id(event_id, s)) is not None]
+
+
+def _failed(event_id: str, record: dict[str, Any], log: EventLog) -> None:
+    """After a rank failed: give the event id back if no slot was logged, else keep only the
+    logged slots in its record, marked ``partial`` (their rewards and activation still work)."""
+    logged = _logged(event_id, record["slots"], log)
+    if not logged:
+        log.release_multislot_event(event_id)
+    else:
+        log.replace_multislot_event(event_id, {**record, "slots": logged, "partial": True})
+
+
+def _used(event_id: str, log: EventLog) -> str:
+    """Why ``event_id`` cannot be ranked again (the 409's message)."""
+    record = log.multislot_event(event_id) or {}
+    if record.get("partial"):
+        return (f"eventId {event_id!r} was partly used: its multi-slot rank failed after "
+                f"logging slot(s) {', '.join(record['slots'])} (their rewards and activation "
+                "still work); rank again with another eventId")
+    return f"eventId {event_id!r} was already used"
 
 
 def _fill(model: ServedModel, log: EventLog, store: ModelStore, settings: Settings,
@@ -198,12 +222,19 @@ def _slots_of(event_id: str, log: EventLog, code: str) -> list[str]:
 
 def reward(event_id: str, body: MultiSlotRewardRequest, log: EventLog) -> None:
     """Each listed slot's reward goes to that slot's event (as a single-slot ``reward``
-    would); every slot id is checked before any reward is recorded."""
+    would); every slot id, and its slot's logged event, is checked before any reward is
+    recorded."""
     slots = set(_slots_of(event_id, log, "NotFound"))
     unknown = list(dict.fromkeys(r.slotId for r in body.reward if r.slotId not in slots))
     if unknown:
         raise bad("InvalidRewardRequest", f"slotId not among the slots of event {event_id!r}: "
                   + ", ".join(repr(s) for s in unknown))
+    listed = list(dict.fromkeys(r.slotId for r in body.reward))
+    missing = [s for s in listed if s not in _logged(event_id, listed, log)]
+    if missing:
+        raise PersonalizerFailure(404, "NotFound", f"event {event_id!r}: no logged event of "
+                                  f"slot(s) {', '.join(repr(s) for s in missing)} (its rank is "
+                                  "still running, or expired); no reward recorded")
     for r in body.reward:
         mapping.reward(slot_event_id(event_id, r.slotId), RewardRequest(value=r.value), log)
 

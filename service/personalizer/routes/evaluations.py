@@ -23,14 +23,20 @@ __all__ = ["router"]
 
 router = admin_router()
 
+#: an evaluation's id: a user's (below) or an Auto evaluation's (``auto~<ms>``)
 EvaluationIdPath = Annotated[str, Path(min_length=1, max_length=256,
-                                       pattern=r"^[A-Za-z0-9_.:-]+$",
+                                       pattern=r"^[A-Za-z0-9_.:~-]+$",
                                        description="The id of the evaluation.")]
+#: the id a user gives a new evaluation: no ``~`` (Auto evaluations' namespace)
+NewEvaluationIdPath = Annotated[str, Path(min_length=1, max_length=256,
+                                          pattern=r"^[A-Za-z0-9_.:-]+$",
+                                          description="The id of the new evaluation (letters, "
+                                          "digits, '_', '.', ':', '-').")]
 
 
 @router.put("/evaluations/{evaluationId}", response_model=Evaluation,
             responses=responses(400, 409))
-def create_evaluation(evaluationId: EvaluationIdPath, body: EvaluationContract,  # noqa: N803
+def create_evaluation(evaluationId: NewEvaluationIdPath, body: EvaluationContract,  # noqa: N803
                       log: LogDep, settings: SettingsDep) -> dict[str, Any]:
     """Submit an evaluation with this id: stored `pending`, run by the offline worker."""
     return evaluations.public(evaluations.submit(log, settings, body, evaluationId))
