@@ -136,7 +136,7 @@ def test_a_models_export_frequency_overrides_the_setting(redis_url: str) -> None
         assert client.get("/v1/models/m").json()["version"] == 0  # nothing published
         log = client.app.state.store.log
         config = log.config("m")
-        assert log.replace_config(replace(config, export_seconds=0.1))
+        assert log.replace_config(replace(config, export_seconds=0.1), config.uid)
         wait_for(lambda: client.get("/v1/models/m").json()["version"] == 3, timeout=30)
         assert learner.store.peek("m").config.export_seconds == 0.1  # same model, in place
         assert learner.store.peek("m").config.uid == config.uid

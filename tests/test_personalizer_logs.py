@@ -100,7 +100,7 @@ def test_delete_keeps_what_the_worker_and_a_renewed_model_need(log: EventLog) ->
     assert log.delete_log(model.config)["joined"] == 0
     log.r.xgroup_destroy(keys("m")["joined"], "worker")
     renewed = model.config.renewed(default_reward=0.5)  # rebuilt from the whole log
-    assert log.replace_config(renewed)
+    assert log.replace_config(renewed, model.config.uid)
     assert log.delete_log(renewed)["joined"] == 0
     assert log.delete_log(model.config)["joined"] == 4  # the old model's snapshot covers them
 
@@ -138,7 +138,7 @@ def test_log_retention_days_deletes_the_snapshotted_old_log(log: EventLog) -> No
     assert set(old).isdisjoint(decisions)
     # without a retention nothing goes
     keep = replace(learner.store.peek("m").config, log_retention_days=None)
-    assert log.replace_config(keep)
+    assert log.replace_config(keep, keep.uid)
     learner.store.sync_configs(log.configs())
     snapshot(learner)
     time.sleep(1.0)

@@ -18,10 +18,16 @@ import pytest
 import redis
 
 from benchmarks.paper.personalizer_rewards import serve
+from learners.frozen import dumps_serving
+from service import snapshots
+from service.domain import ModelConfig
 from service.eventlog import EventLog
+from service.personalizer import loop, modelfile, models
+from service.personalizer.errors import PersonalizerFailure
 from service.personalizer.mapping import action_set_model_name
 from service.runtime import ServedModel
 from service.settings import Settings
+from service.store import ModelStore
 
 pytest.importorskip("azure.ai.personalizer")
 from azure.ai.personalizer import (  # noqa: E402
@@ -252,4 +258,90 @@ def test_a_file_of_another_endpoints_models_is_refused(redis_url: str) -> None:
     with serve(settings(redis_url)) as base:  # one model per action set: "shop" is not one
         _, admin = clients(base)
         refused(lambda: admin.import_model(signed), "InvalidModelFile")
+        assert EventLog(redis.Redis.from_url(redis_url)).configs() == {}
+
+
+# --- concurrent writes of a model's config and seed; crafted files ---------------------------
+def local(redis_url: str) -> tuple[EventLog, Settings, ModelConfig]:
+    """An event log with one model of the endpoint (the ``personalizer_model``)."""
+    log = EventLog(redis.Redis.from_url(redis_url))
+    config = ModelConfig("shop", "adabandit", ACTIONS, {"n_learners": 3, "seed": 1})
+    assert log.add_config(config)
+    return log, settings(redis_url).model_copy(update={"personalizer_model": "shop"}), config
+
+
+def seeded(config: ModelConfig) -> modelfile.ModelEntry:
+    booster = config.build()
+    return modelfile.ModelEntry(json.loads(config.to_json()), 7, "0-0",
+                                snapshots.dumps_whole(booster), dumps_serving(booster))
+
+
+def test_replace_config_is_compare_and_set(redis_url: str) -> None:
+    log, _, config = local(redis_url)
+    first = config.renewed()
+    assert log.replace_config(first, config.uid)
+    assert not log.replace_config(config.renewed(), config.uid)  # built from a stale read
+    assert log.config("shop") == first
+    assert not log.replace_config(ModelConfig("gone", "uniform", ["a"], {}), "u")
+
+
+def test_a_stale_import_or_reset_answers_409_and_config_and_seed_agree(redis_url: str) -> None:
+    log, cfg, config = local(redis_url)
+    store = ModelStore(log)
+    # two imports both read the model as `config`: the first lands, the second is refused
+    a, b = config.renewed(), config.renewed()
+    models._land(log, a, config, seeded(a))
+    with pytest.raises(PersonalizerFailure) as info:
+        models._land(log, b, config, seeded(b))
+    assert (info.value.status_code, info.value.code) == (409, "Conflict")
+    assert log.config("shop").uid == a.uid
+    assert log.load_seed("shop", a.uid)["version"] == 7
+    assert log.load_seed("shop", b.uid) is None  # the refused import left nothing behind
+    # an import that read `a` while a reset replaced it: refused, the reset's model stays
+    assert models.reset(log, store, cfg) == ["shop"]
+    reset = log.config("shop")
+    assert reset.uid != a.uid and log.load_seed("shop", a.uid) is None  # replaced: dropped
+    c = a.renewed()
+    with pytest.raises(PersonalizerFailure):
+        models._land(log, c, a, seeded(c))
+    assert log.config("shop") == reset and log.load_seed("shop", c.uid) is None
+    # an import racing the model's creation by a rank (it read no model)
+    with pytest.raises(PersonalizerFailure):
+        models._land(log, c, None, seeded(c))
+
+
+def test_apply_recomputes_from_the_config_stored_meanwhile(redis_url: str) -> None:
+    log, cfg, _ = local(redis_url)
+    loop.apply(log, ModelStore(log), cfg)
+    stale = log.config("shop")
+    renewed = stale.renewed()
+    assert log.replace_config(renewed, stale.uid)  # e.g. a reset after apply's read
+    log.set_personalizer_doc("service", {"learning_mode": "Apprentice"})
+    assert loop._apply_one(log, cfg, stale, 0) == "updated"
+    now = log.config("shop")
+    assert now.uid == renewed.uid and now.learning_mode == "Apprentice"  # the reset kept
+
+
+def encrypted(data: bytes) -> bytes:
+    """``data`` (a zip) with the "encrypted" flag set on every entry, local and central."""
+    out = bytearray(data)
+    for signature, flags in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = out.find(signature)
+        while at >= 0:
+            out[at + flags] |= 1
+            at = out.find(signature, at + 4)
+    return bytes(out)
+
+
+def test_an_encrypted_entry_is_an_invalid_file_not_a_500(redis_url: str) -> None:
+    entry = seeded(ModelConfig("shop", "adabandit", ACTIONS, {"n_learners": 3, "seed": 1}))
+    crafted = encrypted(modelfile.pack([entry], KEY.encode(), 0.0))
+    with zipfile.ZipFile(io.BytesIO(crafted)) as z, pytest.raises(RuntimeError):
+        z.read("manifest.json")  # what the unverified file raises
+    with pytest.raises(modelfile.ModelFileError) as info:
+        modelfile.unpack(crafted, KEY.encode())
+    assert info.value.code == "InvalidModelFile"
+    with serve(settings(redis_url)) as base:
+        _, admin = clients(base)
+        refused(lambda: admin.import_model(crafted), "InvalidModelFile")
         assert EventLog(redis.Redis.from_url(redis_url)).configs() == {}

@@ -102,13 +102,19 @@ class EventLog(ModelState, PersonalizerState):
         check_name(config.name)
         return bool(self.r.hsetnx(MODELS_KEY, config.name, config.to_json()))
 
-    def replace_config(self, config: ModelConfig) -> bool:
-        """Replace the stored config of an existing model (False if there is none): with the
-        same ``uid`` every process takes on the change, with a new one (:meth:`ModelConfig.renewed`)
-        the model is rebuilt from the joined events the log retains."""
+    def replace_config(self, config: ModelConfig, expected_uid: str) -> bool:
+        """Replace the stored config of model ``config.name`` if it is still the model
+        ``expected_uid`` the caller read (compare and set); False, nothing written, if there
+        is no such model or it changed meanwhile (read it again, recompute, retry). With the
+        same ``uid`` every process takes on the change, with a new one
+        (:meth:`ModelConfig.renewed`) the model is rebuilt from the joined events the log
+        retains, and the replaced ``uid``'s seed (:meth:`save_seed`) is dropped."""
         check_name(config.name)
-        return bool(self._s["REPLACE_CONFIG"](keys=[MODELS_KEY],
-                                              args=[config.name, config.to_json()]))
+        done = self._s["REPLACE_CONFIG"](keys=[MODELS_KEY],
+                                         args=[config.name, config.to_json(), expected_uid])
+        if done == 1 and config.uid != expected_uid:
+            self.drop_seed(config.name, expected_uid)
+        return done == 1
 
     def config(self, name: str) -> ModelConfig | None:
         """The stored config of ``name``."""

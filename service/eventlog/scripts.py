@@ -270,10 +270,14 @@ end
 return 0
 """
 
-#: Replace a model's stored config only if the model exists (a concurrent delete wins).
-#: KEYS: the models hash.  ARGV: name, config JSON.  Returns 1 replaced, 0 no such model.
+#: Replace a model's stored config only if it is still the one the caller read (compare and
+#: set on its ``uid``; a concurrent delete, reset, import or renewal wins).
+#: KEYS: the models hash.  ARGV: name, config JSON, expected current uid.
+#: Returns 1 replaced, 0 no such model, -1 the stored model has another uid.
 REPLACE_CONFIG = """
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return 0 end
+if cjson.decode(cur)['uid'] ~= ARGV[3] then return -1 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
 """

@@ -388,20 +388,38 @@ class ModelState:
         """Store the state the model ``config`` (a new ``uid``) starts from: an imported booster
         and its serving copy, ``version`` events applied, learning on after ``joined_id``.
         Kept apart from the snapshot, which a learner of the model's previous ``uid`` may
-        still overwrite; :func:`service.store.restore` reads it while the model has no
-        snapshot of its own. Returns its time."""
+        still overwrite, and keyed by ``uid``: a concurrent import of the same model writes
+        its own seed, so whichever config lands finds its own seed. Write it before the
+        config (:meth:`replace_config`); if the config does not land, :meth:`drop_seed`.
+        :func:`service.store.restore` reads it while the model has no snapshot of its own.
+        Returns its time."""
         now = time.time()
-        self.r.hset(keys(config.name)["seed"], mapping={
-            "uid": config.uid, "blob": blob, "serving": serving, "version": version,
-            "joined_id": joined_id, "ts": repr(now)})
+        meta = dumps({"version": version, "joined_id": joined_id, "ts": now})
+        self.r.hset(keys(config.name)["seed"], mapping=dict(zip(
+            _seed_fields(config.uid), (blob, serving, meta), strict=True)))
         return now
+
+    def drop_seed(self, name: str, uid: str) -> None:
+        """Remove the seed of model ``uid`` (replaced, or its config did not land)."""
+        self.r.hdel(keys(name)["seed"], *_seed_fields(uid))
 
     def load_seed(self, name: str, uid: str, serving: bool = False) -> dict[str, Any] | None:
         """The seed of model ``uid`` in the form of :meth:`load_snapshot` (None if there is
-        none, or it belongs to another ``uid``)."""
-        fields = ["uid", "version", "joined_id", "ts", "serving" if serving else "blob"]
-        stored, version, joined_id, ts, blob = self.r.hmget(keys(name)["seed"], fields)
-        if stored is None or text(stored) != uid:
+        none)."""
+        blob_field, serving_field, meta_field = _seed_fields(uid)
+        meta, blob = self.r.hmget(keys(name)["seed"],
+                                  [meta_field, serving_field if serving else blob_field])
+        if meta is None:
             return None
-        return {"uid": uid, "version": int(version), "joined_id": text(joined_id),
-                "ts": float(ts), "blob": blob, "serving": serving}
+        doc = loads(meta)
+        return {"uid": uid, "version": int(doc["version"]), "joined_id": str(doc["joined_id"]),
+                "ts": float(doc["ts"]), "blob": blob, "serving": serving}
+
+
+def _seed_fields(uid: str) -> tuple[str, str, str]:
+    """The fields of model ``uid`` in its name's seed hash: booster, serving copy, metadata.
+
+    >>> _seed_fields("u1")
+    ('u1:blob', 'u1:serving', 'u1:meta')
+    """
+    return f"{uid}:blob", f"{uid}:serving", f"{uid}:meta"

@@ -19,6 +19,7 @@ from typing import Any
 from boosters.registry import booster_class
 from service.domain import ModelConfig, reward_from_client
 from service.eventlog import EventLog
+from service.personalizer.errors import PersonalizerFailure
 from service.settings import Settings
 from service.store import ModelStore
 
@@ -134,14 +135,35 @@ def apply(log: EventLog, store: ModelStore, settings: Settings) -> dict[str, lis
     done: dict[str, list[str]] = {"renewed": [], "updated": []}
     retrain_days = (log.personalizer_doc("service") or {}).get("retrain_days", 0)
     for config in models(log, settings):
+        what = _apply_one(log, settings, config, retrain_days)
+        if what is not None:
+            done[what].append(config.name)
+    store.sync_configs(log.configs())  # this process at once; the others at their next step
+    return done
+
+
+#: how often :func:`apply` reads a model again when it changed between the read and the write
+APPLY_ATTEMPTS = 5
+
+
+def _apply_one(log: EventLog, settings: Settings, config: ModelConfig,
+               retrain_days: float) -> str | None:
+    """Bring one model to :func:`desired`, computed from its stored config and written only
+    if that config is still stored (else read again and recompute). "renewed", "updated" or
+    None (nothing to change, or the model is gone)."""
+    for _ in range(APPLY_ATTEMPTS):
         changes = _changed(config, desired(log, settings, config))
         if not changes:
-            continue
+            return None
         renew = any(k in LEARNING_FIELDS for k in changes)
         if renew:
             changes["learn_after"] = retrain_start(config.learn_after, retrain_days, time.time())
         new = config.renewed(**changes) if renew else replace(config, **changes)
-        if log.replace_config(new):
-            done["renewed" if renew else "updated"].append(config.name)
-    store.sync_configs(log.configs())  # this process at once; the others at their next step
-    return done
+        if log.replace_config(new, config.uid):
+            return "renewed" if renew else "updated"
+        fresh = log.config(config.name)
+        if fresh is None:
+            return None
+        config = fresh
+    raise PersonalizerFailure(409, "Conflict", f"model {config.name!r} kept changing while "
+                              "the configuration was applied; retry")

@@ -33,7 +33,6 @@ import hmac
 import io
 import json
 import zipfile
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,7 +174,9 @@ def unpack(data: bytes, key: bytes) -> list[ModelEntry]:
                                _blob(z, m["booster"]), _blob(z, m["serving"]),
                                dict(m.get("featureTypes") or {}))
                     for m in doc["models"]]
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, NotImplementedError,
-            zlib.error):
+    except ModelFileError:
+        raise
+    except Exception:  # noqa: BLE001 - an untrusted archive fails in many ways (an encrypted
+        # entry: RuntimeError; a corrupt one: BadZipFile, zlib.error, EOFError, ...): all 400
         raise ModelFileError("InvalidModelFile", "the body is not a model file (a zip "
                              "archive exported by GET /personalizer/model)") from None

@@ -105,26 +105,47 @@ def import_file(log: EventLog, store: ModelStore, settings: Settings, data: byte
         entries = modelfile.unpack(data, key)
     except modelfile.ModelFileError as exc:
         raise bad(exc.code, exc.message) from None
+    current = log.configs()  # what the import replaces: checked again as it writes
     configs = [_imported(log, e, settings) for e in entries]  # all checked before any write
     for entry, config in zip(entries, configs, strict=True):
         new = config.renewed(learn_after=log.joined_end(config.name))
-        log.save_seed(new, entry.blob, entry.serving, entry.version, new.learn_after)
         log.add_feature_types(new.name, entry.feature_types)
-        # replaced, or created; a rank may create it between the two: then replace that one
-        if not log.replace_config(new) and not log.add_config(new):
-            log.replace_config(new)
+        _land(log, new, current.get(new.name), entry)
         log_.info("imported model %s (version %s) as uid %s", new.name, entry.version, new.uid)
     store.sync_configs(log.configs())
     return [c.name for c in configs]
 
 
+def _conflict(name: str) -> PersonalizerFailure:
+    return PersonalizerFailure(409, "Conflict", f"model {name!r} changed meanwhile (another "
+                               "import, reset or configuration change); retry")
+
+
+def _land(log: EventLog, new: ModelConfig, replaced: ModelConfig | None,
+          entry: modelfile.ModelEntry) -> None:
+    """Write the seed of ``new`` (keyed by its uid), then its config if the model is still
+    ``replaced`` (None: still absent); otherwise drop the seed and answer 409: the config
+    that lands always finds its own seed."""
+    log.save_seed(new, entry.blob, entry.serving, entry.version, new.learn_after)
+    landed = (log.replace_config(new, replaced.uid) if replaced is not None
+              else log.add_config(new))
+    if not landed:
+        log.drop_seed(new.name, new.uid)
+        raise _conflict(new.name)
+
+
 def reset(log: EventLog, store: ModelStore, settings: Settings) -> list[str]:
     """Reset every model of the endpoint to a fresh one (same config and seed, a new ``uid``)
-    that learns only what is joined from now on. The names reset."""
+    that learns only what is joined from now on. The names reset; 409 ``Conflict`` if a
+    model changed between its read and its reset (a model deleted meanwhile is skipped)."""
     names = []
     for config in loop.models(log, settings):
-        if log.replace_config(config.renewed(learn_after=log.joined_end(config.name))):
+        if log.replace_config(config.renewed(learn_after=log.joined_end(config.name)),
+                              config.uid):
             names.append(config.name)
+        elif log.config(config.name) is not None:
+            store.sync_configs(log.configs())
+            raise _conflict(config.name)
     store.sync_configs(log.configs())
     log_.info("reset models: %s", ", ".join(names) or "none")
     return names

@@ -11,13 +11,17 @@ from fastapi import Body, Query, Response, status
 from service.api.deps import LogDep, SettingsDep, StoreDep
 from service.personalizer import models
 from service.personalizer.routes.common import admin_router, responses
-from service.personalizer.schemas import ModelProperties
+from service.personalizer.schemas import ModelProperties, PersonalizerError
 
 __all__ = ["router"]
 
 router = admin_router()
 
 FILE_NAME = "boostbandit-personalizer-model.zip"
+
+#: a model changed between the read and the write of an import or reset (nothing of it written)
+CHANGED = {409: {"model": PersonalizerError, "description": "A model changed meanwhile "
+                 "(another import, reset or configuration change; `Conflict`): retry."}}
 
 
 @router.get(
@@ -44,7 +48,7 @@ def export_model(log: LogDep, store: StoreDep, settings: SettingsDep,
     status_code=status.HTTP_204_NO_CONTENT,
     response_description="Imported: the file's models replace the endpoint's models of the "
     "same names.",
-    responses=responses(400),
+    responses={**responses(400), **CHANGED},
 )
 def import_model(log: LogDep, store: StoreDep, settings: SettingsDep,
                  body: Annotated[bytes, Body(media_type="application/octet-stream",
@@ -55,7 +59,9 @@ def import_model(log: LogDep, store: StoreDep, settings: SettingsDep,
     with 400 before a byte of its models is read: an unsigned file (`ModelFileNotSigned`), a
     signature or content that does not verify (`InvalidModelSignature`), not a model file
     (`InvalidModelFile`), no key configured (`ModelSigningKeyNotSet`). Each imported model
-    gets a new uid, starts from the file's state and learns what is joined from now on."""
+    gets a new uid, starts from the file's state and learns what is joined from now on. 409
+    `Conflict` if a model changed while the file was imported: that model is left as it was
+    changed (models imported before it stay imported); retry."""
     models.import_file(log, store, settings, body)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -64,11 +70,12 @@ def import_model(log: LogDep, store: StoreDep, settings: SettingsDep,
     "/model",
     status_code=status.HTTP_204_NO_CONTENT,
     response_description="Every model of the endpoint was reset.",
-    responses=responses(),
+    responses={**responses(), **CHANGED},
 )
 def reset_model(log: LogDep, store: StoreDep, settings: SettingsDep) -> Response:
     """Reset every model of the endpoint to a fresh model (same configuration and seed, a new
-    uid, version 0) that learns only the events joined from now on; the log is kept."""
+    uid, version 0) that learns only the events joined from now on; the log is kept. 409
+    `Conflict` if a model changed meanwhile (nothing of it reset); retry."""
     models.reset(log, store, settings)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
