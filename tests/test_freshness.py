@@ -155,7 +155,7 @@ def test_a_renewed_model_serves_its_old_version_until_the_new_one_is_ready(
         old = log.config("m")
         before = store.get("m").version
         new = old.renewed(default_reward=0.25)
-        assert log.replace_config(new)
+        assert log.replace_config(new, old.uid)
         store.sync_configs(log.configs())
         assert store.get("m").config.uid == old.uid  # still the old version, at once
         assert store.get("m").version == before
