@@ -174,6 +174,12 @@ def run(log: EventLog, settings: Settings, doc: dict[str, Any]) -> dict[str, Any
             "optimalPolicy": results[0]["name"], "description": None}
 
 
+def _failed(doc: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    """``doc`` failed with ``exc`` (logged with its traceback)."""
+    log_.exception("evaluation %s failed", doc["id"])
+    return {**doc, "status": "failed", "description": f"{type(exc).__name__}: {exc}"}
+
+
 def run_pending(log: EventLog, settings: Settings, owner: str) -> list[str]:
     """Run every pending evaluation nobody else runs; the ids run."""
     done = []
@@ -186,8 +192,7 @@ def run_pending(log: EventLog, settings: Settings, owner: str) -> list[str]:
         except RedisError:
             raise
         except Exception as exc:  # a bug or a booster failure: the evaluation says so
-            log_.exception("evaluation %s failed", doc["id"])
-            doc = {**doc, "status": "failed", "description": f"{type(exc).__name__}: {exc}"}
+            doc = _failed(doc, exc)
         log.update_evaluation(doc)
         done.append(doc["id"])
     return done
@@ -264,8 +269,7 @@ def auto_optimize(log: EventLog, store: ModelStore, settings: Settings, owner: s
     except RedisError:
         raise
     except Exception as exc:  # a bug or a booster failure: the evaluation says so
-        log_.exception("auto-optimization %s failed", doc["id"])
-        doc = {**doc, "status": "failed", "description": f"{type(exc).__name__}: {exc}"}
+        doc = _failed(doc, exc)
     log.update_evaluation(doc)
     log_.info("auto-optimization: %s (%s)", doc["status"], doc.get("optimalPolicy"))
     return doc

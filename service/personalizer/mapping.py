@@ -137,13 +137,18 @@ def request_context(features: list[dict[str, Any]] | None, settings: Settings
         check_context(context)
     except (TypeError, ValueError) as exc:
         raise bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
+    return check_limits(context, settings, "contextFeatures")
+
+
+def check_limits(context: dict[str, Any], settings: Settings, where: str) -> dict[str, Any]:
+    """``context`` if it keeps the feature limits (count, sizes), else a 400 naming ``where``."""
     if len(context) > settings.max_features:
-        raise bad("InvalidRankRequest", f"too many features: {len(context)} > "
+        raise bad("InvalidRankRequest", f"{where}: too many features: {len(context)} > "
                   f"{settings.max_features}")
     try:
         contexts.check_context_sizes(context, settings)
     except contexts.ContextError as exc:
-        raise bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
+        raise bad("InvalidRankRequest", f"{where}: {exc}") from None
     return context
 
 

@@ -107,14 +107,7 @@ def _slot_context(context: dict[str, Any], slot: SlotRequest, settings: Settings
         raise bad(exc.code, f"slot {slot.id!r} features: {exc.message}") from None
     out = {**context, SLOT_FEATURE: slot.id,
            **{f"{SLOT_FEATURE}.{k}": v for k, v in own.items()}}
-    if len(out) > settings.max_features:
-        raise bad("InvalidRankRequest", f"slot {slot.id!r}: too many features with the slot's: "
-                  f"{len(out)} > {settings.max_features}")
-    try:
-        contexts.check_context_sizes(out, settings)
-    except contexts.ContextError as exc:
-        raise bad("InvalidRankRequest", f"slot {slot.id!r}: {exc}") from None
-    return out
+    return mapping.check_limits(out, settings, f"slot {slot.id!r} (with the slot's features)")
 
 
 def _slot_contexts(body: MultiSlotRankRequest, model: ServedModel, log: EventLog,
