@@ -249,3 +249,22 @@ def test_model_retrain_days_limits_what_a_new_version_replays(redis_url: str) ->
         admin.update_service_configuration({**config, "modelRetrainDays": 0,
                                             "explorationPercentage": 0.3})
         assert log.config(NAME).learn_after == start  # a later renewal never goes back
+        # a retrain window reaching before 1970 (found by fuzzing: the learner failed on it)
+        admin.update_service_configuration({**config, "modelRetrainDays": 36500,
+                                            "explorationPercentage": 0.4})
+        assert log.config(NAME).learn_after == start
+        wait_snapshot(log, log.config(NAME).uid)  # the learner rebuilt the new version
+        assert wait_version(base, 10)["version"] == 10
+        with pytest.raises(HttpResponseError) as exc:
+            admin.update_service_configuration({**config, "modelRetrainDays": 36501})
+        assert error_code(exc) == "InvalidServiceConfiguration"
+
+
+def wait_snapshot(log: EventLog, uid: str, timeout: float = 20.0) -> None:
+    """Until the learner snapshotted the model version ``uid``."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (log.snapshot_meta(NAME) or (0, ""))[1] != uid:
+        assert time.monotonic() < deadline, log.snapshot_meta(NAME)
+        time.sleep(0.02)

@@ -73,8 +73,8 @@ def _checked(body: dict[str, Any]) -> dict[str, Any]:
         raise _invalid(f"logRetentionDays: {days} day(s) is shorter than rewardWaitTime "
                        f"{body['rewardWaitTime']}: events would expire before their reward",
                        "InvalidLogRetentionDays")
-    if body.get("modelRetrainDays", 0) < 0:
-        raise _invalid(f"modelRetrainDays: {body['modelRetrainDays']} is negative")
+    if not 0 <= body.get("modelRetrainDays", 0) <= 36500:
+        raise _invalid(f"modelRetrainDays: {body['modelRetrainDays']} is outside [0, 36500]")
     mode = body.get("learningMode") or "Online"
     if mode not in MODES:
         raise _invalid(f"learningMode: {mode!r} is not one of {', '.join(MODES)}",

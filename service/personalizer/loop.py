@@ -114,16 +114,20 @@ def retrain_start(learn_after: str | None, days: float, now: float) -> str | Non
 
     >>> retrain_start(None, 0, 1e9), retrain_start("5-0", 0, 1e9)
     (None, '5-0')
-    >>> retrain_start("5-0", 1, 86400.0 * 2), retrain_start("999999999-0", 1, 86400.0 * 2)
-    ('86399999-99999', '999999999-0')
+    >>> retrain_start("5-0", 1, 86400.0 * 2)
+    '86399999-18446744073709551615'
+    >>> retrain_start("999999999-0", 1, 86400.0 * 2), retrain_start("5-0", 1e9, 1e9)
+    ('999999999-0', '5-0')
     """
-    if days <= 0:
+    ms = int((now - days * 86400.0) * 1000)
+    if days <= 0 or ms <= 0:  # all of it (nothing was joined before 1970)
         return learn_after
-    start = f"{int((now - days * 86400.0) * 1000) - 1}-99999"  # joined ids are ms-seq
-    if learn_after is None:
-        return start
-    ms, _, seq = learn_after.partition("-")
-    return learn_after if (int(ms), int(seq or 0)) > (int(start.split("-")[0]), 99999) else start
+    start = (ms - 1, 2**64 - 1)  # after every entry of the millisecond before: from ms on
+    if learn_after is not None:
+        stored, _, seq = learn_after.partition("-")
+        if (int(stored), int(seq or 0)) > start:
+            return learn_after
+    return f"{start[0]}-{start[1]}"
 
 
 def apply(log: EventLog, store: ModelStore, settings: Settings) -> dict[str, list[str]]:

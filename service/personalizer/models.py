@@ -56,7 +56,9 @@ def _entry(log: EventLog, store: ModelStore, config: ModelConfig) -> modelfile.M
     """One model as a file entry: the state this process decides with (pickled between two
     events), or the latest snapshot where this process holds only a serving copy."""
     model = store.get(config.name)
-    if model is not None and not model.serving_copy and model.config.uid == config.uid:
+    if model is not None and model.config.uid != config.uid:
+        config = model.config  # renewed, the new version not ready yet: what serves now
+    if model is not None and not model.serving_copy:
         blob, serving, version, joined_id = model.dump()
     else:
         blob, version, joined_id = _stored(log, config)
