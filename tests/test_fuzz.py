@@ -108,13 +108,30 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
         print(f"  {route} {code}: {n}")
 
 
-@schema.parametrize()
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
-          database=None)
-def test_no_server_errors(case) -> None:
+#: Personalizer's administration operations: each call may retrain every model, evaluate or
+#: export, so they get a quarter of the examples (tests/test_personalizer_contract.py fuzzes
+#: them too)
+ADMIN = r"^/personalizer/v1\.0/(configurations|evaluations|model|logs|featureImportances)"
+
+
+def _fuzz(case) -> None:
     note(f"repeat with BOOSTBANDIT_FUZZ_SEED={schema.config.seed}")
     personalizer = case.operation.path.startswith("/personalizer/")
     case.call_and_validate(checks=[not_a_server_error] if personalizer else CONTRACT)
+
+
+@schema.exclude(path_regex=ADMIN).parametrize()
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
+          database=None)
+def test_no_server_errors(case) -> None:
+    _fuzz(case)
+
+
+@schema.include(path_regex=ADMIN).parametrize()
+@settings(max_examples=max(1, EXAMPLES // 4), deadline=None,
+          suppress_health_check=list(HealthCheck), database=None)
+def test_no_server_errors_in_administration(case) -> None:
+    _fuzz(case)
 
 
 def test_the_fuzzer_reached_the_routes_logic() -> None:
