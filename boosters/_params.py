@@ -88,7 +88,7 @@ OTHER_PARAMS = frozenset({
     "seed", "rho", "gamma", "epsilon", "delta", "tau", "clip", "weight_scale", "baseline",
     "max_weight", "p_init", "tree_profile", "fixed_trees", "fast_trees", "ref_code_gradient",
     "reduction_order", "estimator", "loss_clip", "alpha_min", "weak_prediction", "update",
-    "realizable", "optimizer",
+    "realizable", "optimizer", "leaf_prediction",
 })
 #: booster parameters that are flags: booleans only
 FLAG_PARAMS = frozenset({"fixed_trees", "fast_trees", "ref_code_gradient", "realizable"})

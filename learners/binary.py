@@ -63,8 +63,11 @@ class BinaryHoeffdingTree:
         tau: float = 0.05,
         nominal_attributes: list | None = None,
         fast_trees: bool = True,
+        leaf_prediction: str = "mc",
     ):
-        self.tree = make_vfdt(grace_period, delta, tau, nominal_attributes, fast_trees)
+        self.tree = make_vfdt(
+            grace_period, delta, tau, nominal_attributes, fast_trees, leaf_prediction
+        )
         self.fast_trees = fast_trees
         self.grace_period = grace_period
         self.delta = delta

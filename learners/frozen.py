@@ -38,12 +38,23 @@ from river.tree.nodes.branch import (
 )
 from river.utils.norm import normalize_values_in_dict
 
+from learners.nb_leaf import NaiveBayesLeaf
 from learners.vfdt import ArrayHoeffdingTreeClassifier, FastHoeffdingTreeClassifier
 
 __all__ = ["FrozenHoeffdingTree", "dumps_serving", "freeze", "release"]
 
 #: tree classes whose predictions :func:`freeze` reproduces exactly (with ``"mc"`` leaves)
 FREEZABLE = (HoeffdingTreeClassifier, FastHoeffdingTreeClassifier, ArrayHoeffdingTreeClassifier)
+
+
+def freezable(tree: Any) -> bool:
+    """Whether :func:`freeze` copies ``tree``: majority-class leaves, or the array tree's
+    adaptive naive-Bayes leaves (:mod:`learners.nb_leaf`; River's own are not frozen)."""
+    if type(tree) not in FREEZABLE:
+        return False
+    if tree.leaf_prediction == "mc":
+        return True
+    return tree.leaf_prediction == "nba" and type(tree) is ArrayHoeffdingTreeClassifier
 
 # node kinds of the flat encoding (see FrozenHoeffdingTree)
 _LEAF, _NUM2, _NOM2, _NOMW, _NUMW = range(5)
@@ -59,7 +70,10 @@ def _encode(node: Any, nodes: list[tuple]) -> tuple[int, float]:
     if not isinstance(node, DTBranch):
         # River's majority-class leaf predicts its class counts normalised, by this function
         # (on a shallow copy: the counts are floats, so River's deep copy would change nothing)
-        nodes.append((_LEAF, normalize_values_in_dict(dict(node.stats), inplace=True)))
+        counts = normalize_values_in_dict(dict(node.stats), inplace=True)
+        # a naive-Bayes leaf: its terms where it predicts with them (None: majority class)
+        nb = node.frozen() if isinstance(node, NaiveBayesLeaf) else None
+        nodes.append((_LEAF, counts) if nb is None else (_LEAF, counts, nb))
         return index, sum(node.stats.values()) if node.stats else 0
     if any(child is None for child in node.children):
         raise ValueError("cannot freeze a branch with an empty child")
@@ -85,13 +99,14 @@ def _encode(node: Any, nodes: list[tuple]) -> tuple[int, float]:
 
 
 class FrozenHoeffdingTree:
-    """The predicting part of a Hoeffding tree classifier with majority-class leaves.
+    """The predicting part of a Hoeffding tree classifier (majority-class or naive-Bayes leaves).
 
     Build one with :func:`freeze`. The tree is a flat tuple of nodes, the root first: a leaf is
-    ``(0, probabilities)``; a branch holds its feature, its test (threshold, value or value ->
-    child mapping, as River's branch classes), the indices of its children and the index of the
-    child taken when the test cannot be made. ``predict_proba_one`` and ``predict_one`` give
-    River's numbers; ``learn_one`` raises.
+    ``(0, probabilities)``, or ``(0, probabilities, terms)`` for a naive-Bayes leaf that
+    predicts with its :class:`learners.nb_leaf.NaiveBayes` terms; a branch holds its feature,
+    its test (threshold, value or value -> child mapping, as River's branch classes), the indices
+    of its children and the index of the child taken when the test cannot be made.
+    ``predict_proba_one`` and ``predict_one`` give the tree's numbers; ``learn_one`` raises.
     """
 
     __slots__ = ("classes", "nodes")
@@ -100,7 +115,7 @@ class FrozenHoeffdingTree:
         self.classes = classes
         self.nodes = nodes
 
-    def _leaf(self, x: dict) -> dict:
+    def _leaf(self, x: dict) -> tuple:
         nodes = self.nodes
         node = nodes[0]
         while node[0]:
@@ -116,13 +131,14 @@ class FrozenHoeffdingTree:
                     node = nodes[node[4][node[3][math.floor(x[node[1]] / node[2])]]]
             except KeyError:
                 node = nodes[node[-1]]
-        return node[1]
+        return node
 
     def predict_proba_one(self, x: dict) -> dict:
         """Class probabilities for ``x`` (River's ``HoeffdingTreeClassifier.predict_proba_one``)."""
         proba = dict.fromkeys(self.classes, 0.0)
         if self.nodes:
-            proba.update(self._leaf(x))
+            leaf = self._leaf(x)
+            proba.update(leaf[1] if len(leaf) == 2 else leaf[2].predict(x))
         return proba
 
     def predict_one(self, x: dict) -> Any:
@@ -144,18 +160,19 @@ class FrozenHoeffdingTree:
 
 
 def freeze(tree: HoeffdingTreeClassifier) -> FrozenHoeffdingTree:
-    """A read-only copy of ``tree`` that predicts exactly as it does (majority-class leaves).
+    """A read-only copy of ``tree`` that predicts exactly as it does (majority-class leaves,
+    or the array tree's adaptive naive-Bayes leaves).
 
     >>> freeze(HoeffdingTreeClassifier(leaf_prediction="nb"))
     Traceback (most recent call last):
     ...
-    ValueError: only trees with majority-class leaves can be frozen, got leaf_prediction='nb'
+    ValueError: majority-class or array naive-Bayes leaves only, got leaf_prediction='nb'
     """
     if type(tree) not in FREEZABLE:
         raise TypeError(f"cannot freeze a {type(tree).__name__}")
-    if tree.leaf_prediction != "mc":
+    if not freezable(tree):
         raise ValueError(
-            "only trees with majority-class leaves can be frozen, "
+            "majority-class or array naive-Bayes leaves only, "
             f"got leaf_prediction={tree.leaf_prediction!r}"
         )
     nodes: list[tuple] = []
@@ -174,7 +191,7 @@ class _ServingPickler(pickle.Pickler):
         self._protocol = protocol  # for the trees' own pickles
 
     def reducer_override(self, obj: Any) -> Any:
-        if type(obj) in FREEZABLE and obj.leaf_prediction == "mc":
+        if type(obj) in FREEZABLE and freezable(obj):
             # each tree is a pickle of its own, loaded by a Python-level call: between two trees
             # the interpreter may hand the GIL to another thread (a replica loading a snapshot
             # in the background never holds it for longer than one tree takes)

@@ -24,6 +24,7 @@ from learners.reduction import cost_to_label_weight
 from learners.vfdt import ArrayHoeffdingTreeClassifier, FastHoeffdingTreeClassifier
 
 __all__ = [
+    "LEAF_PREDICTIONS",
     "TREE_PROFILES",
     "CostSensitiveTree",
     "sample_tree_params",
@@ -31,6 +32,9 @@ __all__ = [
     "make_vfdt",
     "proba_matrix",
 ]
+
+#: The trees' leaf predictions: majority class (the authors' VFDT) or adaptive naive Bayes.
+LEAF_PREDICTIONS = ("mc", "nba")
 
 #: Ranges of the authors' code: grace period U[a, b]; tie threshold tau and split confidence delta
 #: log-uniform on [a, b].
@@ -106,9 +110,13 @@ def make_vfdt(
     tau: float,
     nominal_attributes: list | None = None,
     fast_trees: bool = True,
+    leaf_prediction: str = "mc",
 ) -> HoeffdingTreeClassifier:
     """River's Hoeffding tree set up as the authors' VFDT: information gain,
     majority-class leaves, the given grace period, split confidence and tie threshold.
+
+    ``leaf_prediction="nba"``: adaptive naive-Bayes leaves instead
+    (:class:`learners.nb_leaf.NaiveBayesLeaf`; River's own with ``fast_trees=False``).
 
     ``fast_trees=True`` (default): leaves with array statistics and vectorised split evaluation
     (:class:`learners.vfdt.ArrayHoeffdingTreeClassifier`), the same trees; ``False``: River's own
@@ -120,6 +128,10 @@ def make_vfdt(
     >>> type(make_vfdt(10.0, 0.1, 0.05, fast_trees=False)).__name__
     'FastHoeffdingTreeClassifier'
     """
+    if leaf_prediction not in LEAF_PREDICTIONS:
+        raise ValueError(
+            f"leaf_prediction must be one of {', '.join(LEAF_PREDICTIONS)}, got {leaf_prediction!r}"
+        )
     if not (grace_period > 0 and 0 < delta < 1 and tau >= 0):
         raise ValueError(
             f"need grace_period > 0, 0 < delta < 1, tau >= 0; got {grace_period}, {delta}, {tau}"
@@ -130,7 +142,7 @@ def make_vfdt(
         delta=delta,
         tau=tau,
         split_criterion="info_gain",
-        leaf_prediction="mc",
+        leaf_prediction=leaf_prediction,
         nominal_attributes=nominal_attributes,
     )
 
@@ -154,7 +166,8 @@ class CostSensitiveTree:
 
     It predicts one label in ``0 .. n_classes - 1`` and learns from a full cost vector through
     the (label, weight) reduction of App. B.3 (:func:`learners.reduction.cost_to_label_weight`).
-    The tree uses information gain and majority-class leaves (the authors' VFDT in River).
+    The tree uses information gain and majority-class leaves (the authors' VFDT in River) or,
+    with ``leaf_prediction="nba"``, adaptive naive-Bayes leaves.
     """
 
     def __init__(
@@ -169,10 +182,13 @@ class CostSensitiveTree:
         scale: float = 1.0,
         order: str = "reference",
         fast_trees: bool = True,
+        leaf_prediction: str = "mc",
     ):
         if n_classes < 2:
             raise ValueError(f"n_classes must be >= 2, got {n_classes}")
-        self.tree = make_vfdt(grace_period, delta, tau, nominal_attributes, fast_trees)
+        self.tree = make_vfdt(
+            grace_period, delta, tau, nominal_attributes, fast_trees, leaf_prediction
+        )
         self.fast_trees = fast_trees
         self.n_classes = n_classes
         self.grace_period = grace_period

@@ -20,6 +20,7 @@ from river.tree.nodes.leaf import HTLeaf
 from river.tree.splitter import GaussianSplitter
 
 from learners.array_leaf import ArrayLeaf, NominalValues
+from learners.nb_leaf import NaiveBayesLeaf
 
 __all__ = ["ArrayHoeffdingTreeClassifier", "FastHoeffdingTreeClassifier"]
 
@@ -80,9 +81,10 @@ class ArrayHoeffdingTreeClassifier(FastHoeffdingTreeClassifier):
 
     It grows River's trees, split for split, with River's branch nodes: ``summary``, ``draw``
     and pickling are River's; ``learn_one`` and ``predict_proba_one`` follow River's exactly
-    with a loop in place of River's recursive generators. Only majority-class leaves with the
-    information-gain criterion and a Gaussian splitter are array leaves; any other setting falls
-    back to River's leaves.
+    with a loop in place of River's recursive generators. Majority-class leaves and adaptive
+    naive-Bayes leaves (``leaf_prediction="nba"``, :class:`learners.nb_leaf.NaiveBayesLeaf`: the
+    project's own naive Bayes, not River's) with the information-gain criterion and a Gaussian
+    splitter are array leaves; any other setting falls back to River's leaves.
 
     Nominal features with many values are bounded: a leaf tracks at most ``max_nominal_values``
     values of a feature (the rest share an "other" row), and a feature that has shown more than
@@ -265,7 +267,7 @@ class ArrayHoeffdingTreeClassifier(FastHoeffdingTreeClassifier):
 
     def _array_leaves(self) -> bool:
         return (
-            self._leaf_prediction == self._MAJORITY_CLASS
+            self._leaf_prediction in (self._MAJORITY_CLASS, self._NAIVE_BAYES_ADAPTIVE)
             and self._split_criterion == self._INFO_GAIN_SPLIT
             and type(self.splitter) is GaussianSplitter
         )
@@ -274,7 +276,8 @@ class ArrayHoeffdingTreeClassifier(FastHoeffdingTreeClassifier):
         """An array leaf (River's leaf where the settings need River's splitters)."""
         if not self._array_leaves():
             return super()._new_leaf(initial_stats, parent)
-        return ArrayLeaf(
+        leaf = NaiveBayesLeaf if self._leaf_prediction == self._NAIVE_BAYES_ADAPTIVE else ArrayLeaf
+        return leaf(
             {} if initial_stats is None else initial_stats,
             0 if parent is None else parent.depth + 1,
             self.splitter,

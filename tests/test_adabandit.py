@@ -388,5 +388,9 @@ def test_defaults_and_the_papers_settings():
     booster = AdaBandit(4)
     assert (booster.rho, booster.alpha_min, booster.n_learners) == (0.05, 0.0, 20)
     assert booster.tree_profile == "bandit" and booster.loss_clip is None
+    assert booster.leaf_prediction == "nba"  # since issue 15's third pass
     assert AdaBandit(4, alpha_min=-2.0).alpha_min == -2.0
-    assert AdaBoostOLM(4).alpha_min == -2.0
+    assert (AdaBoostOLM(4).alpha_min, AdaBoostOLM(4).leaf_prediction) == (-2.0, "mc")
+    old = AdaBandit(4)
+    del old.__dict__["leaf_prediction"]  # a model pickled before the option: majority class
+    assert old.leaf_prediction == "mc"

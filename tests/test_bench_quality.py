@@ -60,3 +60,22 @@ def test_streams_have_their_shape():
         pytest.skip("Debian's dataset-fashion-mnist is not installed")
     fashion = load_stream("fashion", max_rows=100)
     assert fashion.n_classes == 10 and all(0 <= v <= 1 for v in fashion.X[0].values())
+
+
+def test_the_target_table_counts_against_the_shown_figures():
+    from benchmarks.paper.quality.report import target_table
+
+    def row(method, label, last20, stream="s", protocol="plain"):
+        return {"stream": stream, "protocol": protocol, "method": method, "label": label,
+                "last20_accuracy": last20, "n_actions": 4}
+
+    rows = [row("adabandit", "default", 0.52), row("vw", "eps0.1", 0.5), row("vw", "bag5", 0.6),
+            row("banditbbm", "default", 0.42), row("oco", "default", 0.41),
+            row("egreedy_tree", "default", 0.3),
+            row("adabandit", "default", 0.7, "t"), row("vw", "eps0.1", 0.69, "t")]
+    lines = target_table(rows)
+    assert "| s | plain | 0.520 | 0.600 | no | -0.100 | -0.110 | 0.300 (0.250) |" in lines
+    assert "| t | plain | 0.700 | 0.690 | yes | – | – | – (0.250) |" in lines
+    # -0.100 as shown is within 0.1 (float arithmetic alone would say 0.42 < 0.52 - 0.1)
+    assert lines[-1].startswith("AdaBandit's defaults at or above VW's best of grid: 1 of 2 ")
+    assert lines[-1].endswith("within 0.1 of AdaBandit (or above): 1 of 4.")

@@ -429,9 +429,13 @@ class ByName(pickle.Pickler):  # a class of boosters/ by its name, wherever its 
 
 
 #: options added since the reference commit, left at the default that is the reference's behaviour
-ADDED = {"loss_clip": None, "alpha_min": -2.0}
+ADDED = {"loss_clip": None, "alpha_min": -2.0, "leaf_prediction": "mc"}
 #: defaults changed since the reference commit (issue 15), given as the reference's values
-OLD_DEFAULTS = {"adabandit": {"rho": 0.1, "alpha_min": -2.0}}
+OLD_DEFAULTS = {
+    "adabandit": {"rho": 0.1, "alpha_min": -2.0, "leaf_prediction": "mc"},
+    "banditbbm": {"leaf_prediction": "mc"},
+    "oco": {"leaf_prediction": "mc"},
+}
 
 
 def model_bytes(booster):  # as tests/test_restricted.py's _model_bytes

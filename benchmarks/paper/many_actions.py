@@ -37,9 +37,10 @@ from service.sim.loop import simulate
 #: variant name -> AdaBandit parameters (a function of the number of actions ``k``) on top of
 #: ``n_actions``, ``rho`` and ``seed``
 VARIANTS = {
-    "paper": lambda k: {"alpha_min": PAPER_ALPHA_MIN},
-    "lclipk": lambda k: {"loss_clip": float(k), "alpha_min": PAPER_ALPHA_MIN},
-    "nonneg": lambda k: {"alpha_min": 0.0},
+    "paper": lambda k: {"alpha_min": PAPER_ALPHA_MIN, "leaf_prediction": "mc"},
+    "lclipk": lambda k: {"loss_clip": float(k), "alpha_min": PAPER_ALPHA_MIN,
+                         "leaf_prediction": "mc"},
+    "nonneg": lambda k: {"alpha_min": 0.0, "leaf_prediction": "mc"},
 }
 
 

@@ -53,10 +53,12 @@ PAPER_ALPHA_MIN = -2.0
 class AdaBandit(BoostingTemplate):
     """Adaptive bandit boosting (Algorithm 3 of Zhang et al. 2019). No edge parameter is needed.
 
-    Defaults (docs/boosters.md, "Defaults"): ``rho=0.05`` and ``alpha_min=0``, chosen on the
-    quality benchmark; ``alpha_min=-2`` with the same ``rho`` is the paper's algorithm (its
-    feasible set [-2, 2] for the weights). ``alpha_min`` is the lower end of that set: 0 gives
-    weights that never vote against a learner's label (docs/boosters.md, "Many actions").
+    Defaults (docs/boosters.md, "Defaults"): ``rho=0.05``, ``alpha_min=0`` and
+    ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves), chosen on the quality benchmark;
+    ``alpha_min=-2, leaf_prediction="mc"`` with the same ``rho`` is the paper's algorithm (its
+    feasible set [-2, 2] for the weights, majority-class leaves). ``alpha_min`` is the lower end
+    of that set: 0 gives weights that never vote against a learner's label (docs/boosters.md,
+    "Many actions").
     ``loss_clip=None`` is the paper's estimate; a number ``c >= 1`` clips the estimated loss
     vector to ``[1 - c, c]`` before the trees, the Hedge and the weights ``alpha`` use it, and
     the step becomes ``1 / (k c sqrt t)``.
@@ -82,6 +84,7 @@ class AdaBandit(BoostingTemplate):
         estimator: str = "proposed",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
+        leaf_prediction: str = "nba",
         loss_clip: float | None = None,
         alpha_min: float = 0.0,
     ):
@@ -99,6 +102,7 @@ class AdaBandit(BoostingTemplate):
             estimator=estimator,
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
+            leaf_prediction=leaf_prediction,
             loss_clip=loss_clip,
         )
         self.ref_code_gradient = bool(ref_code_gradient)
@@ -174,6 +178,7 @@ class AdaBoostOLM(AdaBandit):
         estimator: str = "proposed",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
+        leaf_prediction: str = "mc",
     ):
         super().__init__(
             n_actions,
@@ -190,6 +195,7 @@ class AdaBoostOLM(AdaBandit):
             estimator=estimator,
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
+            leaf_prediction=leaf_prediction,
             alpha_min=PAPER_ALPHA_MIN,  # the authors' Adaboost.OLM
         )
         self.kappa = 5.0 + 15.0 * self._rng.random(self.n_learners)  # U[5, 20] per learner

@@ -26,7 +26,9 @@ class BanditBBM(BoostingTemplate):
 
     Parameters are those of :class:`boosters.online.template.BoostingTemplate` plus ``gamma``, the
     weak learners' assumed edge (0.1 in the paper, not tuned), which enters only through the
-    potentials. Above ``dense_max_actions`` actions the cost vectors are formed per class of labels
+    potentials. Its trees have adaptive naive-Bayes leaves by default (``leaf_prediction="nba"``,
+    docs/boosters.md "Defaults"); the paper's are ``"mc"``. Above ``dense_max_actions`` actions
+    the cost vectors are formed per class of labels
     (:meth:`boosters.online.potentials.BBMPotentials.costs`) instead of through ``k x k`` matrices.
     """
 
@@ -50,6 +52,7 @@ class BanditBBM(BoostingTemplate):
         estimator: str = "proposed",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
+        leaf_prediction: str = "nba",
     ):
         self.gamma = check_real("gamma", gamma, 0.0, 1.0, open_low=True, open_high=True)
         super().__init__(
@@ -66,6 +69,7 @@ class BanditBBM(BoostingTemplate):
             estimator=estimator,
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
+            leaf_prediction=leaf_prediction,
         )
         self.potentials = BBMPotentials(self.n_actions, self.gamma)
         self.potentials.precompute(self.n_learners)
@@ -116,6 +120,7 @@ class OnlineMBBM(BanditBBM):
         estimator: str = "proposed",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
+        leaf_prediction: str = "mc",
     ):
         super().__init__(
             n_actions,
@@ -132,6 +137,7 @@ class OnlineMBBM(BanditBBM):
             estimator=estimator,
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
+            leaf_prediction=leaf_prediction,
         )
 
     def _labels_weights(self, costs, u, known_label):

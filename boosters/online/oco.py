@@ -27,7 +27,7 @@ from boosters._params import check_choice, check_int, check_names, check_real
 from boosters.base import Decision, OnlineBooster, check_context, resolve_feedback
 from boosters.exploration import check_allowed
 from learners.binary import BinaryHoeffdingTree, BinaryWeakLearner, signs_random_ties
-from learners.hoeffding import TREE_PROFILES, sample_tree_params
+from learners.hoeffding import LEAF_PREDICTIONS, TREE_PROFILES, sample_tree_params
 
 __all__ = [
     "OCOBooster",
@@ -210,17 +210,28 @@ class OCOParams:
             optimizer = ProjectedOGD(low, high, lipschitz=2.0 / self.gamma)
         self.optimizer = _check_optimizer(optimizer, low, high)
 
+    #: the trees' leaves; also what a model pickled before the option existed reads
+    leaf_prediction = "mc"
+
     def _make_trees(
-        self, count: int, tree_profile, fixed_trees, nominal_attributes, fast_trees=True
+        self,
+        count: int,
+        tree_profile,
+        fixed_trees,
+        nominal_attributes,
+        fast_trees=True,
+        leaf_prediction="mc",
     ) -> list[BinaryHoeffdingTree]:
         self.tree_profile = check_choice("tree_profile", tree_profile, tuple(TREE_PROFILES))
         self.fixed_trees = bool(fixed_trees)
         self.nominal_attributes = check_names("nominal_attributes", nominal_attributes)
         self.fast_trees = bool(fast_trees)
+        self.leaf_prediction = check_choice("leaf_prediction", leaf_prediction, LEAF_PREDICTIONS)
         return [
             BinaryHoeffdingTree(
                 nominal_attributes=self.nominal_attributes,
                 fast_trees=self.fast_trees,
+                leaf_prediction=self.leaf_prediction,
                 **sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees),
             )
             for _ in range(count)
@@ -248,7 +259,7 @@ class OCOBooster(OCOParams, OnlineBooster):
     optimizer
         The OCO algorithm (see :class:`OnlineConvexOptimizer`); default :class:`ProjectedOGD` on
         the variant's interval with ``G = 2 / gamma``.
-    tree_profile, fixed_trees, nominal_attributes, fast_trees
+    tree_profile, fixed_trees, nominal_attributes, fast_trees, leaf_prediction
         Hyperparameters of the default Hoeffding trees (:func:`learners.hoeffding.
         sample_tree_params`); the full-information profile by default.
     learners
@@ -276,6 +287,7 @@ class OCOBooster(OCOParams, OnlineBooster):
         nominal_attributes: list | None = None,
         learners: Sequence[BinaryWeakLearner] | None = None,
         fast_trees: bool = True,
+        leaf_prediction: str = "mc",
     ):
         if check_int("n_actions", n_actions, 2) != 2:
             raise ValueError(f"n_actions must be 2 for the binary OCO booster, got {n_actions}")
@@ -286,7 +298,12 @@ class OCOBooster(OCOParams, OnlineBooster):
         if learners is None:
             self.n_learners = check_int("n_learners", n_learners, 1)
             self.learners = self._make_trees(
-                self.n_learners, tree_profile, fixed_trees, nominal_attributes, fast_trees
+                self.n_learners,
+                tree_profile,
+                fixed_trees,
+                nominal_attributes,
+                fast_trees,
+                leaf_prediction,
             )
         else:
             self.learners = list(learners)

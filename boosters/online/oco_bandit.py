@@ -73,8 +73,10 @@ class OCOBandit(OCOParams, OnlineBooster):
         :class:`boosters.online.oco.OCOBooster`). The default 0.8 is above our first suggested grid
         (0.05-0.5): on short Car streams larger values did clearly better (0.1: ~0.3,
         0.5: ~0.5-0.7, 0.8: ~0.64-0.77 accuracy).
-    seed, tree_profile, fixed_trees, nominal_attributes, fast_trees
-        As for the Zhang et al. 2019 boosters (``boosters.online.template.BoostingTemplate``).
+    seed, tree_profile, fixed_trees, nominal_attributes, fast_trees, leaf_prediction
+        As for the Zhang et al. 2019 boosters (``boosters.online.template.BoostingTemplate``);
+        ``leaf_prediction`` is ``"nba"`` (adaptive naive-Bayes leaves) by default here and
+        ``"mc"`` for :class:`OCOFull` (docs/boosters.md, "Defaults").
     update
         ``"weighted"`` (CB-W, default) or ``"rounding"`` (CB-R).
     p_init, realizable, optimizer
@@ -105,6 +107,7 @@ class OCOBandit(OCOParams, OnlineBooster):
         baseline: float = 0.5,
         max_weight: float | None = None,
         fast_trees: bool = True,
+        leaf_prediction: str = "nba",
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
@@ -126,6 +129,7 @@ class OCOBandit(OCOParams, OnlineBooster):
             fixed_trees,
             nominal_attributes,
             fast_trees,
+            leaf_prediction,
         )
         self._trees = [wl.tree for wl in self.learners]
         self._scale = 1.0 / (self.gamma * n)
@@ -259,6 +263,7 @@ class OCOFull(OCOBandit):
         baseline: float = 0.5,
         max_weight: float | None = None,
         fast_trees: bool = True,
+        leaf_prediction: str = "mc",
     ):
         super().__init__(
             n_actions,
@@ -276,4 +281,5 @@ class OCOFull(OCOBandit):
             baseline=baseline,
             max_weight=max_weight,
             fast_trees=fast_trees,
+            leaf_prediction=leaf_prediction,
         )

@@ -20,7 +20,13 @@ from boosters.exploration import (
     mask_scores,
     naive_loss_estimate,
 )
-from learners.hoeffding import TREE_PROFILES, CostSensitiveTree, proba_matrix, sample_tree_params
+from learners.hoeffding import (
+    LEAF_PREDICTIONS,
+    TREE_PROFILES,
+    CostSensitiveTree,
+    proba_matrix,
+    sample_tree_params,
+)
 from learners.reduction import argmax_random_ties, cost_to_label_weight
 
 __all__ = ["BoostingTemplate"]
@@ -34,6 +40,8 @@ class BoostingTemplate(OnlineBooster):
     default_tree_profile = "bandit"
     #: the paper's unclipped estimate; also what a model pickled before the option existed reads
     loss_clip = None
+    #: the trees' leaves; also what a model pickled before the option existed reads
+    leaf_prediction = "mc"
 
     def __init__(
         self,
@@ -51,6 +59,7 @@ class BoostingTemplate(OnlineBooster):
         weak_prediction: str | None = None,
         fast_trees: bool = True,
         loss_clip: float | None = None,
+        leaf_prediction: str = "mc",
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
@@ -76,12 +85,14 @@ class BoostingTemplate(OnlineBooster):
         )
 
         self.fast_trees = bool(fast_trees)
+        self.leaf_prediction = check_choice("leaf_prediction", leaf_prediction, LEAF_PREDICTIONS)
         self._rng = np.random.default_rng(seed)
         self.learners = [
             CostSensitiveTree(
                 self.n_actions,
                 nominal_attributes=self.nominal_attributes,
                 fast_trees=self.fast_trees,
+                leaf_prediction=self.leaf_prediction,
                 **sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees),
             )
             for _ in range(self.n_learners)

@@ -100,11 +100,15 @@ def main(argv: list[str] | None = None) -> None:
 INTRO = """Quality without tuning (issue 15; `python -m benchmarks.paper.quality`, module docstrings
 in benchmarks/paper/quality/ say how each stream is made). Cells: last-20% / whole-stream accuracy
 of the played action, median over seeds; `(n)`: only n seeds ran. Boosters as a new user gets them
-(`make_booster(name, n_actions=k, seed=s)`, the defaults of docs/boosters.md, "Defaults"); `old`:
-the defaults before issue 15 (rho = 0.1 and, for AdaBandit, alpha_min = -2: `--param rho=0.1 --param
-alpha_min=-2 --label old`); `paper`: the per-dataset settings of benchmarks/paper/table1.py;
+(`make_booster(name, n_actions=k, seed=s)`, the defaults of docs/boosters.md, "Defaults"); `mc`:
+the same with majority-class leaves (`--param leaf_prediction=mc --label mc`, the defaults before
+naive-Bayes leaves); `old`: the defaults before issue 15 (rho = 0.1, majority-class leaves and, for
+AdaBandit, alpha_min = -2: `--param rho=0.1 --param alpha_min=-2 --param leaf_prediction=mc
+--label old`); other labels: the `--param` settings their rows record (majority-class leaves
+unless the label says `nba`); `paper`: the per-dataset settings of benchmarks/paper/table1.py;
 `adaboostolm`: AdaBandit's full-information twin, which sees the label every round (a ceiling for
-trees that learn from bandit feedback). VW: the best of its grid per stream and protocol by median
+trees that learn from bandit feedback; `default` with the authors' majority-class leaves, `nba`
+with naive-Bayes leaves). VW: the best of its grid per stream and protocol by median
 last-20% accuracy (chosen on the same stream: optimistic for VW), numeric features standardised with
 running statistics, strings as indicator features. Duplicated protocol: the paper's x10/x6/x4/x8 on
 its four sets, x5 elsewhere; plain: each row once; both shuffled by the seed."""

@@ -95,6 +95,52 @@ def protocol_table(rows: list[dict], protocol: str, columns: list[str]) -> list[
     return lines
 
 
+def _median_last20(rows: list[dict]) -> float | None:
+    return median(r["last20_accuracy"] for r in rows) if rows else None
+
+
+def target_table(rows: list[dict]) -> list[str]:
+    """The issue's targets per stream and protocol, on the default columns: AdaBandit against
+    VW's best of grid, BanditBBM and ``oco`` against AdaBandit, ``egreedy_tree`` against chance."""
+    cells = defaultdict(list)
+    for r in rows:
+        cells[(r["stream"], r["protocol"], _column(r))].append(r)
+    pairs = sorted({(r["stream"], r["protocol"]) for r in rows}, key=lambda sp: (sp[1], 0))
+    pairs = sorted(pairs, key=lambda sp: ([r["stream"] for r in rows].index(sp[0]), sp[1]))
+    lines = [
+        "| stream | protocol | AdaBandit | VW best | AdaBandit >= VW | BanditBBM - AdaBandit "
+        "| oco - AdaBandit | egreedy_tree (chance) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    wins = within = total = 0
+    for stream, protocol in pairs:
+        ada = _median_last20(cells[(stream, protocol, "adabandit:default")])
+        _, best = _vw_best(cells[(stream, protocol, "vw")])
+        vw = _median_last20(best)
+        if ada is None or vw is None:
+            continue
+        total += 1
+        wins += ada >= vw
+        gaps = []
+        for name in ("banditbbm", "oco"):
+            other = _median_last20(cells[(stream, protocol, f"{name}:default")])
+            gaps.append("–" if other is None else f"{other - ada:+.3f}")
+            within += other is not None and round(other - ada, 3) >= -0.1  # as shown
+        egreedy = _median_last20(cells[(stream, protocol, "egreedy_tree:default")])
+        k = next(r["n_actions"] for r in cells[(stream, protocol, "vw")])
+        lines.append(
+            f"| {stream} | {protocol} | {ada:.3f} | {vw:.3f} | {'yes' if ada >= vw else 'no'} | "
+            + " | ".join(gaps)
+            + f" | {'–' if egreedy is None else f'{egreedy:.3f}'} ({1 / k:.3f}) |"
+        )
+    lines += [
+        "",
+        f"AdaBandit's defaults at or above VW's best of grid: {wins} of {total} stream/protocol "
+        f"cells; BanditBBM or `oco` within 0.1 of AdaBandit (or above): {within} of {2 * total}.",
+    ]
+    return lines
+
+
 def speed_line(rows: list[dict], columns: list[str]) -> str:
     parts = []
     for column in columns:
@@ -127,6 +173,8 @@ def report(path: Path, intro: str = "") -> str:
     rows = load_rows(path)
     columns = columns_of(rows)
     lines = [intro] if intro else []
+    lines += ["", "**The targets** (median last-20% accuracy of the default columns)", ""]
+    lines += target_table(rows)
     for protocol in ("duplicated", "plain"):
         if any(r["protocol"] == protocol for r in rows):
             lines += ["", f"**{protocol}**", "", *protocol_table(rows, protocol, columns)]
