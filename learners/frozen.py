@@ -38,7 +38,7 @@ from river.tree.nodes.branch import (
 )
 from river.utils.norm import normalize_values_in_dict
 
-from learners.nb_leaf import NaiveBayesLeaf
+from learners.nb_leaf import NaiveBayes, NaiveBayesLeaf
 from learners.vfdt import ArrayHoeffdingTreeClassifier, FastHoeffdingTreeClassifier
 
 __all__ = ["FrozenHoeffdingTree", "dumps_serving", "freeze", "release"]
@@ -70,10 +70,11 @@ def _encode(node: Any, nodes: list[tuple]) -> tuple[int, float]:
     if not isinstance(node, DTBranch):
         # River's majority-class leaf predicts its class counts normalised, by this function
         # (on a shallow copy: the counts are floats, so River's deep copy would change nothing)
-        counts = normalize_values_in_dict(dict(node.stats), inplace=True)
-        # a naive-Bayes leaf: its terms where it predicts with them (None: majority class)
-        nb = node.frozen() if isinstance(node, NaiveBayesLeaf) else None
-        nodes.append((_LEAF, counts) if nb is None else (_LEAF, counts, nb))
+        # a naive-Bayes leaf keeps its terms instead, where it predicts with them
+        terms = node.frozen() if isinstance(node, NaiveBayesLeaf) else None
+        if terms is None:
+            terms = normalize_values_in_dict(dict(node.stats), inplace=True)
+        nodes.append((_LEAF, terms))
         return index, sum(node.stats.values()) if node.stats else 0
     if any(child is None for child in node.children):
         raise ValueError("cannot freeze a branch with an empty child")
@@ -102,8 +103,8 @@ class FrozenHoeffdingTree:
     """The predicting part of a Hoeffding tree classifier (majority-class or naive-Bayes leaves).
 
     Build one with :func:`freeze`. The tree is a flat tuple of nodes, the root first: a leaf is
-    ``(0, probabilities)``, or ``(0, probabilities, terms)`` for a naive-Bayes leaf that
-    predicts with its :class:`learners.nb_leaf.NaiveBayes` terms; a branch holds its feature,
+    ``(0, probabilities)``, or ``(0, terms)`` for a naive-Bayes leaf that predicts with its
+    :class:`learners.nb_leaf.NaiveBayes` terms; a branch holds its feature,
     its test (threshold, value or value -> child mapping, as River's branch classes), the indices
     of its children and the index of the child taken when the test cannot be made.
     ``predict_proba_one`` and ``predict_one`` give the tree's numbers; ``learn_one`` raises.
@@ -115,7 +116,7 @@ class FrozenHoeffdingTree:
         self.classes = classes
         self.nodes = nodes
 
-    def _leaf(self, x: dict) -> tuple:
+    def _leaf(self, x: dict) -> dict | NaiveBayes:
         nodes = self.nodes
         node = nodes[0]
         while node[0]:
@@ -131,14 +132,14 @@ class FrozenHoeffdingTree:
                     node = nodes[node[4][node[3][math.floor(x[node[1]] / node[2])]]]
             except KeyError:
                 node = nodes[node[-1]]
-        return node
+        return node[1]
 
     def predict_proba_one(self, x: dict) -> dict:
         """Class probabilities for ``x`` (River's ``HoeffdingTreeClassifier.predict_proba_one``)."""
         proba = dict.fromkeys(self.classes, 0.0)
         if self.nodes:
             leaf = self._leaf(x)
-            proba.update(leaf[1] if len(leaf) == 2 else leaf[2].predict(x))
+            proba.update(leaf if type(leaf) is dict else leaf.predict(x))
         return proba
 
     def predict_one(self, x: dict) -> Any:
@@ -191,7 +192,7 @@ class _ServingPickler(pickle.Pickler):
         self._protocol = protocol  # for the trees' own pickles
 
     def reducer_override(self, obj: Any) -> Any:
-        if type(obj) in FREEZABLE and freezable(obj):
+        if freezable(obj):
             # each tree is a pickle of its own, loaded by a Python-level call: between two trees
             # the interpreter may hand the GIL to another thread (a replica loading a snapshot
             # in the background never holds it for longer than one tree takes)

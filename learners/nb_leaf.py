@@ -17,6 +17,7 @@ True
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -78,9 +79,14 @@ class NaiveBayesLeaf(ArrayLeaf):
 
     # ---- prediction ---------------------------------------------------------------------------
 
+    def _predicts_with_naive_bayes(self) -> bool:
+        """The adaptive rule: naive Bayes while it has been right at least as often as the
+        majority class (an inactive leaf has no statistics: majority class)."""
+        return self.is_active() and self.nb_correct >= self.mc_correct
+
     def prediction(self, x, *, tree=None):
-        """Naive Bayes while it has been right at least as often as the majority class."""
-        if self.is_active() and self.nb_correct >= self.mc_correct:
+        """Naive Bayes or the majority class, by the adaptive rule."""
+        if self._predicts_with_naive_bayes():
             votes = self.naive_bayes(x)
             if votes:
                 return votes
@@ -94,9 +100,7 @@ class NaiveBayesLeaf(ArrayLeaf):
     def frozen(self) -> NaiveBayes | None:
         """What this leaf predicts with, for a read-only copy: its naive-Bayes terms, or None
         where it predicts the majority class (:mod:`learners.frozen`)."""
-        if self.is_active() and self.nb_correct >= self.mc_correct:
-            return self._model or self._build()
-        return None
+        return (self._model or self._build()) if self._predicts_with_naive_bayes() else None
 
     def _build(self) -> NaiveBayes | None:
         """The naive-Bayes terms of the statistics now; cached until the next update."""
@@ -233,10 +237,5 @@ class NaiveBayes:
 
 
 def _number(value) -> float:
-    """``value`` as a float, NaN when it is missing or not a number."""
-    if value is None or isinstance(value, (str, bytes)):
-        return math.nan
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
+    """``value`` as a float, NaN when it is missing or not a real number."""
+    return float(value) if isinstance(value, numbers.Real) else math.nan
