@@ -73,7 +73,8 @@ def protocol_table(rows: list[dict], protocol: str, columns: list[str]) -> list[
     for r in rows:
         if r["protocol"] == protocol:
             cells[(r["stream"], _column(r))].append(r)
-    streams = sorted({s for s, _ in cells}, key=lambda s: [r["stream"] for r in rows].index(s))
+    order = _stream_order(rows)
+    streams = sorted({s for s, _ in cells}, key=order.__getitem__)
     names = [
         f"VW best of grid | VW {VW_FIXED}" if c == "vw" else c.replace(":", " ") for c in columns
     ]
@@ -105,8 +106,10 @@ def target_table(rows: list[dict]) -> list[str]:
     cells = defaultdict(list)
     for r in rows:
         cells[(r["stream"], r["protocol"], _column(r))].append(r)
-    pairs = sorted({(r["stream"], r["protocol"]) for r in rows}, key=lambda sp: (sp[1], 0))
-    pairs = sorted(pairs, key=lambda sp: ([r["stream"] for r in rows].index(sp[0]), sp[1]))
+    order = _stream_order(rows)
+    pairs = sorted(
+        {(r["stream"], r["protocol"]) for r in rows}, key=lambda sp: (order[sp[0]], sp[1])
+    )
     lines = [
         "| stream | protocol | AdaBandit | VW best | AdaBandit >= VW | BanditBBM - AdaBandit "
         "| oco - AdaBandit | egreedy_tree (chance) |",
@@ -162,6 +165,14 @@ def missing(rows: list[dict], columns: list[str]) -> list[str]:
         if lacking:
             out.append(f"{column.replace(':', ' ')}: {', '.join(lacking)}")
     return out
+
+
+def _stream_order(rows: list[dict]) -> dict[str, int]:
+    """Each stream's rank by its first row (the tables list streams in the order they ran)."""
+    order: dict[str, int] = {}
+    for r in rows:
+        order.setdefault(r["stream"], len(order))
+    return order
 
 
 def _column(row: dict) -> str:
