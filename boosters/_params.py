@@ -88,10 +88,13 @@ OTHER_PARAMS = frozenset({
     "seed", "rho", "gamma", "epsilon", "delta", "tau", "clip", "weight_scale", "baseline",
     "max_weight", "p_init", "tree_profile", "fixed_trees", "fast_trees", "ref_code_gradient",
     "reduction_order", "estimator", "loss_clip", "alpha_min", "weak_prediction", "update",
-    "realizable", "optimizer", "leaf_prediction",
+    "realizable", "optimizer", "leaf_prediction", "rho_decay", "rho_floor", "guess_expert",
+    "quadratic_expert", "hedge_discount", "guess_play",
 })
 #: booster parameters that are flags: booleans only
-FLAG_PARAMS = frozenset({"fixed_trees", "fast_trees", "ref_code_gradient", "realizable"})
+FLAG_PARAMS = frozenset({
+    "fixed_trees", "fast_trees", "ref_code_gradient", "realizable", "quadratic_expert",
+})
 #: size attributes a booster class may fix (read from the class when not a parameter)
 CLASS_SIZE_ATTRIBUTES = ("mc_samples",)
 

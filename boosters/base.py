@@ -8,6 +8,7 @@ from __future__ import annotations
 import abc
 import math
 import numbers
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +85,10 @@ class Decision:
         )
 
 
+#: the largest integer a float holds (every feature is a float to the learners)
+_LARGEST_INT = int(sys.float_info.max)
+
+
 def check_context(x: Any) -> dict:
     """Validate a context: a dict of feature name -> finite number or string.
 
@@ -93,16 +98,27 @@ def check_context(x: Any) -> dict:
     Traceback (most recent call last):
     ...
     ValueError: feature 'a' is not finite: nan
+    >>> check_context({"n": 10**400})
+    Traceback (most recent call last):
+    ...
+    ValueError: feature 'n' is an integer of 1329 bits, beyond the range of a float
     """
     if not isinstance(x, dict):
         raise TypeError(f"a context must be a dict of features, got {type(x).__name__}")
     for key, value in x.items():
         kind = type(value)
-        if kind is str or (kind is float and math.isfinite(value)) or kind is int:
+        if kind is str or (kind is float and math.isfinite(value)):
             continue  # the common cases, cheaply
+        if kind is int and -_LARGEST_INT <= value <= _LARGEST_INT:
+            continue
         if isinstance(value, bool) or not isinstance(value, numbers.Real | str):
             raise TypeError(
                 f"feature {key!r} must be a number or a string, got {type(value).__name__}"
+            )
+        if isinstance(value, numbers.Integral) and abs(int(value)) > _LARGEST_INT:
+            bits = int(value).bit_length()
+            raise ValueError(
+                f"feature {key!r} is an integer of {bits} bits, beyond the range of a float"
             )
         if not isinstance(value, str) and not np.isfinite(value):
             raise ValueError(f"feature {key!r} is not finite: {value}")

@@ -2,7 +2,6 @@
 
 More: docs/boosters.md, "boosters/exploration.py".
 
->>> import numpy as np
 >>> p = exploration_distribution(yhat=1, k=3, rho=0.1)
 >>> p.tolist()
 [0.05, 0.9, 0.05]
@@ -12,6 +11,7 @@ More: docs/boosters.md, "boosters/exploration.py".
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable
 
@@ -20,6 +20,8 @@ import numpy as np
 __all__ = [
     "check_allowed",
     "complete_probabilities",
+    "decayed_rate",
+    "dr_loss_estimate",
     "draw",
     "estimated_costs",
     "exploration_distribution",
@@ -75,6 +77,22 @@ def mask_scores(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     out = np.full(np.shape(scores), -np.inf)
     out[..., allowed] = np.asarray(scores)[..., allowed]
     return out
+
+
+def decayed_rate(rho: float, t: int, decay: float | None, floor: float) -> float:
+    """The exploration rate after ``t`` learning rounds: ``rho`` when ``decay`` is None (eq. 2's
+    constant rate), else ``rho / sqrt(1 + t / decay)`` kept at or above ``min(floor, rho)``
+    (docs/boosters.md, "Exploration schedule"). Every propensity of eq. 2 then stays at least
+    ``min(floor, rho) / (k - 1)``.
+
+    >>> decayed_rate(0.1, 0, 100.0, 0.01), decayed_rate(0.1, 300, 100.0, 0.01)
+    (0.1, 0.05)
+    >>> decayed_rate(0.1, 10**6, 100.0, 0.01), decayed_rate(0.1, 10**6, None, 0.01)
+    (0.01, 0.1)
+    """
+    if decay is None:
+        return rho
+    return max(min(floor, rho), rho / math.sqrt(1.0 + t / decay))
 
 
 def exploration_distribution(
@@ -197,6 +215,36 @@ def loss_estimate(
         lhat[yhat] = inv
     if allowed is not None:
         _allowed_by_reward(lhat, allowed[allowed != yhat], ytilde, correct, inv)
+    return lhat
+
+
+def dr_loss_estimate(
+    yhat: int, ytilde: int, correct: bool, p: np.ndarray, baseline: np.ndarray
+) -> np.ndarray:
+    """Eq. 4 made doubly robust: ``baseline`` (k,), a guess of the loss vector made without this
+    round's draw (one minus a reward model's estimates), plus eq. 4's importance-weighted
+    correction of the guess. Unbiased for ``1 - e_y`` whatever the guess; a good guess gives
+    every round, not only the correct ones, a loss on every label (docs/boosters.md, "Doubly
+    robust estimates"). For unrestricted decisions (eq. 2 over all ``k`` labels).
+
+    - ``yhat``: ``b + 1{ytilde = yhat} (1{wrong} - b) / p_yhat`` (the played label's reward);
+    - every other ``j``: ``b_j + 1{correct} (1{j != ytilde} - b_j) / p_ytilde`` (a correct round
+      reveals the whole vector; it happens with probability ``p_y``).
+
+    >>> p = exploration_distribution(0, 3, 0.1)
+    >>> dr_loss_estimate(0, 0, False, p, np.array([0.2, 0.9, 0.4])).round(4).tolist()
+    [1.0889, 0.9, 0.4]
+    >>> (dr_loss_estimate(0, 0, False, p, np.zeros(3)) == loss_estimate(0, 0, False, p)).all()
+    np.True_
+    """
+    lhat = np.array(baseline, dtype=np.float64)
+    if correct:
+        truth = np.ones_like(lhat)
+        truth[ytilde] = 0.0
+        lhat += (truth - lhat) / p[ytilde]
+    lhat[yhat] = baseline[yhat]
+    if ytilde == yhat:
+        lhat[yhat] += ((0.0 if correct else 1.0) - baseline[yhat]) / p[yhat]
     return lhat
 
 

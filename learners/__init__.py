@@ -4,6 +4,7 @@
   ``vfdt``: the faster trees behind them (``array_leaf`` statistics, ``leaf_splits`` scoring);
   ``frozen``: read-only serving copies of trained trees.
 - ``binary``: binary weak learners (the OCO boosters); ``reduction``: cost vector -> label.
+- ``linear``: the per-action logistic reward model of the boosters' doubly robust estimate.
 - ``batch_trees``: XGBoost / scikit-learn trees for the batch estimators; ``stumps``: stumps.
 
 Names load lazily.
@@ -19,6 +20,7 @@ __all__ = [
     "FrozenHoeffdingTree",
     "GradientBoostedRegressor",
     "LeastSquaresTree",
+    "LinearRewards",
     "WeightedTreeClassifier",
 ]
 
@@ -30,6 +32,7 @@ _LAZY = {
     "FrozenHoeffdingTree": "frozen",
     "GradientBoostedRegressor": "batch_trees",
     "LeastSquaresTree": "batch_trees",
+    "LinearRewards": "linear",
     "WeightedTreeClassifier": "batch_trees",
 }
 

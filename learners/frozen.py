@@ -38,6 +38,7 @@ from river.tree.nodes.branch import (
 )
 from river.utils.norm import normalize_values_in_dict
 
+from learners.linear import LinearRewards
 from learners.nb_leaf import NaiveBayes, NaiveBayesLeaf
 from learners.vfdt import ArrayHoeffdingTreeClassifier, FastHoeffdingTreeClassifier
 
@@ -186,6 +187,13 @@ def _thaw(blob: bytes) -> FrozenHoeffdingTree:
     return pickle.loads(blob)
 
 
+def _predictor(cls: type, state: dict) -> Any:
+    """A reward model rebuilt from its serving state (it predicts; it cannot learn)."""
+    model = cls.__new__(cls)
+    model.__dict__.update(state)
+    return model
+
+
 class _ServingPickler(pickle.Pickler):
     def __init__(self, file: io.BytesIO, protocol: int) -> None:
         super().__init__(file, protocol=protocol)
@@ -201,11 +209,14 @@ class _ServingPickler(pickle.Pickler):
             except ValueError:  # a node River may add one day: pickled whole, still exact
                 return NotImplemented
             return _thaw, (pickle.dumps(frozen, protocol=self._protocol),)
+        if isinstance(obj, LinearRewards):  # a reward model without AdaGrad's sums
+            return _predictor, (type(obj), obj.serving_state())
         return NotImplemented
 
 
 def dumps_serving(obj: Any, protocol: int = 5) -> bytes:
-    """Pickle ``obj`` with every freezable Hoeffding tree in it replaced by :func:`freeze` of it.
+    """Pickle ``obj`` with every freezable Hoeffding tree in it replaced by :func:`freeze` of it,
+    and every reward model (:class:`learners.linear.LinearRewards`) without its learning state.
 
     Objects that share a tree still share its frozen copy after loading (pickle's memo is
     keyed on the original tree). Trees that cannot be frozen are pickled whole.

@@ -162,7 +162,8 @@ def _run_steps(booster, rounds, alpha0, rng):
 def test_learn_step_gradient_step_size_and_hedge(ref_code):
     k, n, rho = 3, 6, 0.3
     booster = AdaBandit(
-        n_actions=k, n_learners=n, rho=rho, seed=5, ref_code_gradient=ref_code, alpha_min=-2.0
+        n_actions=k, n_learners=n, rho=rho, seed=5, ref_code_gradient=ref_code, alpha_min=-2.0,
+        estimator="proposed", rho_decay=None,
     )
     rng = np.random.default_rng(3)
     alpha0 = rng.uniform(-2, 2, size=n)
@@ -216,7 +217,10 @@ def test_first_update_from_zero_weights():
     """alpha_1 = 0, so every vote is 0 and the derivative is 0.5 (sum_{j != h} w_j - (k-1) w_h)."""
     for seed in range(6):
         k, n, rho = 4, 5, 0.2
-        booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=seed, alpha_min=-2.0)
+        booster = AdaBandit(
+            n_actions=k, n_learners=n, rho=rho, seed=seed, alpha_min=-2.0, estimator="proposed",
+            rho_decay=None,
+        )
         assert not booster.alpha.any() and not booster.log_v.any() and booster.t == 0
         x, y = {"a": 1.0}, seed % k
         d = booster.decide_one(x)
@@ -232,7 +236,7 @@ def test_first_update_from_zero_weights():
 
 def test_alpha_projection_bites_and_stays_in_range():
     k, n, rho = 3, 8, 0.05
-    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=9, alpha_min=-2.0)
+    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=9, alpha_min=-2.0, rho_decay=None)
     rng = np.random.default_rng(4)
     alpha0 = np.array([2.0, -2.0] * (n // 2))
     clipped = 0
@@ -245,7 +249,7 @@ def test_alpha_projection_bites_and_stays_in_range():
 
 
 def test_hedge_expert_choice_follows_weights():
-    booster = AdaBandit(n_actions=3, n_learners=4, rho=0.1, seed=0)
+    booster = AdaBandit(n_actions=3, n_learners=4, rho=0.1, seed=0, guess_expert=False)
     booster.log_v[:] = np.log([1.0, 2.0, 3.0, 4.0]) - math.log(4.0)
     grid = (np.arange(1000) + 0.5) / 1000
     counts = np.bincount([booster._choose_expert(float(u)) for u in grid], minlength=4)
@@ -309,7 +313,9 @@ def test_loss_clip_clips_the_estimate_and_sets_the_step():
     """Every round kind A-D: the loss vector learning uses is eq. 4's clipped to [1 - c, c], the
     Hedge drops by it and alpha steps by 1 / (k c sqrt t) along the gradient of its omega."""
     k, n, rho, c = 4, 5, 0.3, 2.5
-    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=7, loss_clip=c, alpha_min=-2)
+    booster = AdaBandit(
+        n_actions=k, n_learners=n, rho=rho, seed=7, loss_clip=c, alpha_min=-2, estimator="proposed"
+    )
     rng = np.random.default_rng(11)
     cases, clipped = set(), 0
     for d, y, a_before, lv_before, a_after, lv_after, grads, t in _run_steps(
@@ -363,7 +369,7 @@ def test_loss_clip_is_deterministic_by_seed():
 def test_alpha_min_zero_keeps_weights_nonnegative():
     """alpha_min=0: the paper's step projected on [0, 2]; a projection that bites on the low end."""
     k, n, rho = 4, 6, 0.1
-    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=2, alpha_min=0.0)
+    booster = AdaBandit(n_actions=k, n_learners=n, rho=rho, seed=2, alpha_min=0.0, rho_decay=None)
     rng = np.random.default_rng(8)
     floored = 0
     for _d, _y, a_before, _, a_after, _, grads, t in _run_steps(
@@ -386,9 +392,14 @@ def test_defaults_and_the_papers_settings():
     """The defaults chosen on the quality benchmark (docs/boosters.md, "Defaults"); the paper's
     algorithm stays one parameter away, and the full-information twin keeps the authors' set."""
     booster = AdaBandit(4)
-    assert (booster.rho, booster.alpha_min, booster.n_learners) == (0.05, 0.0, 20)
+    assert (booster.rho, booster.alpha_min, booster.n_learners) == (0.1, 0.0, 20)
+    assert (booster.rho_decay, booster.rho_floor) == (100.0, 0.01)  # a decaying rate, fifth pass
+    assert (booster.guess_expert, booster.guess_play) == (True, "hedge")
+    assert not booster.quadratic_model and booster.hedge_discount == 1.0  # fifth pass
     assert booster.tree_profile == "bandit" and booster.loss_clip is None
     assert booster.leaf_prediction == "nba"  # since issue 15's third pass
+    assert booster.estimator == "dr" and booster.reward_model is not None  # fourth pass
+    assert AdaBoostOLM(4).estimator == "proposed" and AdaBoostOLM(4).reward_model is None
     assert AdaBandit(4, alpha_min=-2.0).alpha_min == -2.0
     assert (AdaBoostOLM(4).alpha_min, AdaBoostOLM(4).leaf_prediction) == (-2.0, "mc")
     old = AdaBandit(4)

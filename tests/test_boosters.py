@@ -89,14 +89,18 @@ def test_decisions_are_well_formed(name, car):
         assert (p >= 0).all()
         assert d.propensity == p[d.action] > 0
         internals = d.internals
+        n_experts = N_LEARNERS + len(booster.expert_models())  # the trees', the reward models'
         assert internals["weak"].shape == (N_LEARNERS,)
-        assert internals["experts"].shape == (N_LEARNERS,)
+        assert internals["experts"].shape == (n_experts,)
         assert internals["alpha"].shape == (N_LEARNERS,)
         assert ((internals["weak"] >= 0) & (internals["weak"] < k)).all()
-        assert 0 <= internals["expert"] < N_LEARNERS
+        assert 0 <= internals["expert"] < n_experts
         yhat = internals["yhat"]
         assert yhat == internals["experts"][internals["expert"]]
-        assert p[yhat] == pytest.approx(0.8)  # eq. 2 with rho = 0.2
+        rho = booster.current_rho()  # 0.2, or decayed by the rounds learned (rho_decay)
+        decayed = 0.2 / (1 + i / booster.rho_decay) ** 0.5 if booster.rho_decay else 0.2
+        assert rho == pytest.approx(decayed)
+        assert p[yhat] == pytest.approx(1.0 - rho)  # eq. 2
         if name in ("banditbbm", "onlinembbm"):
             assert internals["expert"] == N_LEARNERS - 1  # i_t = N
             assert (internals["alpha"] == 1).all()

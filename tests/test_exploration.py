@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from boosters.exploration import (
+    dr_loss_estimate,
     estimated_costs,
     exploration_distribution,
     full_information_loss,
@@ -68,6 +69,38 @@ def test_estimator_is_unbiased_exactly(estimator, k, rho):
             expectation += p[ytilde] * estimator(yhat, ytilde, ytilde == y, p)
         assert np.allclose(expectation, _one_minus_e(y, k)), (y, yhat)
         assert np.allclose(expectation, full_information_loss(y, k))
+
+
+@pytest.mark.parametrize("k", KS)
+@pytest.mark.parametrize("rho", RHOS)
+def test_doubly_robust_estimate_is_unbiased_exactly_for_any_baseline(k, rho):
+    rng = np.random.default_rng(k)
+    for y, yhat in itertools.product(range(k), repeat=2):
+        p = exploration_distribution(yhat, k, rho)
+        baseline = rng.uniform(-0.5, 1.5, k)  # any guess, even outside [0, 1]
+        expectation = sum(
+            p[a] * dr_loss_estimate(yhat, a, a == y, p, baseline) for a in range(k)
+        )
+        assert np.allclose(expectation, _one_minus_e(y, k), rtol=0, atol=1e-9), (y, yhat)
+
+
+@pytest.mark.parametrize("k", KS)
+def test_doubly_robust_estimate_with_zero_baseline_is_eq4(k):
+    for yhat, a, correct in itertools.product(range(k), range(k), (False, True)):
+        p = exploration_distribution(yhat, k, 0.2)
+        got = dr_loss_estimate(yhat, a, correct, p, np.zeros(k))
+        assert np.array_equal(got, loss_estimate(yhat, a, correct, p)), (yhat, a, correct)
+
+
+def test_doubly_robust_estimate_keeps_the_baseline_where_nothing_is_seen():
+    """A wrong round reveals only the played label: elsewhere the estimate is the guess."""
+    p = exploration_distribution(1, 4, 0.2)
+    baseline = np.array([0.3, 0.6, 0.9, 0.1])
+    explored = dr_loss_estimate(1, 3, False, p, baseline)  # explored, wrong: nothing on yhat
+    assert np.array_equal(explored, baseline)
+    exploited = dr_loss_estimate(1, 1, False, p, baseline)
+    assert np.array_equal(np.delete(exploited, 1), np.delete(baseline, 1))
+    assert np.isclose(exploited[1], 0.6 + 0.4 / 0.8)
 
 
 @pytest.mark.parametrize("k", KS)

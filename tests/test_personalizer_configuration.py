@@ -79,7 +79,7 @@ def test_configuration_defaults_update_and_renewal(redis_url: str) -> None:
         client, admin = clients(base)
         config = admin.get_service_configuration()
         assert config["rewardWaitTime"] == "PT10M" and config["defaultReward"] == 0.0
-        assert config["explorationPercentage"] == 0.05  # AdaBandit's default rho
+        assert config["explorationPercentage"] == 0.1  # AdaBandit's default (starting) rho
         assert config["learningMode"] == "Online" and config["logRetentionDays"] == -1
         hits(client, np.random.default_rng(0), 20, 0)
         wait_version(base, 20)
@@ -98,6 +98,7 @@ def test_configuration_defaults_update_and_renewal(redis_url: str) -> None:
         # a learning change: a new model version (new uid), the config carried over
         assert after.uid != before.uid and after.params["seed"] == before.params["seed"]
         assert (after.reward_wait_seconds, after.params["rho"]) == (30.0, 0.2)
+        assert after.params["rho_decay"] is None  # a set percentage holds: no schedule
         assert (after.export_seconds, after.log_retention_days) == (60.0, 7.0)
         assert after.default_reward == 0.0  # -1 on the clip mapping
         assert wait_version(base, 20)["version"] == 20  # rebuilt from the 20 joined events
@@ -241,7 +242,7 @@ def test_model_retrain_days_limits_what_a_new_version_replays(redis_url: str) ->
         wait_version(base, 10)
         config = admin.get_service_configuration()
         admin.update_service_configuration({**config, "modelRetrainDays": 1,
-                                            "explorationPercentage": 0.1})
+                                            "explorationPercentage": 0.15})
         assert wait_version(base, 10)["version"] == 10  # all 10 are from today
         start = log.config(NAME).learn_after
         assert start is not None and start < redis.Redis.from_url(redis_url).xinfo_stream(

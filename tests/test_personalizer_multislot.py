@@ -181,12 +181,13 @@ def _best(segment: int, slot: int) -> str:
     return ACTIONS[(segment + 2 * slot) % len(ACTIONS)]
 
 
-def test_slots_learn_from_the_context(redis_url: str) -> None:
-    """Two slots over 5 actions; each slot's rewarded action depends on the segment."""
+def _slot_hits(redis_url: str, seed: int) -> np.ndarray:
+    """The per-slot hits (events x 2) of LEARN_EVENTS multi-slot events, learned as they come."""
     rng = np.random.default_rng(0)
     hits = []
-    with serve(Settings(redis_url=redis_url, **SETTINGS)) as base, \
-            httpx.Client(base_url=base, timeout=10) as http:
+    settings = Settings(redis_url=redis_url, **{**SETTINGS, "personalizer_params": {
+        "n_learners": 5, "seed": seed}})
+    with serve(settings) as base, httpx.Client(base_url=base, timeout=10) as http:
         client = PersonalizerClient(base, AzureKeyCredential("k"))
         for i, segment in enumerate(rng.integers(0, len(ACTIONS), LEARN_EVENTS)):
             body = _body(f"learn-{i}", segment=f"s{segment}",
@@ -200,13 +201,32 @@ def test_slots_learn_from_the_context(redis_url: str) -> None:
                 {"slotId": "side", "value": float(hit[1])}]})
             hits.append(hit)
             _wait_version(http, 2 * (i + 1))
-    rates = np.array(hits).reshape(-1, 50, 2).mean(axis=1)  # per 50 events, per slot
-    print("hit rate per 50 events (chance 0.2): top", rates[:, 0].round(2).tolist(),
-          "side", rates[:, 1].round(2).tolist())
-    first, last = rates[0, 0], np.array(hits)[-100:, 0].mean()
-    assert last > 0.6, (first, last)  # 3 times chance
-    assert last > first + 0.2, (first, last)
-    assert np.array(hits)[-100:, 1].mean() > 0.5  # the second slot learns too
+    return np.array(hits)
+
+
+def test_slots_learn_from_the_context(redis_url: str) -> None:
+    """Two slots over 5 actions; each slot's rewarded action depends on the segment.
+
+    Three models (seeds 3-5), each from an empty database: a 5-learner AdaBandit does not learn
+    this stream within 200 events on every seed (offline, the same stream and draws, seeds 1-7:
+    six of seven above 0.6 on the first slot, seed 3 at 0.15; docs/boosters.md, "Defaults"),
+    and this test is of the multi-slot path, so it judges the median model."""
+    import redis
+
+    firsts, lasts, sides = [], [], []
+    for seed in (3, 4, 5):
+        redis.Redis.from_url(redis_url).flushdb()
+        hits = _slot_hits(redis_url, seed)
+        rates = hits.reshape(-1, 50, 2).mean(axis=1)  # per 50 events, per slot
+        print(f"seed {seed}: hit rate per 50 events (chance 0.2): top",
+              rates[:, 0].round(2).tolist(), "side", rates[:, 1].round(2).tolist())
+        firsts.append(rates[0, 0])
+        lasts.append(hits[-100:, 0].mean())
+        sides.append(hits[-100:, 1].mean())
+    first, last = np.median(firsts), np.median(lasts)
+    assert last > 0.6, (firsts, lasts)  # 3 times chance
+    assert last > first + 0.2, (firsts, lasts)
+    assert np.median(sides) > 0.5, sides  # the second slot learns too
 
 
 def _wait_version(http: httpx.Client, version: int, timeout: float = 10.0) -> None:

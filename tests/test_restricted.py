@@ -86,8 +86,16 @@ def _violations(expectation: np.ndarray, y: int, allowed: tuple[int, ...]) -> li
     return broken
 
 
+#: the context of the enumerated decisions (the doubly robust estimate's baseline reads it)
+X = {"v": 0.5, "w": "b"}
+
+
 def _booster(estimator: str = "proposed", rho: float = 0.1) -> AdaBandit:
-    return AdaBandit(n_actions=K, n_learners=3, rho=rho, seed=0, estimator=estimator)
+    booster = AdaBandit(n_actions=K, n_learners=3, rho=rho, seed=0, estimator=estimator)
+    if booster.reward_model is not None:  # a baseline that differs by action
+        for i in range(20):
+            booster.reward_model.learn_one({"v": i / 20, "w": "ab"[i % 2]}, i % K, i % 3 == 0)
+    return booster
 
 
 def _restricted_decision(booster, yhat: int, allowed: tuple[int, ...]) -> Decision:
@@ -110,7 +118,7 @@ def _through_booster(booster, decision: Decision):
     """``estimate(a, correct)``: the booster's loss vector had ``a`` been played."""
 
     def estimate(a: int, correct: bool) -> np.ndarray:
-        return booster.loss_vector(dataclasses.replace(decision, action=a), correct)
+        return booster.loss_vector(dataclasses.replace(decision, action=a), correct, x=X)
 
     return estimate
 
@@ -118,7 +126,7 @@ def _through_booster(booster, decision: Decision):
 # --- exact enumeration at k = 4 ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("estimator", ["proposed", "naive"])
+@pytest.mark.parametrize("estimator", ["proposed", "naive", "dr"])
 @pytest.mark.parametrize("rho", RHOS)
 def test_restricted_estimate_is_unbiased_exactly(estimator, rho):
     booster = _booster(estimator, rho)
@@ -315,12 +323,14 @@ def test_real_decisions_stay_among_the_allowed_actions(name):
         if "yhat" in d.internals:  # eq. 2 over the allowed actions around the allowed prediction
             yhat = int(d.internals["yhat"])
             assert yhat in allowed
-            assert np.array_equal(p, exploration_distribution(yhat, K, booster.rho, a))
+            rho = booster.current_rho() if hasattr(booster, "current_rho") else booster.rho
+            assert np.array_equal(p, exploration_distribution(yhat, K, rho, a))
         if "experts" in d.internals:  # the template: experts' argmax among the allowed votes
             assert set(d.internals["experts"].tolist()) <= set(allowed)
             votes = booster._votes(d.internals["weak"], d.internals["alpha"])[1:]
             best = votes[:, list(allowed)].max(axis=1)
-            assert np.array_equal(votes[np.arange(len(votes)), d.internals["experts"]], best)
+            trees = d.internals["experts"][: len(votes)]  # then the reward models' experts
+            assert np.array_equal(votes[np.arange(len(votes)), trees], best)
             if a is None:
                 assert "allowed" not in d.internals
             elif not booster.full_information:  # (the twins learn from the label: exact)
@@ -429,11 +439,16 @@ class ByName(pickle.Pickler):  # a class of boosters/ by its name, wherever its 
 
 
 #: options added since the reference commit, left at the default that is the reference's behaviour
-ADDED = {"loss_clip": None, "alpha_min": -2.0, "leaf_prediction": "mc"}
+ADDED = {"loss_clip": None, "alpha_min": -2.0, "leaf_prediction": "mc", "rho_decay": None,
+         "rho_floor": 0.01, "guess_expert": False, "quadratic_expert": False,
+         "hedge_discount": 1.0}
 #: defaults changed since the reference commit (issue 15), given as the reference's values
 OLD_DEFAULTS = {
-    "adabandit": {"rho": 0.1, "alpha_min": -2.0, "leaf_prediction": "mc"},
-    "banditbbm": {"leaf_prediction": "mc"},
+    "adabandit": {
+        "rho": 0.1, "alpha_min": -2.0, "leaf_prediction": "mc", "estimator": "proposed",
+        "rho_decay": None,
+    },
+    "banditbbm": {"leaf_prediction": "mc", "estimator": "proposed"},
     "oco": {"leaf_prediction": "mc"},
 }
 

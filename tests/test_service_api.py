@@ -211,6 +211,7 @@ BAD_PREDICTS = [
     (b'{"context": {"x": [1]}}', 422, "x"),
     (b'{"context": {"speed": NaN}}', 422, "feature 'speed' is not finite"),
     (b'{"context": {"speed": Infinity}}', 422, "feature 'speed' is not finite"),
+    (b'{"context": {"speed": 1' + b"0" * 400 + b'}}', 422, "feature 'speed' is an integer of"),
     (b'{"context": {"x": 1}, "excluded_actions": ["pink"]}', 422, "pink"),
     (b'{"context": {"x": 1}, "event_id": "has space"}', 422, "event_id"),
     (b'{"context": {"x": 1}, "extra": 1}', 422, "extra"),

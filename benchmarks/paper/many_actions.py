@@ -37,10 +37,12 @@ from service.sim.loop import simulate
 #: variant name -> AdaBandit parameters (a function of the number of actions ``k``) on top of
 #: ``n_actions``, ``rho`` and ``seed``
 VARIANTS = {
-    "paper": lambda k: {"alpha_min": PAPER_ALPHA_MIN, "leaf_prediction": "mc"},
+    "paper": lambda k: {"alpha_min": PAPER_ALPHA_MIN, "leaf_prediction": "mc",
+                        "estimator": "proposed", "rho_decay": None},
     "lclipk": lambda k: {"loss_clip": float(k), "alpha_min": PAPER_ALPHA_MIN,
-                         "leaf_prediction": "mc"},
-    "nonneg": lambda k: {"alpha_min": 0.0, "leaf_prediction": "mc"},
+                         "leaf_prediction": "mc", "estimator": "proposed", "rho_decay": None},
+    "nonneg": lambda k: {"alpha_min": 0.0, "leaf_prediction": "mc", "estimator": "proposed",
+                         "rho_decay": None},
 }
 
 

@@ -55,17 +55,19 @@ def config(dataset: str, booster: str) -> dict:
     dup, rho, n_opt, n_ada, profile = DATASETS[dataset]
     if booster == "banditbbm":
         return {"n_learners": n_opt, "rho": rho, "gamma": 0.1, "tree_profile": profile,
-                "leaf_prediction": "mc"}
+                "leaf_prediction": "mc", "estimator": "proposed", "rho_decay": None}
     if booster == "adabandit":
         return {"n_learners": n_ada, "rho": rho, "tree_profile": profile,
-                "alpha_min": PAPER_ALPHA_MIN, "leaf_prediction": "mc"}
+                "alpha_min": PAPER_ALPHA_MIN, "leaf_prediction": "mc", "estimator": "proposed",
+                "rho_decay": None}
     if booster == "onlinembbm":
         return {"n_learners": FULL_N, "gamma": 0.1, "tree_profile": "full"}
     if booster in ("adaboostolm",):
         return {"n_learners": FULL_N, "tree_profile": "full"}
     # extra columns (e.g. boosters added later): N of AdaBandit, bandit settings
     params = booster_params(booster)
-    cfg = {"n_learners": n_ada, "rho": rho, "tree_profile": profile, "leaf_prediction": "mc"}
+    cfg = {"n_learners": n_ada, "rho": rho, "tree_profile": profile, "leaf_prediction": "mc",
+           "estimator": "proposed", "rho_decay": None}
     return {key: value for key, value in cfg.items() if key in params}
 
 

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from boosters._params import check_real
+from boosters._params import check_choice, check_real
 from boosters.online.template import BoostingTemplate
 
 __all__ = ["AdaBandit", "AdaBoostOLM", "logistic_cost_matrices", "logistic_loss"]
@@ -46,6 +46,10 @@ def logistic_cost_matrices(votes: np.ndarray) -> np.ndarray:
     return C
 
 
+#: how the reward model's expert is played: by the Hedge among the trees' experts, or by the
+#: template's switch (while its hits lead those of the vote of all N)
+GUESS_PLAYS = ("hedge", "switch")
+
 #: the paper's lower end of the learner weights' feasible set [-2, 2] (AdaBandit's ``alpha_min``)
 PAPER_ALPHA_MIN = -2.0
 
@@ -53,12 +57,13 @@ PAPER_ALPHA_MIN = -2.0
 class AdaBandit(BoostingTemplate):
     """Adaptive bandit boosting (Algorithm 3 of Zhang et al. 2019). No edge parameter is needed.
 
-    Defaults (docs/boosters.md, "Defaults"): ``rho=0.05``, ``alpha_min=0`` and
-    ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves), chosen on the quality benchmark;
-    ``alpha_min=-2, leaf_prediction="mc"`` with the same ``rho`` is the paper's algorithm (its
-    feasible set [-2, 2] for the weights, majority-class leaves). ``alpha_min`` is the lower end
-    of that set: 0 gives weights that never vote against a learner's label (docs/boosters.md,
-    "Many actions").
+    Defaults (docs/boosters.md, "Defaults"): ``rho=0.05``, ``alpha_min=0``,
+    ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves) and ``estimator="dr"`` (eq. 4 made
+    doubly robust by a reward model), chosen on the quality benchmark; ``alpha_min=-2,
+    leaf_prediction="mc", estimator="proposed"`` with the same ``rho`` is the paper's algorithm
+    (its feasible set [-2, 2] for the weights, majority-class leaves, eq. 4). ``alpha_min`` is
+    the lower end of that set: 0 gives weights that never vote against a learner's label
+    (docs/boosters.md, "Many actions").
     ``loss_clip=None`` is the paper's estimate; a number ``c >= 1`` clips the estimated loss
     vector to ``[1 - c, c]`` before the trees, the Hedge and the weights ``alpha`` use it, and
     the step becomes ``1 / (k c sqrt t)``.
@@ -66,12 +71,15 @@ class AdaBandit(BoostingTemplate):
 
     #: the paper's feasible set [-2, 2]; also what a model pickled before the option existed reads
     alpha_min = PAPER_ALPHA_MIN
+    #: the paper's Hedge; also what a model pickled before the option existed reads
+    hedge_discount = 1.0
+    guess_play = "hedge"
 
     def __init__(
         self,
         n_actions: int,
         n_learners: int = 20,
-        rho: float = 0.05,
+        rho: float = 0.1,
         seed: int | None = None,
         ref_code_gradient: bool = False,
         *,
@@ -81,12 +89,18 @@ class AdaBandit(BoostingTemplate):
         clip: float = 100.0,
         weight_scale: float = 1.0,
         reduction_order: str = "reference",
-        estimator: str = "proposed",
+        estimator: str = "dr",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
         leaf_prediction: str = "nba",
         loss_clip: float | None = None,
         alpha_min: float = 0.0,
+        rho_decay: float | None = 100.0,
+        rho_floor: float = 0.01,
+        guess_expert: bool | None = None,
+        quadratic_expert: bool = False,
+        hedge_discount: float = 1.0,
+        guess_play: str = "hedge",
     ):
         super().__init__(
             n_actions,
@@ -104,11 +118,21 @@ class AdaBandit(BoostingTemplate):
             fast_trees=fast_trees,
             leaf_prediction=leaf_prediction,
             loss_clip=loss_clip,
+            rho_decay=rho_decay,
+            rho_floor=rho_floor,
+            guess_expert=guess_expert,
+            quadratic_expert=quadratic_expert,
         )
         self.ref_code_gradient = bool(ref_code_gradient)
         self.alpha_min = check_real("alpha_min", alpha_min, PAPER_ALPHA_MIN, 0.0)
+        self.hedge_discount = check_real("hedge_discount", hedge_discount, 0.0, 1.0, open_low=True)
+        self.guess_play = check_choice("guess_play", guess_play, GUESS_PLAYS)
+        if self.guess_play == "switch" and self.quadratic_expert:
+            raise ValueError('guess_play="switch" plays one reward model: no quadratic_expert')
         self.alpha = np.zeros(self.n_learners)
-        self.log_v = np.zeros(self.n_learners)  # Hedge weights in log space
+        # Hedge weights in log space, one per expert (the reward model's is the last)
+        hedged = self.expert_models() if self.guess_play != "switch" else []
+        self.log_v = np.zeros(self.n_learners + len(hedged))
         self.t = 0
 
     def _alpha(self) -> np.ndarray:
@@ -122,15 +146,23 @@ class AdaBandit(BoostingTemplate):
         return logistic_cost_matrices(votes) @ omega
 
     def _choose_expert(self, u: float) -> int:
+        if self.guess_play == "switch" and self.guess_expert:  # the template's rule
+            if self.guess_hits[1] > self.guess_hits[0]:
+                return self.n_learners
         w = np.exp(self.log_v - self.log_v.max())
         cdf = np.cumsum(w)
-        return min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), self.n_learners - 1)
+        return min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), len(cdf) - 1)
+
+    def _hit_prediction(self, internals: dict) -> int:
+        if self.guess_play == "switch":  # the trees' own: the vote of all N
+            return super()._hit_prediction(internals)
+        return int(internals["yhat"])  # the Hedge's expert (the reward model's, when chosen)
 
     def _step_size(self) -> float:
         # eq. 11's eta_t = rho / (k^2 sqrt t) = 1 / (k * (k / rho) * sqrt t): k / rho bounds the
         # estimated losses; with loss_clip, loss_clip bounds them instead
         if self.loss_clip is None:
-            return self.rho / (self.n_actions**2 * math.sqrt(self.t))
+            return self.current_rho() / (self.n_actions**2 * math.sqrt(self.t))
         return 1.0 / (self.n_actions * self.loss_clip * math.sqrt(self.t))
 
     def _gradients(self, votes, weak, costs, omega_like) -> np.ndarray:
@@ -150,7 +182,9 @@ class AdaBandit(BoostingTemplate):
         self.t += 1
         grads = self._gradients(votes, weak, costs, 1.0 - lhat)
         np.clip(self.alpha - self._step_size() * grads, self.alpha_min, 2.0, out=self.alpha)
-        self.log_v -= lhat[experts]
+        if self.hedge_discount < 1.0:  # discounted Hedge: old losses fade (not the paper's)
+            self.log_v *= self.hedge_discount
+        self.log_v -= lhat[experts[: self.log_v.size]]  # the Hedge's experts
         self.log_v -= self.log_v.max()
 
 
@@ -197,6 +231,8 @@ class AdaBoostOLM(AdaBandit):
             fast_trees=fast_trees,
             leaf_prediction=leaf_prediction,
             alpha_min=PAPER_ALPHA_MIN,  # the authors' Adaboost.OLM
+            rho_decay=None,
+            guess_expert=False,
         )
         self.kappa = 5.0 + 15.0 * self._rng.random(self.n_learners)  # U[5, 20] per learner
         self.kappa[0] = 0.0

@@ -27,8 +27,9 @@ class BanditBBM(BoostingTemplate):
     Parameters are those of :class:`boosters.online.template.BoostingTemplate` plus ``gamma``, the
     weak learners' assumed edge (0.1 in the paper, not tuned), which enters only through the
     potentials. Its trees have adaptive naive-Bayes leaves by default (``leaf_prediction="nba"``,
-    docs/boosters.md "Defaults"); the paper's are ``"mc"``. Above ``dense_max_actions`` actions
-    the cost vectors are formed per class of labels
+    docs/boosters.md "Defaults"); the paper's are ``"mc"``. Its loss estimate is eq. 4 made
+    doubly robust by default (``estimator="dr"``); the paper's is ``"proposed"``. Above
+    ``dense_max_actions`` actions the cost vectors are formed per class of labels
     (:meth:`boosters.online.potentials.BBMPotentials.costs`) instead of through ``k x k`` matrices.
     """
 
@@ -49,10 +50,13 @@ class BanditBBM(BoostingTemplate):
         clip: float = 100.0,
         weight_scale: float = 1.0,
         reduction_order: str = "reference",
-        estimator: str = "proposed",
+        estimator: str = "dr",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
         leaf_prediction: str = "nba",
+        rho_decay: float | None = None,
+        rho_floor: float = 0.01,
+        guess_expert: bool = False,
     ):
         self.gamma = check_real("gamma", gamma, 0.0, 1.0, open_low=True, open_high=True)
         super().__init__(
@@ -70,6 +74,9 @@ class BanditBBM(BoostingTemplate):
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
             leaf_prediction=leaf_prediction,
+            rho_decay=rho_decay,
+            rho_floor=rho_floor,
+            guess_expert=guess_expert,
         )
         self.potentials = BBMPotentials(self.n_actions, self.gamma)
         self.potentials.precompute(self.n_learners)

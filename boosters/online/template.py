@@ -13,6 +13,8 @@ from boosters._params import check_choice, check_int, check_names, check_real, c
 from boosters.base import Decision, OnlineBooster, check_context
 from boosters.exploration import (
     check_allowed,
+    decayed_rate,
+    dr_loss_estimate,
     exploration_distribution,
     explore,
     full_information_loss,
@@ -27,9 +29,17 @@ from learners.hoeffding import (
     proba_matrix,
     sample_tree_params,
 )
+from learners.linear import LinearRewards
 from learners.reduction import argmax_random_ties, cost_to_label_weight
 
-__all__ = ["BoostingTemplate"]
+__all__ = ["ESTIMATORS", "BoostingTemplate"]
+
+#: the bandit loss estimates: eq. 4, eq. 3, eq. 4 made doubly robust (docs/boosters.md)
+ESTIMATORS = ("proposed", "naive", "dr")
+#: per learning round, the forgetting of the doubly robust estimate's hit counts
+GUESS_DECAY = 0.998
+#: AdaGrad's step of the quadratic expert's reward model (its updates are normalised)
+QUADRATIC_RATE = 2.0
 
 
 class BoostingTemplate(OnlineBooster):
@@ -42,6 +52,16 @@ class BoostingTemplate(OnlineBooster):
     loss_clip = None
     #: the trees' leaves; also what a model pickled before the option existed reads
     leaf_prediction = "mc"
+    #: the doubly robust estimate's reward model and its hit counts (``estimator="dr"`` only)
+    reward_model = None
+    guess_hits = None
+    #: eq. 2's constant rate (no schedule) and the paper's N experts; also what a model pickled
+    #: before the options existed reads
+    rho_decay = None
+    rho_floor = 0.01
+    guess_expert = False
+    quadratic_expert = False
+    quadratic_model = None
 
     def __init__(
         self,
@@ -60,10 +80,19 @@ class BoostingTemplate(OnlineBooster):
         fast_trees: bool = True,
         loss_clip: float | None = None,
         leaf_prediction: str = "mc",
+        rho_decay: float | None = None,
+        rho_floor: float = 0.01,
+        guess_expert: bool | None = False,
+        quadratic_expert: bool = False,
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
         self.rho = check_rho(rho, self.full_information)
+        self.rho_decay = (
+            None if rho_decay is None
+            else check_real("rho_decay", rho_decay, 0.0, np.inf, open_low=True)
+        )
+        self.rho_floor = check_real("rho_floor", rho_floor, 0.0, 1.0, open_low=True, open_high=True)
         self.seed = seed
         self.tree_profile = check_choice(
             "tree_profile", tree_profile or self.default_tree_profile, tuple(TREE_PROFILES)
@@ -75,7 +104,7 @@ class BoostingTemplate(OnlineBooster):
         self.reduction_order = check_choice(
             "reduction_order", reduction_order, ("reference", "paper")
         )
-        self.estimator = check_choice("estimator", estimator, ("proposed", "naive"))
+        self.estimator = check_choice("estimator", estimator, ESTIMATORS)
         self.loss_clip = (
             None if loss_clip is None else check_real("loss_clip", loss_clip, 1.0, np.inf)
         )
@@ -99,8 +128,35 @@ class BoostingTemplate(OnlineBooster):
         ]
         self._trees = [wl.tree for wl in self.learners]
         self._rows = np.arange(self.n_learners)
+        self._init_reward_models(guess_expert, quadratic_expert)
         self.n_decisions = 0
         self.n_updates = 0
+
+    def _init_reward_models(self, guess_expert: bool | None, quadratic_expert: bool) -> None:
+        """The doubly robust estimate's reward model (``estimator="dr"``), and the reward models
+        that are experts ("The reward models as experts" in docs/boosters.md)."""
+        if self.estimator == "dr":
+            self.reward_model = LinearRewards(
+                self.n_actions, nominal_attributes=self.nominal_attributes
+            )
+            #: importance-weighted hits of [the prediction, the reward model's best action]
+            self.guess_hits = np.zeros(2)
+        if guess_expert is not None and not isinstance(guess_expert, bool | np.bool_):
+            raise TypeError(f"guess_expert must be true, false or null, got {guess_expert!r}")
+        # None: an expert whenever there is a reward model
+        has_model = self.reward_model is not None
+        self.guess_expert = has_model if guess_expert is None else bool(guess_expert)
+        self.quadratic_expert = bool(quadratic_expert)
+        if (self.guess_expert or self.quadratic_expert) and not has_model:
+            raise ValueError('guess_expert and quadratic_expert need estimator="dr"')
+        if self.quadratic_expert:  # a second reward model, only an expert
+            self.quadratic_model = LinearRewards(
+                self.n_actions,
+                learning_rate=QUADRATIC_RATE,
+                nominal_attributes=self.nominal_attributes,
+                quadratic=True,
+                normalized=True,
+            )
 
     # ---- hooks for the subclasses -------------------------------------------------------------
 
@@ -117,8 +173,44 @@ class BoostingTemplate(OnlineBooster):
         raise NotImplementedError
 
     def _choose_expert(self, u: float) -> int:
-        """Index of the expert whose label is played (0-based)."""
+        """Index of the expert whose label is played (0-based): the vote of all N learners, or
+        with ``guess_expert`` the reward model's while its hits lead (:meth:`uses_guess`, a
+        strict lead)."""
+        if self.guess_expert and self.guess_hits[1] > self.guess_hits[0]:
+            return self.n_learners
         return self.n_learners - 1
+
+    def _experts(self, x: dict, votes: np.ndarray, allowed, u: np.ndarray) -> np.ndarray:
+        """The experts' labels: row ``i`` is the argmax of ``s^{i+1}`` among the allowed
+        actions (random ties by ``u`` (N, k)); with ``guess_expert`` one more, the reward
+        model's best allowed action (docs/boosters.md, "The reward model as an expert")."""
+        n = self.n_learners
+        experts = argmax_random_ties(mask_scores(votes[1:], allowed), u[:n])
+        models = self.expert_models()
+        if not models:
+            return experts
+        scores = mask_scores(np.stack([m.predict_one(x) for m in models]), allowed)
+        return np.append(experts, argmax_random_ties(scores, u[n:]))
+
+    def expert_models(self) -> list[LinearRewards]:
+        """The reward models whose best actions are experts after the N of the trees: the
+        reward model with ``guess_expert``, then the quadratic one with ``quadratic_expert``."""
+        models = [self.reward_model] if self.guess_expert else []
+        return models if self.quadratic_model is None else [*models, self.quadratic_model]
+
+    def _extra_draws(self) -> int:
+        """Uniform draws a decision needs beyond Algorithm 1's ``2 N k + 2``."""
+        return self.n_actions * len(self.expert_models())
+
+    def _hit_prediction(self, internals: dict) -> int:
+        """The booster's own prediction that :meth:`uses_guess` compares with the reward model's:
+        the vote of all N learners."""
+        return int(internals["experts"][self.n_learners - 1])
+
+    def current_rho(self) -> float:
+        """The exploration rate of the next decision: ``rho``, or with ``rho_decay`` the rate
+        decayed by the learning rounds so far (:func:`boosters.exploration.decayed_rate`)."""
+        return decayed_rate(self.rho, self.n_updates, self.rho_decay, self.rho_floor)
 
     def _learn_costs(self, votes: np.ndarray, omega: np.ndarray) -> np.ndarray:
         """Rows ``i = 0..N-1``: learner ``i``'s estimated cost vector ``C^i omega`` (eq. 5).
@@ -183,18 +275,17 @@ class BoostingTemplate(OnlineBooster):
         check_context(x)
         n, k = self.n_learners, self.n_actions
         allowed = check_allowed(allowed, k)
-        u = (self._rng if rng is None else rng).random(2 * n * k + 2)
+        u = (self._rng if rng is None else rng).random(2 * n * k + 2 + self._extra_draws())
         alpha = self._alpha()
         weak = self._weak_predictions(x, u[: n * k].reshape(n, k), alpha)
         votes = self._votes(weak, alpha)
-        experts = argmax_random_ties(
-            mask_scores(votes[1:], allowed), u[n * k : 2 * n * k].reshape(n, k)
-        )
+        experts = self._experts(x, votes, allowed, u[n * k : -2].reshape(-1, k))
         chosen = self._choose_expert(u[-2])
         yhat = int(experts[chosen])
-        p = exploration_distribution(yhat, k, self.rho, allowed)
+        rho = self.current_rho()
+        p = exploration_distribution(yhat, k, rho, allowed)
         # eq. 2 draw: keep yhat w.p. 1 - rho, else a uniform label among the other allowed ones
-        action = explore(yhat, k, self.rho, u[-1], allowed)
+        action = explore(yhat, k, rho, u[-1], allowed)
         if rng is None:
             self.n_decisions += 1
         internals = {
@@ -209,14 +300,16 @@ class BoostingTemplate(OnlineBooster):
         return Decision(action=action, probabilities=p, internals=internals)
 
     def loss_vector(
-        self, decision: Decision, correct: bool, label: int | None = None
+        self, decision: Decision, correct: bool, label: int | None = None, x: dict | None = None
     ) -> np.ndarray:
         """The loss vector learning uses: the true ``1 - e_y`` with a ``label``, else the
-        estimate (eq. 4, or eq. 3 with ``estimator="naive"``) from the decision's logged
-        prediction, played action, probabilities and, for a restricted decision, allowed
-        actions (:mod:`boosters.exploration`, "Restricted decisions": every allowed coordinate
-        is unbiased, and the whole vector whenever the true label is allowed). With
-        ``loss_clip`` every coordinate is clipped to ``[1 - loss_clip, loss_clip]``."""
+        estimate (eq. 4, eq. 3 with ``estimator="naive"``, eq. 4 made doubly robust with
+        ``estimator="dr"`` and the context ``x``) from the decision's logged prediction, played
+        action, probabilities and, for a restricted decision, allowed actions
+        (:mod:`boosters.exploration`, "Restricted decisions": every allowed coordinate is
+        unbiased, and the whole vector whenever the true label is allowed; a restricted
+        decision gets eq. 4 under ``"dr"`` too). With ``loss_clip`` every coordinate is clipped
+        to ``[1 - loss_clip, loss_clip]``."""
         if label is not None:  # full information: the true loss vector (eq. 1)
             return full_information_loss(label, self.n_actions)
         internals = decision.internals
@@ -224,10 +317,14 @@ class BoostingTemplate(OnlineBooster):
         if allowed is not None:
             allowed = np.asarray(allowed, dtype=np.int64)
         p = decision.probabilities
-        if self.estimator == "proposed":
-            lhat = loss_estimate(int(internals["yhat"]), decision.action, correct, p, allowed)
-        else:
+        yhat = int(internals["yhat"])
+        if self.estimator == "naive":
             lhat = naive_loss_estimate(decision.action, correct, p, allowed)
+        elif x is None or allowed is not None or not self.uses_guess():
+            lhat = loss_estimate(yhat, decision.action, correct, p, allowed)
+        else:
+            baseline = 1.0 - self.reward_model.predict_one(x)
+            lhat = dr_loss_estimate(yhat, decision.action, correct, p, baseline)
         if self.loss_clip is not None:  # clipped importance weights (docs: "Many actions")
             np.clip(lhat, 1.0 - self.loss_clip, self.loss_clip, out=lhat)
         return lhat
@@ -256,7 +353,7 @@ class BoostingTemplate(OnlineBooster):
         if weak.shape != (self.n_learners,) or alpha.shape != (self.n_learners,):
             raise ValueError("decision internals do not match this booster's learners")
 
-        lhat = self.loss_vector(decision, correct, known if label is not None else None)
+        lhat = self.loss_vector(decision, correct, known if label is not None else None, x)
         omega = 1.0 - lhat
 
         votes = self._votes(weak, alpha)
@@ -269,3 +366,24 @@ class BoostingTemplate(OnlineBooster):
             yield
         self.n_updates += 1
         self._update(votes, weak, experts, lhat, costs, known)
+        if self.reward_model is not None:
+            self._learn_guess(x, decision, correct, known)
+
+    def uses_guess(self) -> bool:
+        """Whether the loss estimate uses the reward model's guess now (``estimator="dr"``): while
+        its best action has been right at least as often as the booster's prediction."""
+        return self.reward_model is not None and self.guess_hits[1] >= self.guess_hits[0]
+
+    def _learn_guess(self, x: dict, decision: Decision, correct: bool, known) -> None:
+        """After a round: the hit counts of :meth:`uses_guess`, then the reward model. A correct
+        round reveals the label; weighted by ``1 / p`` of the played action, its hits estimate
+        each rule's accuracy without bias (restricted decisions are not counted)."""
+        self.guess_hits *= GUESS_DECAY
+        action = decision.action
+        if correct and decision.internals.get("allowed") is None:
+            best = int(self.reward_model.predict_one(x).argmax())
+            hits = [self._hit_prediction(decision.internals) == action, best == action]
+            self.guess_hits += np.asarray(hits) / decision.probabilities[action]
+        self.reward_model.learn_one(x, action, correct, known)
+        if self.quadratic_model is not None:
+            self.quadratic_model.learn_one(x, action, correct, known)

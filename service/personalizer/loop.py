@@ -92,6 +92,8 @@ def desired(log: EventLog, settings: Settings, config: ModelConfig | None = None
     rate, name = service.get("exploration"), exploration_param(booster)
     if rate is not None and name is not None:
         params[name] = exploration_value(rate)
+        if "rho_decay" in inspect.signature(booster_class(booster)).parameters:
+            params["rho_decay"] = None  # a set percentage holds: no decaying schedule
     fields["params"] = params
     return fields
 

@@ -1,0 +1,65 @@
+"""The boosters' reward models alone on the quality benchmark's plain streams.
+
+Each model (:class:`learners.linear.LinearRewards`) decides by itself: its best action, or with
+probability ``epsilon`` a uniform one, and learns from the played action's 0/1 reward. A cell is
+the accuracy of its best action over the last 20% of rounds, the median over the seeds. It
+measures the weak link of the doubly robust estimate and of the reward-model experts
+(docs/boosters.md, "learners/linear.py"):
+
+    python -m benchmarks.paper.quality.reward_models            # linear and normalised quadratic
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import numpy as np
+
+from benchmarks.paper.quality.streams import STREAMS, load_stream
+from learners.linear import LinearRewards
+from service.sim.loop import shuffled_order
+
+#: model name -> keyword arguments of LinearRewards (besides n_actions)
+MODELS = {
+    "linear": {},
+    "quadratic-normalized": {"quadratic": True, "normalized": True, "learning_rate": 2.0},
+}
+
+
+def last20(stream: str, seed: int, kwargs: dict, epsilon: float, max_rows: int) -> float:
+    """Accuracy of the model's best action over the last 20% of one plain pass of ``stream``."""
+    data = load_stream(stream, max_rows)
+    model = LinearRewards(data.n_classes, **kwargs)
+    rng = np.random.default_rng(seed)
+    hits = []
+    for i in shuffled_order(len(data), 1, seed).tolist():
+        x, y = data.X[i], int(data.y[i])
+        best = int(model.predict_one(x).argmax())
+        action = best if rng.random() >= epsilon else int(rng.integers(data.n_classes))
+        model.learn_one(x, action, action == y)
+        hits.append(best == y)
+    return float(np.mean(hits[int(0.8 * len(hits)) :]))
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--streams", nargs="+", default=list(STREAMS), choices=STREAMS)
+    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--epsilon", type=float, default=0.05)
+    p.add_argument("--max-rows", type=int, default=1000)
+    args = p.parse_args(argv)
+    print("| model | " + " | ".join(args.streams) + " |")
+    print("|---" * (len(args.streams) + 1) + "|")
+    for name, kwargs in MODELS.items():
+        cells = [
+            statistics.median(
+                last20(s, seed, kwargs, args.epsilon, args.max_rows) for seed in args.seeds
+            )
+            for s in args.streams
+        ]
+        print(f"| {name} | " + " | ".join(f"{c:.3f}" for c in cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

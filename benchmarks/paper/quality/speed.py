@@ -1,0 +1,46 @@
+"""Rounds per second of two AdaBandit settings on one quality stream, in alternating repeats.
+
+The quality table's rounds per second come from runs that shared the machine with other jobs;
+this measures the ratio of the defaults to another setting in one process, alternating the two
+so that a change in the machine's load hits both (medians of the repeats):
+
+    python -m benchmarks.paper.quality.speed --stream digits --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from benchmarks.paper.quality.streams import STREAMS, load_stream
+from boosters.registry import make_booster
+from service.sim.loop import simulate
+
+#: the settings compared: the defaults, and the fourth pass's defaults of issue 15
+SETTINGS = {
+    "default": {},
+    "dr": {"rho": 0.05, "rho_decay": None, "guess_expert": False},
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--stream", default="digits", choices=STREAMS)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--max-rows", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args(argv)
+    data = load_stream(args.stream, args.max_rows)
+    speeds: dict[str, list[float]] = {name: [] for name in SETTINGS}
+    for _ in range(args.repeats):
+        for name, params in SETTINGS.items():
+            booster = make_booster("adabandit", n_actions=data.n_classes, seed=args.seed, **params)
+            speeds[name].append(simulate(booster, data, dup=1, seed=args.seed).rounds_per_second)
+    medians = {name: statistics.median(values) for name, values in speeds.items()}
+    for name, values in speeds.items():
+        print(f"{name}: {medians[name]:.1f} rounds/s (repeats {[round(v, 1) for v in values]})")
+    print(f"default / dr: {medians['default'] / medians['dr']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""Tests of issue 15's fifth pass: the exploration schedule of the tree boosters, the reward model
+as AdaBandit's extra expert, the discounted Hedge and the reward model's quadratic features."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from boosters.exploration import decayed_rate
+from boosters.online.adabandit import AdaBandit
+from boosters.online.banditbbm import BanditBBM
+from learners.frozen import dumps_serving
+from learners.linear import LinearRewards
+
+
+def _stream(n: int, seed: int = 0):
+    """Two numbers; the label is a quadrant of the diagonals (oblique: easy for the reward
+    model, a staircase for axis-aligned trees)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        a, b = rng.normal(size=2)
+        yield {"a": float(a), "b": float(b)}, int(a + b > 0) + 2 * int(a - b > 0)
+
+
+def _run(booster, n, seed=0, allowed=None):
+    hits, decisions = [], []
+    for x, y in _stream(n, seed):
+        d = booster.decide_one(x, allowed=allowed)
+        decisions.append(d)
+        hits.append(d.action == y)
+        booster.learn_one(x, d, reward=float(d.action == y))
+    return np.array(hits), decisions
+
+
+# --- the exploration schedule --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [AdaBandit, BanditBBM])
+def test_decayed_exploration_is_logged_and_keeps_its_floor(cls):
+    booster = cls(4, n_learners=3, rho=0.2, seed=1, rho_decay=20.0, rho_floor=0.05)
+    _, decisions = _run(booster, 400)
+    for t, d in enumerate(decisions):  # the decision's rate follows the learning rounds before it
+        rho = max(0.05, 0.2 / np.sqrt(1.0 + t / 20.0))
+        assert d.probabilities.min() == pytest.approx(rho / 3)
+        assert d.probabilities.max() == pytest.approx(1.0 - rho)
+    assert decisions[-1].probabilities.min() == pytest.approx(0.05 / 3)  # at the floor
+
+
+def test_constant_rate_without_a_schedule_and_a_floor_above_rho():
+    booster = AdaBandit(3, n_learners=3, rho=0.1, seed=2, rho_decay=None)
+    _, decisions = _run(booster, 50)
+    assert all(d.probabilities.min() == pytest.approx(0.05) for d in decisions)
+    assert decayed_rate(0.005, 10**6, 1.0, 0.01) == 0.005  # never above rho
+    with pytest.raises(ValueError, match="rho_decay"):
+        AdaBandit(3, rho_decay=0.0)
+    with pytest.raises(ValueError, match="rho_floor"):
+        BanditBBM(3, rho_floor=1.0)
+
+
+# --- the reward model as an expert ---------------------------------------------------------------
+
+
+def test_guess_expert_is_the_last_expert_and_hedge_learns_its_losses():
+    booster = AdaBandit(4, n_learners=5, rho=0.1, seed=3, guess_expert=True)
+    hits, decisions = _run(booster, 600)
+    d = decisions[-1]
+    assert booster.log_v.shape == (6,) and d.internals["experts"].shape == (6,)
+    x = next(_stream(1, seed=99))[0]
+    probe = booster.decide_one(x, rng=np.random.default_rng(0))
+    guess = int(booster.reward_model.predict_one(x).argmax())
+    assert probe.internals["experts"][-1] == guess
+    # the rule is linear: the reward model's expert leads the Hedge and is played
+    assert booster.log_v.argmax() == 5
+    assert sum(d.internals["expert"] == 5 for d in decisions[-100:]) > 80
+    assert hits[-300:].mean() > 0.7  # chance 0.25; the ceiling of rho = 0.1 is 0.9
+
+
+def test_banditbbm_plays_the_guess_while_its_hits_lead():
+    booster = BanditBBM(4, n_learners=5, rho=0.1, seed=3, guess_expert=True)
+    _, decisions = _run(booster, 400)
+    chosen = {int(d.internals["expert"]) for d in decisions}
+    assert chosen == {4, 5}  # the vote of all five learners, or the reward model's expert
+    x = next(_stream(1, seed=99))[0]
+    for hits, expert in (([1.0, 2.0], 5), ([2.0, 1.0], 4), ([1.0, 1.0], 4)):
+        booster.guess_hits[:] = hits  # a strict lead of the guess plays it
+        d = booster.decide_one(x, rng=np.random.default_rng(0))
+        assert d.internals["expert"] == expert
+        assert d.internals["yhat"] == d.internals["experts"][expert]
+
+
+def test_guess_expert_defaults_to_having_a_reward_model():
+    assert AdaBandit(3).guess_expert and not AdaBandit(3, estimator="proposed").guess_expert
+    assert not BanditBBM(3, estimator="dr", guess_expert=False).guess_expert
+
+
+def test_adabandit_switch_plays_the_guess_while_its_hits_lead_the_vote():
+    booster = AdaBandit(4, n_learners=5, rho=0.1, seed=3, guess_play="switch")
+    assert booster.log_v.shape == (5,)  # the Hedge keeps the trees' experts only
+    _, decisions = _run(booster, 300)
+    assert {int(d.internals["expert"]) == 5 for d in decisions} == {True, False}
+    x = next(_stream(1, seed=99))[0]
+    for hits, guess in (([1.0, 2.0], True), ([2.0, 1.0], False), ([1.0, 1.0], False)):
+        booster.guess_hits[:] = hits
+        d = booster.decide_one(x, rng=np.random.default_rng(0))
+        assert (d.internals["expert"] == 5) == guess
+    with pytest.raises(ValueError, match="guess_play"):
+        AdaBandit(3, guess_play="vote")
+    with pytest.raises(ValueError, match="quadratic_expert"):
+        AdaBandit(3, guess_play="switch", quadratic_expert=True)
+
+
+def test_guess_expert_respects_allowed_actions_and_needs_the_reward_model():
+    booster = AdaBandit(4, n_learners=3, rho=0.1, seed=4, guess_expert=True)
+    _, decisions = _run(booster, 200, allowed=[1, 3])
+    assert all(int(e) in (1, 3) for d in decisions for e in d.internals["experts"])
+    assert all(d.action in (1, 3) for d in decisions)
+    with pytest.raises(ValueError, match="guess_expert"):
+        AdaBandit(3, estimator="proposed", guess_expert=True)
+
+
+def test_guess_expert_is_deterministic_pickles_and_serves():
+    def make():
+        return AdaBandit(3, n_learners=4, seed=11, guess_expert=True, quadratic_expert=True,
+                         rho_decay=50.0, hedge_discount=0.99)
+
+    a, b = make(), make()
+    assert [d.action for d in _run(a, 150)[1]] == [d.action for d in _run(b, 150)[1]]
+    copy = pickle.loads(pickle.dumps(a))
+    serving = pickle.loads(dumps_serving(a))
+    for x, _ in _stream(30, seed=8):
+        ours = a.decide_one(x, rng=np.random.default_rng(0))
+        assert serving.decide_one(x, rng=np.random.default_rng(0)).action == ours.action
+    assert [d.action for d in _run(copy, 60, 5)[1]] == [d.action for d in _run(a, 60, 5)[1]]
+
+
+def test_quadratic_expert_follows_the_guess_expert_and_learns_every_round():
+    booster = AdaBandit(4, n_learners=3, rho=0.1, seed=5, guess_expert=True,
+                        quadratic_expert=True)
+    assert booster.expert_models() == [booster.reward_model, booster.quadratic_model]
+    assert booster.log_v.shape == (5,) and booster.quadratic_model.quadratic
+    _, decisions = _run(booster, 100)
+    x = next(_stream(1, seed=98))[0]
+    d = booster.decide_one(x, rng=np.random.default_rng(1))
+    assert d.internals["experts"][-1] == booster.quadratic_model.predict_one(x).argmax()
+    assert booster.quadratic_model.pair_weights.any()
+    alone = AdaBandit(4, n_learners=3, seed=5, guess_expert=False, quadratic_expert=True)
+    assert alone.expert_models() == [alone.quadratic_model] and alone.log_v.shape == (4,)
+    with pytest.raises(ValueError, match="quadratic_expert"):
+        AdaBandit(3, estimator="proposed", quadratic_expert=True)
+
+
+def test_an_old_pickle_without_the_options_decides_as_before():
+    booster = AdaBandit(3, n_learners=3, seed=6, estimator="proposed", rho=0.1)
+    _run(booster, 30)
+    for name in ("guess_expert", "hedge_discount", "rho_decay", "rho_floor"):
+        booster.__dict__.pop(name)  # what a model pickled before the options holds
+    restored = pickle.loads(pickle.dumps(booster))
+    assert restored.guess_expert is False and restored.rho_decay is None
+    assert restored.current_rho() == 0.1
+    assert restored.decide_one({"a": 1.0, "b": 0.0}).internals["experts"].shape == (3,)
+
+
+def test_hedge_discount_forgets_old_losses():
+    paper = AdaBandit(3, n_learners=4, seed=7)
+    faded = AdaBandit(3, n_learners=4, seed=7, hedge_discount=0.5)
+    _run(paper, 200)
+    _run(faded, 200)
+    # a discount of 1/2 bounds the log-weights' spread by twice the largest one-round loss
+    assert np.ptp(faded.log_v) < np.ptp(paper.log_v)
+    with pytest.raises(ValueError, match="hedge_discount"):
+        AdaBandit(3, hedge_discount=0.0)
+
+
+# --- quadratic features ------------------------------------------------------------------------
+
+
+def test_quadratic_reward_model_learns_a_product_rule_a_linear_one_cannot():
+    """Reward of action 1 iff a * b > 0 (an XOR of signs): no linear rule beats 1/2 by much."""
+
+    def accuracy(model):
+        rng, hits = np.random.default_rng(0), []
+        for t in range(3000):
+            a, b = rng.normal(size=2)
+            x, y = {"a": float(a), "b": float(b)}, int(a * b > 0)
+            guess = int(model.predict_one(x).argmax())
+            action = guess if rng.random() < 0.8 else int(rng.integers(2))
+            model.learn_one(x, action, action == y)
+            if t >= 2000:
+                hits.append(guess == y)
+        return np.mean(hits)
+
+    assert accuracy(LinearRewards(2, quadratic=True)) > 0.9
+    assert accuracy(LinearRewards(2)) < 0.7
+
+
+def test_normalized_steps_move_the_scores_less_with_many_features():
+    def first_step(normalized):
+        model = LinearRewards(2, normalized=normalized)
+        x = {f"f{i}": float(i % 2) for i in range(50)}  # 25 ones: norm 5
+        model.learn_one(x, 0, True)  # moments only (one value of each feature: z = 0)
+        model.learn_one({f"f{i}": float((i + 1) % 2) for i in range(50)}, 0, True)
+        return model.weights[:50, 0].copy()
+
+    plain, normed = first_step(False), first_step(True)
+    assert np.abs(plain).max() > 0 and np.allclose(normed, plain / np.sqrt(50))
+
+
+def test_quadratic_table_is_bounded_and_nominal_products_are_hashed():
+    model = LinearRewards(2, quadratic=True, max_pairs=16)
+    for i in range(100):
+        model.learn_one({"id": f"u{i}", "dev": f"d{i % 5}", "v": float(i % 7)}, i % 2, i % 3 == 0)
+    assert model.pair_weights.shape == (16, 2) and np.isfinite(model.pair_weights).all()
+    assert np.isfinite(model.predict_one({"id": "new", "v": 1e300})).all()
+
+
+def test_predicting_writes_nothing_and_a_serving_copy_predicts_alike():
+    model = LinearRewards(3, quadratic=True, seed_rows=2)
+    probe = {"a": 0.3, "colour": "teal", "unseen": 5.0}
+    before = pickle.dumps(model)
+    assert np.array_equal(model.predict_one(probe), np.full(3, 0.5))  # nothing learned yet
+    assert pickle.dumps(model) == before  # no row, no products' table made by a prediction
+    for i in range(40):
+        model.learn_one({"a": i / 40, "colour": "red" if i % 2 else "blue"}, i % 3, i % 4 == 0)
+    before = pickle.dumps(model)
+    expected = model.predict_one(probe)
+    assert pickle.dumps(model) == before
+    served = pickle.loads(dumps_serving(model))
+    assert np.array_equal(served.predict_one(probe), expected)
+    assert not hasattr(served, "squares") and served.weights.shape[0] == len(model.index)
