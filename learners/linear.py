@@ -28,6 +28,9 @@ __all__ = ["LinearRewards"]
 Z_CLIP = 1e4
 #: a product of two features is formed from values clipped to [-PAIR_CLIP, PAIR_CLIP]
 PAIR_CLIP = 10.0
+#: products are formed among an example's first PAIR_FEATURES features only (2,080 products at
+#: most): their cost grows with the square of the features
+PAIR_FEATURES = 64
 #: the attributes only learning reads (AdaGrad's sums): a serving copy leaves them out
 _LEARNING_STATE = frozenset({"squares", "bias_squares", "pair_squares"})
 #: the feature values a normalised step's norm is taken of are clipped to this
@@ -64,7 +67,8 @@ class LinearRewards:
     - At most ``max_features`` features get a weight row of their own; later new ones share a
       row picked by a CRC-32 of their name (memory stays bounded, the result deterministic).
     - ``quadratic=True`` adds every product of two features (squares included, Vowpal Wabbit's
-      ``-q ::``), each hashed from its two rows into a table of ``max_pairs`` rows.
+      ``-q ::``) among the example's first ``PAIR_FEATURES``, each hashed from its two rows into
+      a table of ``max_pairs`` rows.
 
     Parameters
     ----------
@@ -172,6 +176,7 @@ class LinearRewards:
                 return None, None
             self.pair_weights = np.zeros((self.max_pairs, self.n_actions))
             self.pair_squares = np.full((self.max_pairs, self.n_actions), 1e-6)
+        rows, values = rows[:PAIR_FEATURES], values[:PAIR_FEATURES]
         i, j = np.triu_indices(rows.size)
         clipped = np.clip(values, -PAIR_CLIP, PAIR_CLIP)
         keys = rows[i] * _PAIR_HASH + rows[j]

@@ -3,6 +3,7 @@ as AdaBandit's extra expert, the discounted Hedge and the reward model's quadrat
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 
 import numpy as np
@@ -107,7 +108,13 @@ def test_adabandit_switch_plays_the_guess_while_its_hits_lead_the_vote():
         assert (d.internals["expert"] == 5) == guess
     with pytest.raises(ValueError, match="guess_play"):
         AdaBandit(3, guess_play="vote")
-    with pytest.raises(ValueError, match="quadratic_expert"):
+    with pytest.raises(ValueError, match="guess_play"):
+        AdaBandit(3, guess_play="switch", estimator="proposed")
+    with pytest.raises(TypeError, match="quadratic_expert"):
+        AdaBandit(3, quadratic_expert="false")
+    with pytest.raises(TypeError, match="guess_expert"):
+        AdaBandit(3, guess_expert="yes")
+    with pytest.raises(ValueError, match="guess_play"):
         AdaBandit(3, guess_play="switch", quadratic_expert=True)
 
 
@@ -149,6 +156,26 @@ def test_quadratic_expert_follows_the_guess_expert_and_learns_every_round():
     assert alone.expert_models() == [alone.quadratic_model] and alone.log_v.shape == (4,)
     with pytest.raises(ValueError, match="quadratic_expert"):
         AdaBandit(3, estimator="proposed", quadratic_expert=True)
+
+
+def test_a_decision_logged_without_the_guess_expert_still_teaches_the_hedge():
+    old = AdaBandit(3, n_learners=3, seed=1, guess_expert=False)
+    new = AdaBandit(3, n_learners=3, seed=1)
+    x = {"a": 1.0, "b": 0.0}
+    d = old.decide_one(x)
+    assert d.internals["experts"].shape == (3,) and new.log_v.shape == (4,)
+    guess = int(new.reward_model.predict_one(x).argmax())
+    before = new.log_v.copy()
+    new.learn_one(x, d, reward=0.0)  # the reward model's expert is filled in from the model
+    lhat = new.loss_vector(d, False, x=x)
+    assert new.n_updates == 1 and np.isfinite(new.log_v).all()
+    assert guess in range(3) and not np.array_equal(before, new.log_v)
+    short = {**d.internals, "experts": d.internals["experts"][:2]}  # not even the trees'
+    broken = AdaBandit(3, n_learners=3, seed=1)
+    with pytest.raises(ValueError, match="experts"):
+        broken.learn_one(x, dataclasses.replace(d, internals=short), reward=0.0)
+    assert broken.n_updates == 0  # refused before anything learned
+    assert lhat.shape == (3,)
 
 
 def test_an_old_pickle_without_the_options_decides_as_before():

@@ -57,11 +57,13 @@ PAPER_ALPHA_MIN = -2.0
 class AdaBandit(BoostingTemplate):
     """Adaptive bandit boosting (Algorithm 3 of Zhang et al. 2019). No edge parameter is needed.
 
-    Defaults (docs/boosters.md, "Defaults"): ``rho=0.05``, ``alpha_min=0``,
-    ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves) and ``estimator="dr"`` (eq. 4 made
-    doubly robust by a reward model), chosen on the quality benchmark; ``alpha_min=-2,
-    leaf_prediction="mc", estimator="proposed"`` with the same ``rho`` is the paper's algorithm
-    (its feasible set [-2, 2] for the weights, majority-class leaves, eq. 4). ``alpha_min`` is
+    Defaults (docs/boosters.md, "Defaults"): ``rho=0.1`` decaying with ``rho_decay=100`` to
+    ``rho_floor=0.01``, ``alpha_min=0``, ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves),
+    ``estimator="dr"`` (eq. 4 made doubly robust by a reward model) and that reward model as one
+    more expert of the Hedge (``guess_expert``), chosen on the quality benchmark;
+    ``alpha_min=-2, leaf_prediction="mc", estimator="proposed", rho_decay=None`` with the
+    paper's ``rho`` is the paper's algorithm (its feasible set [-2, 2] for the weights,
+    majority-class leaves, eq. 4, a constant rate, the N experts). ``alpha_min`` is
     the lower end of that set: 0 gives weights that never vote against a learner's label
     (docs/boosters.md, "Many actions").
     ``loss_clip=None`` is the paper's estimate; a number ``c >= 1`` clips the estimated loss
@@ -127,8 +129,8 @@ class AdaBandit(BoostingTemplate):
         self.alpha_min = check_real("alpha_min", alpha_min, PAPER_ALPHA_MIN, 0.0)
         self.hedge_discount = check_real("hedge_discount", hedge_discount, 0.0, 1.0, open_low=True)
         self.guess_play = check_choice("guess_play", guess_play, GUESS_PLAYS)
-        if self.guess_play == "switch" and self.quadratic_expert:
-            raise ValueError('guess_play="switch" plays one reward model: no quadratic_expert')
+        if self.guess_play == "switch" and (self.quadratic_expert or not self.guess_expert):
+            raise ValueError('guess_play="switch" plays the reward model of guess_expert alone')
         self.alpha = np.zeros(self.n_learners)
         # Hedge weights in log space, one per expert (the reward model's is the last)
         hedged = self.expert_models() if self.guess_play != "switch" else []

@@ -56,7 +56,7 @@ class BanditBBM(BoostingTemplate):
         leaf_prediction: str = "nba",
         rho_decay: float | None = None,
         rho_floor: float = 0.01,
-        guess_expert: bool = False,
+        guess_expert: bool | None = False,
     ):
         self.gamma = check_real("gamma", gamma, 0.0, 1.0, open_low=True, open_high=True)
         super().__init__(

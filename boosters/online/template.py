@@ -146,6 +146,8 @@ class BoostingTemplate(OnlineBooster):
         # None: an expert whenever there is a reward model
         has_model = self.reward_model is not None
         self.guess_expert = has_model if guess_expert is None else bool(guess_expert)
+        if not isinstance(quadratic_expert, bool | np.bool_):
+            raise TypeError(f"quadratic_expert must be true or false, got {quadratic_expert!r}")
         self.quadratic_expert = bool(quadratic_expert)
         if (self.guess_expert or self.quadratic_expert) and not has_model:
             raise ValueError('guess_expert and quadratic_expert need estimator="dr"')
@@ -183,7 +185,7 @@ class BoostingTemplate(OnlineBooster):
     def _experts(self, x: dict, votes: np.ndarray, allowed, u: np.ndarray) -> np.ndarray:
         """The experts' labels: row ``i`` is the argmax of ``s^{i+1}`` among the allowed
         actions (random ties by ``u`` (N, k)); with ``guess_expert`` one more, the reward
-        model's best allowed action (docs/boosters.md, "The reward model as an expert")."""
+        model's best allowed action (docs/boosters.md, "The reward models as experts")."""
         n = self.n_learners
         experts = argmax_random_ties(mask_scores(votes[1:], allowed), u[:n])
         models = self.expert_models()
@@ -349,9 +351,9 @@ class BoostingTemplate(OnlineBooster):
         internals = decision.internals
         weak = np.asarray(internals["weak"], dtype=np.int64)
         alpha = np.asarray(internals["alpha"])
-        experts = np.asarray(internals["experts"], dtype=np.int64)
         if weak.shape != (self.n_learners,) or alpha.shape != (self.n_learners,):
             raise ValueError("decision internals do not match this booster's learners")
+        experts = self._logged_experts(x, internals)
 
         lhat = self.loss_vector(decision, correct, known if label is not None else None, x)
         omega = 1.0 - lhat
@@ -368,6 +370,22 @@ class BoostingTemplate(OnlineBooster):
         self._update(votes, weak, experts, lhat, costs, known)
         if self.reward_model is not None:
             self._learn_guess(x, decision, correct, known)
+
+    def _logged_experts(self, x: dict, internals: dict) -> np.ndarray:
+        """The decision's experts, checked before anything learns: the N of the trees, then one
+        per reward model of :meth:`expert_models`. A decision logged without the reward models'
+        experts (before the option, or by a model without them) gets them from the models as
+        they are now, so a replayed log still teaches the Hedge."""
+        experts = np.asarray(internals["experts"], dtype=np.int64).reshape(-1)
+        models = self.expert_models()
+        if experts.size == self.n_learners and models:
+            allowed = internals.get("allowed")
+            allowed = None if allowed is None else np.asarray(allowed, dtype=np.int64)
+            scores = mask_scores(np.stack([m.predict_one(x) for m in models]), allowed)
+            experts = np.append(experts, scores.argmax(axis=1))
+        if experts.size < self.n_learners + len(models):
+            raise ValueError("decision internals do not match this booster's experts")
+        return experts
 
     def uses_guess(self) -> bool:
         """Whether the loss estimate uses the reward model's guess now (``estimator="dr"``): while
