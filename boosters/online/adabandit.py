@@ -148,9 +148,8 @@ class AdaBandit(BoostingTemplate):
         return logistic_cost_matrices(votes) @ omega
 
     def _choose_expert(self, u: float) -> int:
-        if self.guess_play == "switch" and self.guess_expert:  # the template's rule
-            if self.guess_hits[1] > self.guess_hits[0]:
-                return self.n_learners
+        if self.guess_play == "switch" and self._guess_leads():  # the template's rule
+            return self.n_learners
         w = np.exp(self.log_v - self.log_v.max())
         cdf = np.cumsum(w)
         return min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), len(cdf) - 1)

@@ -178,9 +178,11 @@ class BoostingTemplate(OnlineBooster):
         """Index of the expert whose label is played (0-based): the vote of all N learners, or
         with ``guess_expert`` the reward model's while its hits lead (:meth:`uses_guess`, a
         strict lead)."""
-        if self.guess_expert and self.guess_hits[1] > self.guess_hits[0]:
-            return self.n_learners
-        return self.n_learners - 1
+        return self.n_learners if self._guess_leads() else self.n_learners - 1
+
+    def _guess_leads(self) -> bool:
+        """Whether the reward model's expert plays by the switch: a strict lead of its hits."""
+        return self.guess_expert and self.guess_hits[1] > self.guess_hits[0]
 
     def _experts(self, x: dict, votes: np.ndarray, allowed, u: np.ndarray) -> np.ndarray:
         """The experts' labels: row ``i`` is the argmax of ``s^{i+1}`` among the allowed
@@ -188,11 +190,16 @@ class BoostingTemplate(OnlineBooster):
         model's best allowed action (docs/boosters.md, "The reward models as experts")."""
         n = self.n_learners
         experts = argmax_random_ties(mask_scores(votes[1:], allowed), u[:n])
+        scores = self._model_scores(x, allowed)
+        return experts if scores is None else np.append(experts, argmax_random_ties(scores, u[n:]))
+
+    def _model_scores(self, x: dict, allowed) -> np.ndarray | None:
+        """Rows of :meth:`expert_models`' estimates for ``x``, the excluded actions at ``-inf``
+        (None without such models)."""
         models = self.expert_models()
         if not models:
-            return experts
-        scores = mask_scores(np.stack([m.predict_one(x) for m in models]), allowed)
-        return np.append(experts, argmax_random_ties(scores, u[n:]))
+            return None
+        return mask_scores(np.stack([m.predict_one(x) for m in models]), allowed)
 
     def expert_models(self) -> list[LinearRewards]:
         """The reward models whose best actions are experts after the N of the trees: the
@@ -302,7 +309,12 @@ class BoostingTemplate(OnlineBooster):
         return Decision(action=action, probabilities=p, internals=internals)
 
     def loss_vector(
-        self, decision: Decision, correct: bool, label: int | None = None, x: dict | None = None
+        self,
+        decision: Decision,
+        correct: bool,
+        label: int | None = None,
+        x: dict | None = None,
+        guess: np.ndarray | None = None,
     ) -> np.ndarray:
         """The loss vector learning uses: the true ``1 - e_y`` with a ``label``, else the
         estimate (eq. 4, eq. 3 with ``estimator="naive"``, eq. 4 made doubly robust with
@@ -310,8 +322,9 @@ class BoostingTemplate(OnlineBooster):
         action, probabilities and, for a restricted decision, allowed actions
         (:mod:`boosters.exploration`, "Restricted decisions": every allowed coordinate is
         unbiased, and the whole vector whenever the true label is allowed; a restricted
-        decision gets eq. 4 under ``"dr"`` too). With ``loss_clip`` every coordinate is clipped
-        to ``[1 - loss_clip, loss_clip]``."""
+        decision gets eq. 4 under ``"dr"`` too; ``guess``: the reward model's estimates for
+        ``x`` when already at hand). With ``loss_clip`` every coordinate is clipped to
+        ``[1 - loss_clip, loss_clip]``."""
         if label is not None:  # full information: the true loss vector (eq. 1)
             return full_information_loss(label, self.n_actions)
         internals = decision.internals
@@ -325,8 +338,8 @@ class BoostingTemplate(OnlineBooster):
         elif x is None or allowed is not None or not self.uses_guess():
             lhat = loss_estimate(yhat, decision.action, correct, p, allowed)
         else:
-            baseline = 1.0 - self.reward_model.predict_one(x)
-            lhat = dr_loss_estimate(yhat, decision.action, correct, p, baseline)
+            guess = self.reward_model.predict_one(x) if guess is None else guess
+            lhat = dr_loss_estimate(yhat, decision.action, correct, p, 1.0 - guess)
         if self.loss_clip is not None:  # clipped importance weights (docs: "Many actions")
             np.clip(lhat, 1.0 - self.loss_clip, self.loss_clip, out=lhat)
         return lhat
@@ -354,8 +367,9 @@ class BoostingTemplate(OnlineBooster):
         if weak.shape != (self.n_learners,) or alpha.shape != (self.n_learners,):
             raise ValueError("decision internals do not match this booster's learners")
         experts = self._logged_experts(x, internals)
-
-        lhat = self.loss_vector(decision, correct, known if label is not None else None, x)
+        # the reward model's estimates, read once: it learns only in the last step
+        guess = None if self.reward_model is None else self.reward_model.predict_one(x)
+        lhat = self.loss_vector(decision, correct, known if label is not None else None, x, guess)
         omega = 1.0 - lhat
 
         votes = self._votes(weak, alpha)
@@ -369,7 +383,7 @@ class BoostingTemplate(OnlineBooster):
         self.n_updates += 1
         self._update(votes, weak, experts, lhat, costs, known)
         if self.reward_model is not None:
-            self._learn_guess(x, decision, correct, known)
+            self._learn_guess(x, decision, correct, known, guess)
 
     def _logged_experts(self, x: dict, internals: dict) -> np.ndarray:
         """The decision's experts, checked before anything learns: the N of the trees, then one
@@ -377,13 +391,12 @@ class BoostingTemplate(OnlineBooster):
         experts (before the option, or by a model without them) gets them from the models as
         they are now, so a replayed log still teaches the Hedge."""
         experts = np.asarray(internals["experts"], dtype=np.int64).reshape(-1)
-        models = self.expert_models()
-        if experts.size == self.n_learners and models:
+        n_models = len(self.expert_models())
+        if experts.size == self.n_learners and n_models:
             allowed = internals.get("allowed")
             allowed = None if allowed is None else np.asarray(allowed, dtype=np.int64)
-            scores = mask_scores(np.stack([m.predict_one(x) for m in models]), allowed)
-            experts = np.append(experts, scores.argmax(axis=1))
-        if experts.size < self.n_learners + len(models):
+            experts = np.append(experts, self._model_scores(x, allowed).argmax(axis=1))
+        if experts.size < self.n_learners + n_models:
             raise ValueError("decision internals do not match this booster's experts")
         return experts
 
@@ -392,14 +405,15 @@ class BoostingTemplate(OnlineBooster):
         its best action has been right at least as often as the booster's prediction."""
         return self.reward_model is not None and self.guess_hits[1] >= self.guess_hits[0]
 
-    def _learn_guess(self, x: dict, decision: Decision, correct: bool, known) -> None:
-        """After a round: the hit counts of :meth:`uses_guess`, then the reward model. A correct
-        round reveals the label; weighted by ``1 / p`` of the played action, its hits estimate
-        each rule's accuracy without bias (restricted decisions are not counted)."""
+    def _learn_guess(self, x: dict, decision: Decision, correct: bool, known, guess) -> None:
+        """After a round: the hit counts of :meth:`uses_guess`, then the reward model (``guess``:
+        its estimates for ``x`` before this round). A correct round reveals the label; weighted
+        by ``1 / p`` of the played action, its hits estimate each rule's accuracy without bias
+        (restricted decisions are not counted)."""
         self.guess_hits *= GUESS_DECAY
         action = decision.action
         if correct and decision.internals.get("allowed") is None:
-            best = int(self.reward_model.predict_one(x).argmax())
+            best = int(guess.argmax())
             hits = [self._hit_prediction(decision.internals) == action, best == action]
             self.guess_hits += np.asarray(hits) / decision.probabilities[action]
         self.reward_model.learn_one(x, action, correct, known)

@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from boosters.registry import booster_class
+from boosters.registry import booster_class, booster_params
 from service.domain import ModelConfig, reward_from_client
 from service.eventlog import EventLog
 from service.personalizer.errors import PersonalizerFailure
@@ -92,7 +92,7 @@ def desired(log: EventLog, settings: Settings, config: ModelConfig | None = None
     rate, name = service.get("exploration"), exploration_param(booster)
     if rate is not None and name is not None:
         params[name] = exploration_value(rate)
-        if "rho_decay" in inspect.signature(booster_class(booster)).parameters:
+        if "rho_decay" in booster_params(booster):
             params["rho_decay"] = None  # a set percentage holds: no decaying schedule
     fields["params"] = params
     return fields
