@@ -234,6 +234,22 @@ def check_rho(rho: Any, full_information: bool) -> float:
     return check_real("rho", rho, 0.0, 1.0, open_low=not full_information, open_high=True)
 
 
+def check_schedule(rho_decay: Any, rho_floor: Any) -> tuple[float | None, float]:
+    """The exploration schedule's ``rho_decay`` (None: a constant rate, else positive) and
+    ``rho_floor`` (in (0, 1)); :func:`boosters.exploration.decayed_rate` applies them.
+
+    >>> check_schedule(None, 0.01), check_schedule(100, 0.01)
+    ((None, 0.01), (100.0, 0.01))
+    >>> check_schedule(0, 0.01)
+    Traceback (most recent call last):
+    ...
+    ValueError: rho_decay must be a number > 0.0, got 0
+    """
+    if rho_decay is not None:
+        rho_decay = check_real("rho_decay", rho_decay, 0.0, math.inf, open_low=True)
+    return rho_decay, check_real("rho_floor", rho_floor, 0.0, 1.0, open_low=True, open_high=True)
+
+
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
     """``value`` if it is one of ``choices``, else a ValueError naming ``name`` and them.
 

@@ -101,8 +101,9 @@ def test_decisions_are_well_formed(name, car):
         decayed = 0.2 / (1 + i / booster.rho_decay) ** 0.5 if booster.rho_decay else 0.2
         assert rho == pytest.approx(decayed)
         assert p[yhat] == pytest.approx(1.0 - rho)  # eq. 2
-        if name in ("banditbbm", "onlinembbm"):
-            assert internals["expert"] == N_LEARNERS - 1  # i_t = N
+        if name in ("banditbbm", "onlinembbm"):  # i_t = N, or the reward model's while it leads
+            leads = booster._guess_leads()
+            assert internals["expert"] == (N_LEARNERS if leads else N_LEARNERS - 1)
             assert (internals["alpha"] == 1).all()
         # expert j predicts an argmax of the weighted votes s^j
         votes = np.zeros(k)

@@ -122,9 +122,10 @@ def test_dr_booster_learns_from_the_estimate_with_the_models_baseline():
                           loss_estimate(d.internals["yhat"], d.action, True, d.probabilities))
 
 
-def test_the_guess_is_used_while_the_reward_model_predicts_at_least_as_well():
+def test_the_guess_is_used_while_the_reward_model_predicts_better():
     """The switch counts importance-weighted hits of the booster's prediction and the reward
-    model's best action on the correct rounds, forgetting at GUESS_DECAY a round."""
+    model's best action on the correct rounds, forgetting at GUESS_DECAY a round; the guess is
+    used before any hit and while the reward model's hits strictly lead."""
     booster = AdaBandit(3, n_learners=4, rho=0.3, seed=4, estimator="dr")
     labels = np.random.default_rng(6).integers(3, size=120)
     used = set()
@@ -136,7 +137,8 @@ def test_the_guess_is_used_while_the_reward_model_predicts_at_least_as_well():
             best = int(booster.reward_model.predict_one(x).argmax())
             hits += np.array([d.internals["yhat"] == y, best == y]) / d.probabilities[d.action]
         used.add(booster.uses_guess())
-        assert booster.uses_guess() == (booster.guess_hits[1] >= booster.guess_hits[0])
+        now = booster.guess_hits
+        assert booster.uses_guess() == (now[1] > now[0] or not now.any())
         booster.learn_one(x, d, reward=float(correct))
         assert np.allclose(booster.guess_hits, hits, rtol=1e-12, atol=0)
     assert used == {True, False}  # random labels: the lead changes hands
@@ -144,9 +146,13 @@ def test_the_guess_is_used_while_the_reward_model_predicts_at_least_as_well():
     d = dataclasses.replace(d, action=(d.internals["yhat"] + 1) % 3)
     assert np.array_equal(booster.loss_vector(d, False, x=x),
                           loss_estimate(d.internals["yhat"], d.action, False, d.probabilities))
-    booster.guess_hits[:] = [1.0, 1.0]  # a tie: the guess
-    assert not np.array_equal(booster.loss_vector(d, False, x=x),
-                              loss_estimate(d.internals["yhat"], d.action, False, d.probabilities))
+    booster.guess_hits[:] = [1.0, 1.0]  # a tie (a prediction copying the guess): eq. 4
+    assert np.array_equal(booster.loss_vector(d, False, x=x),
+                          loss_estimate(d.internals["yhat"], d.action, False, d.probabilities))
+    for hits in ([0.0, 0.0], [1.0, 2.0]):  # no hit counted yet, or the guess strictly ahead
+        booster.guess_hits[:] = hits
+        assert not np.array_equal(booster.loss_vector(d, False, x=x), loss_estimate(
+            d.internals["yhat"], d.action, False, d.probabilities))
 
 
 @pytest.mark.parametrize("cls", [AdaBandit, BanditBBM])

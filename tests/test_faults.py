@@ -35,6 +35,12 @@ Redis from this process:
     decide like a fresh booster that applied the whole joined stream (probabilities, action and
     internals, on a probe set of contexts), and that fold differs from a fresh booster.
 
+(c) compares the code of two processes: the fold runs in this one, with the boosters/, learners/
+and service/ it imported at collection, while the learners import the files on disk when they
+start. If the tree is edited during a test run, the two differ with equal versions ("restore()
+(version N) differs from the fold of N joined events"). A failed (c) says so when files changed
+on disk after this module was imported (:func:`code_skew`).
+
 The same faults in one process: tests/test_event_core.py. The longer run that prints the table
 of benchmarks/RESULTS.md ("Faults"): benchmarks/load/faults.py. At the end, two minimal in-process
 reproducers of product bugs found on the way (fixed since).
@@ -134,6 +140,43 @@ if _failures:  # Learner.catch_up raises on its first calls that have something 
 
     sys.meta_path.insert(0, _AfterImport())
 '''
+
+
+#: the packages the API and learner processes import from ROOT (this process too, for the fold)
+SOURCE_PACKAGES = ("boosters", "learners", "service")
+
+
+def source_digests() -> dict[str, str]:
+    """SHA-1 of every Python file of :data:`SOURCE_PACKAGES` under ROOT, by relative path."""
+    return {str(path.relative_to(ROOT)): hashlib.sha1(path.read_bytes()).hexdigest()
+            for package in SOURCE_PACKAGES for path in sorted((ROOT / package).rglob("*.py"))}
+
+
+#: the sources as this module was imported (pytest collects it with the rest, before any scenario)
+SOURCES_AT_IMPORT = source_digests()
+
+
+def code_skew() -> str | None:
+    """Why this process's fold and the children's model may run different code, or None: a
+    file of :data:`SOURCE_PACKAGES` changed on disk since this module was imported (children
+    started since import the new one), or this process imported one from outside ROOT."""
+    now = source_digests()
+    changed = sorted(p for p in SOURCES_AT_IMPORT.keys() | now.keys()
+                     if SOURCES_AT_IMPORT.get(p) != now.get(p))
+    foreign = sorted(
+        name for name, module in list(sys.modules.items())
+        if name.split(".")[0] in SOURCE_PACKAGES and getattr(module, "__file__", None)
+        and not Path(module.__file__).resolve().is_relative_to(ROOT)
+    )
+    if not changed and not foreign:
+        return None
+    return ("this process and the children ran different code, so (c) compared models "
+            "learned by different boosters, which says nothing of the event core: "
+            + "; ".join(part for part in (
+                changed and f"changed on disk since this test module was imported: "
+                            f"{', '.join(changed[:5])}" + (" ..." if len(changed) > 5 else ""),
+                foreign and f"imported here from outside {ROOT}: {', '.join(foreign[:5])}",
+            ) if part))
 
 
 def context_of(i: int) -> dict[str, Any]:
@@ -708,6 +751,10 @@ def verify(dep: Deployment, driver: Driver, row: Row) -> Row:
     else:
         problems.append(f"the final snapshot has version {snapshot.version}, not the "
                         f"{row.joined} joined events")
+    if row.model_equal is False or row.snapshot_equal is False:
+        skew = code_skew()
+        if skew is not None:
+            problems.append(skew)
     info = dep.log.group_info(dep.k["feedback"], EventLog.GROUP)
     row.pending = -1 if info is None else info["pending"]
     if driver.unexpected:

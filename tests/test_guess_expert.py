@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from boosters.exploration import decayed_rate
-from boosters.online.adabandit import AdaBandit
-from boosters.online.banditbbm import BanditBBM
+from boosters.online.adabandit import AdaBandit, AdaBoostOLM
+from boosters.online.banditbbm import BanditBBM, OnlineMBBM
+from boosters.online.oco_bandit import OCOBandit, OCOFull
 from learners.frozen import dumps_serving
 from learners.linear import LinearRewards
 
@@ -38,7 +39,7 @@ def _run(booster, n, seed=0, allowed=None):
 # --- the exploration schedule --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls", [AdaBandit, BanditBBM])
+@pytest.mark.parametrize("cls", [AdaBandit, BanditBBM, OCOBandit])
 def test_decayed_exploration_is_logged_and_keeps_its_floor(cls):
     booster = cls(4, n_learners=3, rho=0.2, seed=1, rho_decay=20.0, rho_floor=0.05)
     _, decisions = _run(booster, 400)
@@ -93,7 +94,36 @@ def test_banditbbm_plays_the_guess_while_its_hits_lead():
 
 def test_guess_expert_defaults_to_having_a_reward_model():
     assert AdaBandit(3).guess_expert and not AdaBandit(3, estimator="proposed").guess_expert
+    assert BanditBBM(3).guess_expert and not BanditBBM(3, estimator="proposed").guess_expert
     assert not BanditBBM(3, estimator="dr", guess_expert=False).guess_expert
+
+
+def test_schedule_defaults_and_the_twins_keep_the_papers_constant_rate():
+    assert AdaBandit(3).rho_decay == BanditBBM(3).rho_decay == OCOBandit(3).rho_decay == 100.0
+    for twin in (AdaBoostOLM(3), OnlineMBBM(3)):
+        assert twin.rho_decay is None and not twin.guess_expert and twin.reward_model is None
+    assert OCOFull(3).rho_decay is None and OCOFull(3).current_rho() == 0.0
+    with pytest.raises(ValueError, match="rho_floor"):
+        OCOBandit(3, rho_decay=10, rho_floor=0.0)
+
+
+def test_oco_rounding_update_stays_a_probability_on_a_schedule(monkeypatch):
+    """CB-R's pseudo-label probability uses the current rate's pi_min, never above the played
+    arm's logged propensity, also for decisions made at an earlier (higher) rate."""
+    import boosters.online.oco_bandit as oco_bandit
+
+    seen = []
+    real = oco_bandit.rounding_probability
+    monkeypatch.setattr(oco_bandit, "rounding_probability",
+                        lambda *args: seen.append(real(*args)) or seen[-1])
+    booster = OCOBandit(3, n_learners=2, seed=4, update="rounding", rho_decay=5.0)
+    early = [booster.decide_one({"a": float(i)}) for i in range(20)]  # at rho = 0.1
+    _run(booster, 100)
+    assert booster.current_rho() < 0.03
+    for d in early:  # learned late, at a lower rate: rewards 0 and 1
+        booster.learn_one({"a": 0.0}, d, reward=float(d.action == 0))
+    assert len(seen) == 120 and all(0.0 <= q <= 1.0 for q in seen)
+    assert min(seen[-20:]) < 0.5 < max(seen[-20:])
 
 
 def test_adabandit_switch_plays_the_guess_while_its_hits_lead_the_vote():

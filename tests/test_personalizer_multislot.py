@@ -207,10 +207,9 @@ def _slot_hits(redis_url: str, seed: int) -> np.ndarray:
 def test_slots_learn_from_the_context(redis_url: str) -> None:
     """Two slots over 5 actions; each slot's rewarded action depends on the segment.
 
-    Three models (seeds 3-5), each from an empty database: a 5-learner AdaBandit does not learn
-    this stream within 200 events on every seed (offline, the same stream and draws, seeds 1-7:
-    six of seven above 0.6 on the first slot, seed 3 at 0.15; docs/boosters.md, "Defaults"),
-    and this test is of the multi-slot path, so it judges the median model."""
+    Three models (seeds 3-5), each from an empty database, and each must learn. Seed 3 is the
+    one that collapsed to 0.15 on the first slot while a tie of the doubly robust switch's hit
+    counts kept the reward model's guess in use (docs/boosters.md, "Doubly robust estimates")."""
     import redis
 
     firsts, lasts, sides = [], [], []
@@ -223,10 +222,9 @@ def test_slots_learn_from_the_context(redis_url: str) -> None:
         firsts.append(rates[0, 0])
         lasts.append(hits[-100:, 0].mean())
         sides.append(hits[-100:, 1].mean())
-    first, last = np.median(firsts), np.median(lasts)
-    assert last > 0.6, (firsts, lasts)  # 3 times chance
-    assert last > first + 0.2, (firsts, lasts)
-    assert np.median(sides) > 0.5, sides  # the second slot learns too
+    assert min(lasts) > 0.6, (firsts, lasts)  # 3 times chance, every model
+    assert np.median(lasts) > np.median(firsts) + 0.2, (firsts, lasts)
+    assert min(sides) > 0.5, sides  # the second slot learns too
 
 
 def _wait_version(http: httpx.Client, version: int, timeout: float = 10.0) -> None:

@@ -378,7 +378,8 @@ def test_oco_rounding_uses_the_unrestricted_pi_min(monkeypatch):
     monkeypatch.setattr(
         oco_bandit, "rounding_probability", lambda r, p, m: seen.append((p, m)) or real(r, p, m)
     )
-    booster = oco_bandit.OCOBandit(n_actions=K, n_learners=3, rho=0.2, seed=0, update="rounding")
+    booster = oco_bandit.OCOBandit(n_actions=K, n_learners=3, rho=0.2, seed=0, update="rounding",
+                                   rho_decay=None)  # a constant pi_min
     for allowed in ([1, 2], None):
         d = booster.decide_one({"f": 1.0}, allowed=allowed)
         booster.learn_one({"f": 1.0}, d, reward=0.7)
@@ -448,8 +449,8 @@ OLD_DEFAULTS = {
         "rho": 0.1, "alpha_min": -2.0, "leaf_prediction": "mc", "estimator": "proposed",
         "rho_decay": None,
     },
-    "banditbbm": {"leaf_prediction": "mc", "estimator": "proposed"},
-    "oco": {"leaf_prediction": "mc"},
+    "banditbbm": {"leaf_prediction": "mc", "estimator": "proposed", "rho_decay": None},
+    "oco": {"leaf_prediction": "mc", "rho_decay": None},
 }
 
 

@@ -28,7 +28,10 @@ class BanditBBM(BoostingTemplate):
     weak learners' assumed edge (0.1 in the paper, not tuned), which enters only through the
     potentials. Its trees have adaptive naive-Bayes leaves by default (``leaf_prediction="nba"``,
     docs/boosters.md "Defaults"); the paper's are ``"mc"``. Its loss estimate is eq. 4 made
-    doubly robust by default (``estimator="dr"``); the paper's is ``"proposed"``. Above
+    doubly robust by default (``estimator="dr"``); the paper's is ``"proposed"``. Like
+    AdaBandit's, its exploration decays with evidence (``rho_decay=100``: 0.1 down to 0.01) and it
+    plays its reward model's best action while that model's hits lead (``guess_expert``, on
+    whenever there is a reward model); the paper's rate is constant (``rho_decay=None``). Above
     ``dense_max_actions`` actions the cost vectors are formed per class of labels
     (:meth:`boosters.online.potentials.BBMPotentials.costs`) instead of through ``k x k`` matrices.
     """
@@ -54,9 +57,9 @@ class BanditBBM(BoostingTemplate):
         weak_prediction: str | None = None,
         fast_trees: bool = True,
         leaf_prediction: str = "nba",
-        rho_decay: float | None = None,
+        rho_decay: float | None = 100.0,
         rho_floor: float = 0.01,
-        guess_expert: bool | None = False,
+        guess_expert: bool | None = None,
     ):
         self.gamma = check_real("gamma", gamma, 0.0, 1.0, open_low=True, open_high=True)
         super().__init__(
@@ -145,6 +148,8 @@ class OnlineMBBM(BanditBBM):
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
             leaf_prediction=leaf_prediction,
+            rho_decay=None,  # the authors' OnlineMBBM: a constant rate, the N experts
+            guess_expert=False,
         )
 
     def _labels_weights(self, costs, u, known_label):

@@ -18,9 +18,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from boosters._params import check_int, check_real, check_rho
+from boosters._params import check_int, check_real, check_rho, check_schedule
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
-from boosters.exploration import check_allowed, exploration_distribution, explore, mask_scores
+from boosters.exploration import (
+    check_allowed,
+    decayed_rate,
+    exploration_distribution,
+    explore,
+    mask_scores,
+)
 from boosters.online.oco import OCOParams, OnlineConvexOptimizer, oco_labels
 from learners.binary import signs_random_ties
 from learners.reduction import argmax_random_ties
@@ -86,9 +92,17 @@ class OCOBandit(OCOParams, OnlineBooster):
         CB-W's reward baseline ``b`` in [0, 1].
     max_weight
         CB-W's weight clip (``None``: no clipping, unbiased).
+    rho_decay, rho_floor
+        The exploration schedule of the tree boosters (docs/boosters.md, "Exploration
+        schedule"): after ``t`` learned rounds the rate is ``max(min(rho_floor, rho), rho /
+        sqrt(1 + t / rho_decay))``, 0.1 down to 0.01 by default; ``rho_decay=None`` keeps
+        ``rho`` constant (as before issue 15's sixth pass, and :class:`OCOFull`).
     """
 
     default_tree_profile = "bandit"
+    #: a constant rate; also what a model pickled before the option existed reads
+    rho_decay = None
+    rho_floor = 0.01
 
     def __init__(
         self,
@@ -108,10 +122,13 @@ class OCOBandit(OCOParams, OnlineBooster):
         max_weight: float | None = None,
         fast_trees: bool = True,
         leaf_prediction: str = "nba",
+        rho_decay: float | None = 100.0,
+        rho_floor: float = 0.01,
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
         self.rho = check_rho(rho, self.full_information)
+        self.rho_decay, self.rho_floor = check_schedule(rho_decay, rho_floor)
         if update not in UPDATES:
             raise ValueError(f"update must be 'weighted' or 'rounding', got {update!r}")
         self.update = update
@@ -171,14 +188,19 @@ class OCOBandit(OCOParams, OnlineBooster):
         weak = signs_random_ties(m, u[:kn]).reshape(k, n)
         z = weak.sum(axis=1) * self._scale
         yhat = int(argmax_random_ties(mask_scores(z, allowed)[None, :], u[None, kn : kn + k])[0])
-        p = exploration_distribution(yhat, k, self.rho, allowed)
+        rho = self.current_rho()
+        p = exploration_distribution(yhat, k, rho, allowed)
         # keep yhat w.p. 1 - rho, else a uniform action among the other (allowed) ones
-        action = explore(yhat, k, self.rho, u[-1], allowed)
+        action = explore(yhat, k, rho, u[-1], allowed)
         if rng is None:
             self.n_decisions += 1
         return Decision(
             action=action, probabilities=p, internals={"weak": weak, "z": z, "yhat": yhat}
         )
+
+    def current_rho(self) -> float:
+        """The exploration rate of the next decision (:func:`boosters.exploration.decayed_rate`)."""
+        return decayed_rate(self.rho, self.n_updates, self.rho_decay, self.rho_floor)
 
     def _check_decision(self, decision: Decision) -> tuple[np.ndarray, np.ndarray]:
         weak = np.asarray(decision.internals["weak"])
@@ -224,7 +246,8 @@ class OCOBandit(OCOParams, OnlineBooster):
         if self.update == "rounding":
             # pi_min of the unrestricted eq. 2 (no larger than any logged probability of ours,
             # restricted or not), so a restricted round trains towards the same target
-            pi_min = min(float(p[p > 0.0].min()), 1.0 - self.rho, self.rho / (self.n_actions - 1))
+            rho = self.current_rho()
+            pi_min = min(float(p[p > 0.0].min()), 1.0 - rho, rho / (self.n_actions - 1))
             q = rounding_probability(reward, float(p[a]), pi_min)
             y, weight = (1 if self._rng.random() < q else -1), 1.0
         else:
@@ -282,4 +305,5 @@ class OCOFull(OCOBandit):
             max_weight=max_weight,
             fast_trees=fast_trees,
             leaf_prediction=leaf_prediction,
+            rho_decay=None,
         )

@@ -9,7 +9,14 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from boosters._params import check_choice, check_int, check_names, check_real, check_rho
+from boosters._params import (
+    check_choice,
+    check_int,
+    check_names,
+    check_real,
+    check_rho,
+    check_schedule,
+)
 from boosters.base import Decision, OnlineBooster, check_context
 from boosters.exploration import (
     check_allowed,
@@ -88,11 +95,7 @@ class BoostingTemplate(OnlineBooster):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
         self.rho = check_rho(rho, self.full_information)
-        self.rho_decay = (
-            None if rho_decay is None
-            else check_real("rho_decay", rho_decay, 0.0, np.inf, open_low=True)
-        )
-        self.rho_floor = check_real("rho_floor", rho_floor, 0.0, 1.0, open_low=True, open_high=True)
+        self.rho_decay, self.rho_floor = check_schedule(rho_decay, rho_floor)
         self.seed = seed
         self.tree_profile = check_choice(
             "tree_profile", tree_profile or self.default_tree_profile, tuple(TREE_PROFILES)
@@ -401,9 +404,15 @@ class BoostingTemplate(OnlineBooster):
         return experts
 
     def uses_guess(self) -> bool:
-        """Whether the loss estimate uses the reward model's guess now (``estimator="dr"``): while
-        its best action has been right at least as often as the booster's prediction."""
-        return self.reward_model is not None and self.guess_hits[1] >= self.guess_hits[0]
+        """Whether the loss estimate uses the reward model's guess now (``estimator="dr"``):
+        before any hit is counted, then while its best action has been right strictly more
+        often than the booster's prediction. A tie is eq. 4: a prediction that copies the guess
+        (as the doubly robust estimate teaches the trees to) ties with it however wrong both
+        are (docs/boosters.md, "Doubly robust estimates")."""
+        if self.reward_model is None:
+            return False
+        hits = self.guess_hits
+        return bool(hits[1] > hits[0] or not hits.any())
 
     def _learn_guess(self, x: dict, decision: Decision, correct: bool, known, guess) -> None:
         """After a round: the hit counts of :meth:`uses_guess`, then the reward model (``guess``:

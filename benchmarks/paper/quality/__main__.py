@@ -102,14 +102,21 @@ in benchmarks/paper/quality/ say how each stream is made). Cells: last-20% / who
 of the played action, median over seeds; `(n)`: only n seeds ran. Boosters as a new user gets them
 (`make_booster(name, n_actions=k, seed=s)`, the defaults of docs/boosters.md, "Defaults"); `mc`:
 the same with majority-class leaves (`--param leaf_prediction=mc --label mc`, the defaults before
-naive-Bayes leaves); `dr`: AdaBandit's defaults of issue 15's fourth pass (the doubly robust
-estimate at a constant rho = 0.05, no reward-model expert: `--param rho=0.05 --param
-rho_decay=null --param guess_expert=false --label dr`); `old`: the defaults before issue 15
+naive-Bayes leaves); `dr`: the defaults of issue 15's fourth pass (the doubly robust estimate
+at a constant rate and no reward-model expert: AdaBandit at rho = 0.05, `--param rho=0.05
+--param rho_decay=null --param guess_expert=false --label dr`, BanditBBM at rho = 0.1,
+`--param rho_decay=null --param guess_expert=false`); `rho0.1`: `oco`'s defaults before the
+sixth pass (a constant rate, `--param rho_decay=null`); `pass5`: AdaBandit's defaults of the
+fifth pass, whose doubly robust switch also used the guess on a tie of its hit counts (the code
+before the sixth pass; no parameter; every earlier row of the two boosters with the doubly
+robust estimate ran with that rule), and BanditBBM's `gx-d100` the same rule with today's
+BanditBBM defaults; `old`: the defaults before issue 15
 (rho = 0.1, majority-class leaves and, for AdaBandit, alpha_min = -2: `--param rho=0.1 --param
 alpha_min=-2 --param leaf_prediction=mc --label old`, with `estimator=proposed` and
 `rho_decay=null` since those options came); other labels: the `--param` settings their rows
 record (majority-class leaves unless the label says `nba`; AdaBandit's rows before the fifth
-pass record `rho`, `rho_decay` and `guess_expert` as they ran); `paper`: the per-dataset
+pass, BanditBBM's and `oco`'s before the sixth, record `rho`, `rho_decay` and `guess_expert`
+as they ran); `paper`: the per-dataset
 settings of benchmarks/paper/table1.py;
 `adaboostolm`: AdaBandit's full-information twin, which sees the label every round (a ceiling for
 trees that learn from bandit feedback; `default` with the authors' majority-class leaves, `nba`
