@@ -267,12 +267,15 @@ def test_bandit_decisions_are_well_formed(car):
     ds, X, y = car
     booster = OCOBandit(ds.n_classes, n_learners=3, rho=0.2, seed=1, nominal_attributes=ds.nominal)
     for i in range(60):
+        rho = 0.2 / np.sqrt(1.0 + i / booster.rho_decay)  # the schedule, by rounds learned
+        assert booster.current_rho() == pytest.approx(rho)
         d = booster.decide_one(X[i])
         p, weak, z = d.probabilities, d.internals["weak"], d.internals["z"]
         assert p.sum() == pytest.approx(1.0) and d.propensity > 0
         assert weak.shape == (ds.n_classes, 3) and set(np.unique(weak)) <= {-1, 1}
         assert np.allclose(z, weak.sum(axis=1) / (booster.gamma * 3))
-        assert z[d.internals["yhat"]] == z.max() and p[d.internals["yhat"]] == pytest.approx(0.8)
+        yhat = d.internals["yhat"]
+        assert z[yhat] == z.max() and p[yhat] == pytest.approx(1 - rho)
         booster.learn_one(X[i], d, reward=float(d.action == y[i]))
     assert booster.n_decisions == booster.n_updates == 60
 
