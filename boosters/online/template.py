@@ -185,7 +185,12 @@ class BoostingTemplate(OnlineBooster):
 
     def _guess_leads(self) -> bool:
         """Whether the reward model's expert plays by the switch: a strict lead of its hits."""
-        return self.guess_expert and self.guess_hits[1] > self.guess_hits[0]
+        return self.guess_expert and self._guess_ahead()
+
+    def _guess_ahead(self) -> bool:
+        """The one lead rule of the switch and :meth:`uses_guess`: the reward model's hits
+        strictly above the booster's (a tie is no lead)."""
+        return bool(self.guess_hits[1] > self.guess_hits[0])
 
     def _experts(self, x: dict, votes: np.ndarray, allowed, u: np.ndarray) -> np.ndarray:
         """The experts' labels: row ``i`` is the argmax of ``s^{i+1}`` among the allowed
@@ -411,8 +416,7 @@ class BoostingTemplate(OnlineBooster):
         are (docs/boosters.md, "Doubly robust estimates")."""
         if self.reward_model is None:
             return False
-        hits = self.guess_hits
-        return bool(hits[1] > hits[0] or not hits.any())
+        return self._guess_ahead() or not self.guess_hits.any()
 
     def _learn_guess(self, x: dict, decision: Decision, correct: bool, known, guess) -> None:
         """After a round: the hit counts of :meth:`uses_guess`, then the reward model (``guess``:
