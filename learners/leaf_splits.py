@@ -293,9 +293,11 @@ class SplitScoring:
             merit = criterion.merit_of_split(pre, post)
             values = sorted(self._values[i])
             suggestion = BranchFactory(merit, name, values, post, False, True)
-        rows = self._rows[i]
-        for value in list(self._values[i]):
-            if binary[rows[value]] < floor:
+        # first-seen order, the same in every process: River iterates a set of the values,
+        # whose order for strings follows the process's hash seed, and two binary splits of a
+        # two-valued feature tie exactly (the first one met wins)
+        for value, row in self._rows[i].items():
+            if binary[row] < floor:
                 continue
             post = splitter._class_dist_from_binary_split(value)
             merit = criterion.merit_of_split(pre, post)

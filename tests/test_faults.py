@@ -39,11 +39,16 @@ Redis from this process:
 and service/ it imported at collection, while the learners import the files on disk when they
 start. If the tree is edited during a test run, the two differ with equal versions ("restore()
 (version N) differs from the fold of N joined events"). A failed (c) says so when files changed
-on disk after this module was imported (:func:`code_skew`).
+on disk after this module was imported (:func:`code_skew`); otherwise it folds the stream
+again in fresh processes under several string hash seeds and says so when those folds
+disagree (:func:`hash_seed_dependence`): learning then depends on the process folding, not
+only on the joined stream.
 
 The same faults in one process: tests/test_event_core.py. The longer run that prints the table
 of benchmarks/RESULTS.md ("Faults"): benchmarks/load/faults.py. At the end, two minimal in-process
-reproducers of product bugs found on the way (fixed since).
+reproducers of product bugs found on the way (fixed since), and one across processes of a bug
+of learners/ that (c) found (fixed since: a tree split depended on the process's string hash
+seed).
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -177,6 +183,51 @@ def code_skew() -> str | None:
                             f"{', '.join(changed[:5])}" + (" ..." if len(changed) > 5 else ""),
                 foreign and f"imported here from outside {ROOT}: {', '.join(foreign[:5])}",
             ) if part))
+
+
+#: The fold of a joined stream in a fresh process, whose string hash seed the caller sets:
+#: prints a digest of the model's decisions on the probes. Reads its input as JSON on stdin.
+FOLD_CHILD = '''\
+import hashlib, json, sys
+from service.domain import ModelConfig
+from service.runtime import ServedModel
+doc = json.load(sys.stdin)
+config = ModelConfig.from_json(doc["config"])
+model = ServedModel(config, config.build())
+for sid, event in doc["joined"]:
+    model.apply(event, sid)
+decisions = [model.decide(x, f"probe-{i}")[0].to_dict() for i, x in enumerate(doc["probes"])]
+print(hashlib.sha1(json.dumps(decisions).encode()).hexdigest())
+'''
+
+#: the string hash seeds :func:`hash_seed_dependence` folds with (0-1 and 2-3 order the
+#: strings "a" and "b" of the contexts both ways on CPython 3.11)
+FOLD_HASH_SEEDS = (0, 1, 2, 3)
+
+
+def hash_seed_dependence(config: Any, joined: list[tuple[str, dict]]) -> str | None:
+    """Why the learners' model may differ from this process's fold of the same joined stream
+    when both ran the same code, or None: the fold itself depends on the string hash seed of
+    the process that folds it (``PYTHONHASHSEED``, random per process unless set), so the
+    learners, this process and any restore in another process disagree, whatever the event
+    core does. Folds the stream in fresh processes under :data:`FOLD_HASH_SEEDS`."""
+    doc = json.dumps({"config": config.to_json(), "joined": joined, "probes": PROBES})
+    digests = {}
+    for seed in FOLD_HASH_SEEDS:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": str(seed)}
+        done = subprocess.run([sys.executable, "-c", FOLD_CHILD], input=doc, env=env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=TIMEOUT)
+        if done.returncode != 0:
+            return f"(the fold in a fresh process failed: {done.stderr.strip()[-300:]})"
+        digests[seed] = done.stdout.strip()
+    if len(set(digests.values())) == 1:
+        return None
+    return (f"the fold of the {len(joined)} joined events depends on the string hash seed of "
+            f"the process folding them (PYTHONHASHSEED {', '.join(map(str, digests))} gave "
+            f"{len(set(digests.values()))} different models), so this process and the learners "
+            "need not agree: learning is not a function of the joined stream alone (a tree "
+            "split chosen among tied candidates in set order, see "
+            "test_a_split_does_not_depend_on_the_hash_seed)")
 
 
 def context_of(i: int) -> dict[str, Any]:
@@ -755,6 +806,10 @@ def verify(dep: Deployment, driver: Driver, row: Row) -> Row:
         skew = code_skew()
         if skew is not None:
             problems.append(skew)
+        else:
+            dependence = hash_seed_dependence(config, joined_stream)
+            if dependence is not None:
+                problems.append(dependence)
     info = dep.log.group_info(dep.k["feedback"], EventLog.GROUP)
     row.pending = -1 if info is None else info["pending"]
     if driver.unexpected:
@@ -1086,3 +1141,59 @@ def test_snapshot_cadence_does_not_depend_on_the_learners_clock(
     monkeypatch.undo()
     assert learner.store.peek("m").version == 5
     assert log.snapshot_meta("m")[0] == 5
+
+
+# --- a bug of learners/ found by (c): a tree split depended on the process's hash seed ----------
+
+#: 17 weighted examples (context, label, weight) on which a Hoeffding tree with a grace period
+#: of 20 splits its root on "y" having seen only its values "a" and "b": "y == a" and "y == b"
+#: make the same partition, so their merits tie exactly (and beat the multiway split by a
+#: rounding). Which of the two the tree installs decides where an unseen "c" goes.
+TIED_SPLIT = [
+    ({"x": 0.0, "y": "a"}, 0, 2.12), ({"x": 4.0, "y": "b"}, 2, 0.77),
+    ({"x": 4.0, "y": "b"}, 1, 0.63), ({"x": 1.0, "y": "a"}, 0, 0.09),
+    ({"x": 4.0, "y": "b"}, 0, 1.84), ({"x": 5.0, "y": "b"}, 1, 0.38),
+    ({"x": 1.0, "y": "a"}, 0, 1.58), ({"x": 2.0, "y": "b"}, 1, 2.21),
+    ({"x": 0.0, "y": "b"}, 1, 1.75), ({"x": 0.0, "y": "a"}, 0, 1.58),
+    ({"x": 6.0, "y": "a"}, 0, 1.08), ({"x": 5.0, "y": "b"}, 1, 1.65),
+    ({"x": 6.0, "y": "b"}, 1, 0.54), ({"x": 4.0, "y": "a"}, 0, 0.91),
+    ({"x": 6.0, "y": "b"}, 0, 0.09), ({"x": 0.0, "y": "b"}, 1, 2.32),
+    ({"x": 2.0, "y": "b"}, 1, 2.08),
+]
+
+#: learns TIED_SPLIT in a fresh process; prints the order in which the process iterates the set
+#: {"a", "b"}, the root's split (feature, value) and the prediction for an unseen "c"
+SPLIT_CHILD = '''\
+import json, sys
+from learners.hoeffding import make_vfdt
+tree = make_vfdt(20.0, 0.01, 0.5, leaf_prediction="nba")
+for x, label, w in json.loads(sys.argv[1]):
+    tree.learn_one(x, label, w=w)
+root = tree._root
+print(json.dumps(["".join({"a", "b"}), [getattr(root, "feature", None),
+                  getattr(root, "value", None)], tree.predict_one({"x": 3.0, "y": "c"})]))
+'''
+
+
+def test_a_split_does_not_depend_on_the_hash_seed() -> None:
+    """The same examples grow the same tree in every process (a restore, a replay, another
+    learner). Found by (c) of clock-skew: the learner that takes over joins the feedback
+    backlog (contexts "a" and "b") before the events without feedback ("c"), whose windows
+    close later; a leaf then splits on "y" among two tied candidates, and the learners'
+    model and this process's fold disagree whenever their processes iterate {"a", "b"} in
+    different orders (the hash seed is random per process: about half of such runs)."""
+    data = json.dumps(TIED_SPLIT)
+    splits: dict[str, list] = {}
+    for seed in range(32):  # until both orders of {"a", "b"} are seen
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": str(seed)}
+        done = subprocess.run([sys.executable, "-c", SPLIT_CHILD, data], env=env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=TIMEOUT, check=True)
+        order, split, unseen = json.loads(done.stdout)
+        splits.setdefault(order, [split, unseen])
+        if len(splits) == 2:
+            break
+    assert len(splits) == 2, f"no hash seed in 0..31 ordered {{'a', 'b'}} both ways: {splits}"
+    assert all(split[0] == "y" for split, _ in splits.values()), (
+        f"the examples no longer split the root on 'y' (reproducer stale): {splits}")
+    assert len({json.dumps(s) for s in splits.values()}) == 1, (
+        f"the split depends on the set order (set order -> [split, prediction of 'c']): {splits}")
