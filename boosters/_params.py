@@ -89,7 +89,8 @@ OTHER_PARAMS = frozenset({
     "max_weight", "p_init", "tree_profile", "fixed_trees", "fast_trees", "ref_code_gradient",
     "reduction_order", "estimator", "loss_clip", "alpha_min", "weak_prediction", "update",
     "realizable", "optimizer", "leaf_prediction", "rho_decay", "rho_floor", "guess_expert",
-    "quadratic_expert", "hedge_discount", "guess_play",
+    "quadratic_expert", "hedge_discount", "guess_play", "guess_model", "hedge_weight",
+    "switch_weight",
 })
 #: booster parameters that are flags: booleans only
 FLAG_PARAMS = frozenset({

@@ -219,7 +219,12 @@ def loss_estimate(
 
 
 def dr_loss_estimate(
-    yhat: int, ytilde: int, correct: bool, p: np.ndarray, baseline: np.ndarray
+    yhat: int,
+    ytilde: int,
+    correct: bool,
+    p: np.ndarray,
+    baseline: np.ndarray,
+    max_weight: float | None = None,
 ) -> np.ndarray:
     """Eq. 4 made doubly robust: ``baseline`` (k,), a guess of the loss vector made without this
     round's draw (one minus a reward model's estimates), plus eq. 4's importance-weighted
@@ -231,21 +236,32 @@ def dr_loss_estimate(
     - every other ``j``: ``b_j + 1{correct} (1{j != ytilde} - b_j) / p_ytilde`` (a correct round
       reveals the whole vector; it happens with probability ``p_y``).
 
+    ``max_weight``: the importance weights ``1 / p`` clipped at it (a biased estimate, towards
+    the guess, with every coordinate within ``max_weight + 1`` of it: AdaBandit's Hedge,
+    docs/boosters.md, "The Hedge's losses"); None is the unbiased estimate.
+
     >>> p = exploration_distribution(0, 3, 0.1)
     >>> dr_loss_estimate(0, 0, False, p, np.array([0.2, 0.9, 0.4])).round(4).tolist()
     [1.0889, 0.9, 0.4]
     >>> (dr_loss_estimate(0, 0, False, p, np.zeros(3)) == loss_estimate(0, 0, False, p)).all()
     np.True_
+    >>> dr_loss_estimate(0, 1, True, p, np.full(3, 0.5), max_weight=5.0).tolist()
+    [0.5, -2.0, 3.0]
     """
     lhat = np.array(baseline, dtype=np.float64)
     if correct:
         truth = np.ones_like(lhat)
         truth[ytilde] = 0.0
-        lhat += (truth - lhat) / p[ytilde]
+        lhat += (truth - lhat) * _weight(p[ytilde], max_weight)
     lhat[yhat] = baseline[yhat]
     if ytilde == yhat:
-        lhat[yhat] += ((0.0 if correct else 1.0) - baseline[yhat]) / p[yhat]
+        lhat[yhat] += ((0.0 if correct else 1.0) - baseline[yhat]) * _weight(p[yhat], max_weight)
     return lhat
+
+
+def _weight(p: float, max_weight: float | None) -> float:
+    """The importance weight ``1 / p``, at most ``max_weight`` when given."""
+    return 1.0 / p if max_weight is None else min(1.0 / p, max_weight)
 
 
 def _allowed_by_reward(lhat, coords, ytilde, correct, inv) -> None:

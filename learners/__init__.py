@@ -4,7 +4,8 @@
   ``vfdt``: the faster trees behind them (``array_leaf`` statistics, ``leaf_splits`` scoring);
   ``frozen``: read-only serving copies of trained trees.
 - ``binary``: binary weak learners (the OCO boosters); ``reduction``: cost vector -> label.
-- ``linear``: the per-action logistic reward model of the boosters' doubly robust estimate.
+- ``ridge``: the per-action ridge reward model of the boosters' doubly robust estimate and
+  expert (the default); ``linear``: the logistic one it replaced (an option).
 - ``batch_trees``: XGBoost / scikit-learn trees for the batch estimators; ``stumps``: stumps.
 
 Names load lazily.
@@ -21,6 +22,7 @@ __all__ = [
     "GradientBoostedRegressor",
     "LeastSquaresTree",
     "LinearRewards",
+    "RidgeRewards",
     "WeightedTreeClassifier",
 ]
 
@@ -33,6 +35,7 @@ _LAZY = {
     "GradientBoostedRegressor": "batch_trees",
     "LeastSquaresTree": "batch_trees",
     "LinearRewards": "linear",
+    "RidgeRewards": "ridge",
     "WeightedTreeClassifier": "batch_trees",
 }
 

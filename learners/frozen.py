@@ -40,6 +40,7 @@ from river.utils.norm import normalize_values_in_dict
 
 from learners.linear import LinearRewards
 from learners.nb_leaf import NaiveBayes, NaiveBayesLeaf
+from learners.ridge import RidgeRewards
 from learners.vfdt import ArrayHoeffdingTreeClassifier, FastHoeffdingTreeClassifier
 
 __all__ = ["FrozenHoeffdingTree", "dumps_serving", "freeze", "release"]
@@ -209,14 +210,15 @@ class _ServingPickler(pickle.Pickler):
             except ValueError:  # a node River may add one day: pickled whole, still exact
                 return NotImplemented
             return _thaw, (pickle.dumps(frozen, protocol=self._protocol),)
-        if isinstance(obj, LinearRewards):  # a reward model without AdaGrad's sums
+        if isinstance(obj, LinearRewards | RidgeRewards):  # without its learning state
             return _predictor, (type(obj), obj.serving_state())
         return NotImplemented
 
 
 def dumps_serving(obj: Any, protocol: int = 5) -> bytes:
     """Pickle ``obj`` with every freezable Hoeffding tree in it replaced by :func:`freeze` of it,
-    and every reward model (:class:`learners.linear.LinearRewards`) without its learning state.
+    and every reward model (:class:`learners.linear.LinearRewards`,
+    :class:`learners.ridge.RidgeRewards`) without its learning state.
 
     Objects that share a tree still share its frozen copy after loading (pickle's memo is
     keyed on the original tree). Trees that cannot be frozen are pickled whole.

@@ -21,7 +21,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-__all__ = ["LinearRewards"]
+__all__ = ["PAIR_HASH", "LinearRewards", "as_real", "standardised"]
 
 #: standardised values are clipped to [-Z_CLIP, Z_CLIP], a guard against overflow (the quality
 #: benchmark's streams reach about 3,000, on Mice)
@@ -36,10 +36,10 @@ _LEARNING_STATE = frozenset({"squares", "bias_squares", "pair_squares"})
 #: the feature values a normalised step's norm is taken of are clipped to this
 NORM_CLIP = 3.0
 #: odd multiplier of the pair hash (Knuth's multiplicative hashing constant)
-_PAIR_HASH = 2654435761
+PAIR_HASH = 2654435761
 
 
-def _real(value) -> float:
+def as_real(value) -> float:
     """``value`` as a float; an int too large for one is an infinity of its sign."""
     try:
         return float(value)
@@ -54,6 +54,27 @@ def _welford(n: float, mean: float, m2: float, v: float) -> tuple[float, float, 
     mean += delta / n
     m2 += delta * (v - mean)
     return (n, mean, m2) if math.isfinite(mean) and math.isfinite(m2) else None
+
+
+def standardised(moments: np.ndarray, value, learn: bool, clip: float) -> float:
+    """``value`` standardised by its feature's running ``moments`` (count, mean, sum of squared
+    deviations; a row that learning first updates in place, Welford's, unless the value is not
+    finite or the update would overflow), clipped to ``[-clip, clip]``; 0 while the feature has
+    shown no spread, and for a NaN.
+
+    >>> m = np.zeros(3)
+    >>> standardised(m, 1.0, True, 10.0), standardised(m, 3.0, True, 10.0), m.tolist()
+    (0.0, 1.0, [2.0, 2.0, 2.0])
+    """
+    v = as_real(value)
+    n, mean, m2 = moments.tolist()
+    if learn and math.isfinite(v):
+        moved = _welford(n, mean, m2, v)
+        if moved is not None:  # else an overflow: the moments stay as they were
+            n, mean, m2 = moments[:] = moved
+    sd = math.sqrt(m2 / n) if n > 1.0 else 0.0
+    z = (v - mean) / sd if sd > 0.0 else 0.0
+    return 0.0 if z != z else min(max(z, -clip), clip)
 
 
 class LinearRewards:
@@ -156,16 +177,8 @@ class LinearRewards:
                 rows.append(row)
                 values.append(1.0)
                 continue
-            v = _real(value)
-            n, mean, m2 = self.moments[row].tolist()
-            if learn and math.isfinite(v):
-                moved = _welford(n, mean, m2, v)
-                if moved is not None:  # else an overflow: the moments stay as they were
-                    n, mean, m2 = self.moments[row] = moved
-            sd = math.sqrt(m2 / n) if n > 1.0 else 0.0
-            z = (v - mean) / sd if sd > 0.0 else 0.0
             rows.append(row)
-            values.append(0.0 if z != z else min(max(z, -Z_CLIP), Z_CLIP))
+            values.append(standardised(self.moments[row], value, learn, Z_CLIP))
         return np.asarray(rows, dtype=np.int64), np.asarray(values)
 
     def _pairs(self, rows: np.ndarray, values: np.ndarray, learn: bool) -> tuple:
@@ -179,7 +192,7 @@ class LinearRewards:
         rows, values = rows[:PAIR_FEATURES], values[:PAIR_FEATURES]
         i, j = np.triu_indices(rows.size)
         clipped = np.clip(values, -PAIR_CLIP, PAIR_CLIP)
-        keys = rows[i] * _PAIR_HASH + rows[j]
+        keys = rows[i] * PAIR_HASH + rows[j]
         return keys % self.max_pairs, clipped[i] * clipped[j]
 
     def _encode(self, x: dict, learn: bool) -> tuple:

@@ -18,6 +18,7 @@ from boosters.online.banditbbm import BanditBBM
 from boosters.online.template import GUESS_DECAY
 from learners.frozen import dumps_serving
 from learners.linear import LinearRewards
+from learners.ridge import RidgeRewards
 
 
 def _stream(n: int, seed: int = 0):
@@ -173,6 +174,7 @@ def test_dr_booster_is_deterministic_and_pickles(cls):
 
 def test_dr_is_checked_and_other_estimators_have_no_model():
     assert AdaBandit(3, estimator="proposed").reward_model is None
-    assert isinstance(AdaBandit(3, estimator="dr").reward_model, LinearRewards)
+    assert isinstance(AdaBandit(3, estimator="dr").reward_model, RidgeRewards)
+    assert isinstance(AdaBandit(3, guess_model="linear").reward_model, LinearRewards)
     with pytest.raises(ValueError, match="estimator"):
         AdaBandit(3, estimator="doubly")

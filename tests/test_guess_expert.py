@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from boosters.exploration import decayed_rate
+from boosters.exploration import decayed_rate, dr_loss_estimate
 from boosters.online.adabandit import AdaBandit, AdaBoostOLM
 from boosters.online.banditbbm import BanditBBM, OnlineMBBM
 from boosters.online.oco_bandit import OCOBandit, OCOFull
@@ -80,7 +80,7 @@ def test_guess_expert_is_the_last_expert_and_hedge_learns_its_losses():
 
 
 def test_banditbbm_plays_the_guess_while_its_hits_lead():
-    booster = BanditBBM(4, n_learners=5, rho=0.1, seed=3, guess_expert=True)
+    booster = BanditBBM(4, n_learners=5, rho=0.1, seed=3, guess_expert=True, switch_weight=None)
     _, decisions = _run(booster, 400)
     chosen = {int(d.internals["expert"]) for d in decisions}
     assert chosen == {4, 5}  # the vote of all five learners, or the reward model's expert
@@ -90,6 +90,28 @@ def test_banditbbm_plays_the_guess_while_its_hits_lead():
         d = booster.decide_one(x, rng=np.random.default_rng(0))
         assert d.internals["expert"] == expert
         assert d.internals["yhat"] == d.internals["experts"][expert]
+
+
+def test_banditbbm_plays_the_guess_while_its_estimated_losses_are_lower():
+    booster = BanditBBM(4, n_learners=5, rho=0.1, seed=3)
+    assert booster.switch_weight == 5.0
+    _, decisions = _run(booster, 400)
+    assert {int(d.internals["expert"]) for d in decisions} == {4, 5}
+    x = next(_stream(1, seed=99))[0]
+    for losses, expert in (([2.0, 1.0], 5), ([1.0, 2.0], 4), ([1.0, 1.0], 4)):
+        booster.switch_losses[:] = losses  # strictly lower losses play the reward model
+        booster.guess_hits[:] = losses[::-1]  # the hit counts no longer decide
+        d = booster.decide_one(x, rng=np.random.default_rng(0))
+        assert d.internals["expert"] == expert
+    # the losses fade as the hit counts do, and take the clipped estimate of the two experts
+    before = booster.switch_losses.copy()
+    d = booster.decide_one(x)
+    booster.learn_one(x, d, reward=0.0)
+    assert np.all(booster.switch_losses <= before * 0.998 + 6.0)
+    assert "switch_losses" not in vars(BanditBBM(3, guess_expert=False))
+    assert OnlineMBBM(3).switch_losses is None
+    with pytest.raises(ValueError, match="switch_weight"):
+        BanditBBM(3, switch_weight=0.0)
 
 
 def test_guess_expert_defaults_to_having_a_reward_model():
@@ -211,10 +233,13 @@ def test_a_decision_logged_without_the_guess_expert_still_teaches_the_hedge():
 def test_an_old_pickle_without_the_options_decides_as_before():
     booster = AdaBandit(3, n_learners=3, seed=6, estimator="proposed", rho=0.1)
     _run(booster, 30)
-    for name in ("guess_expert", "hedge_discount", "rho_decay", "rho_floor"):
+    names = ("guess_expert", "hedge_discount", "rho_decay", "rho_floor", "guess_model",
+             "hedge_weight")
+    for name in names:
         booster.__dict__.pop(name)  # what a model pickled before the options holds
     restored = pickle.loads(pickle.dumps(booster))
     assert restored.guess_expert is False and restored.rho_decay is None
+    assert restored.guess_model == "linear" and restored.hedge_weight is None
     assert restored.current_rho() == 0.1
     assert restored.decide_one({"a": 1.0, "b": 0.0}).internals["experts"].shape == (3,)
 
@@ -228,6 +253,56 @@ def test_hedge_discount_forgets_old_losses():
     assert np.ptp(faded.log_v) < np.ptp(paper.log_v)
     with pytest.raises(ValueError, match="hedge_discount"):
         AdaBandit(3, hedge_discount=0.0)
+
+
+# --- the Hedge's losses: the reward model's guess, clipped importance weights -------------------
+
+
+def _explored_correct_round(booster, x, y):
+    """Decide until a decision explores onto ``y`` (its propensity ``rho / (k - 1)``), then
+    learn it; returns the decision."""
+    for _ in range(10_000):
+        d = booster.decide_one(x)
+        if d.action == y and d.action != d.internals["yhat"]:
+            booster.learn_one(x, d, reward=1.0)
+            return d
+    raise AssertionError("no explored round")
+
+
+def test_hedge_judges_experts_by_the_clipped_doubly_robust_estimate():
+    booster = AdaBandit(26, n_learners=4, seed=1)
+    assert booster.hedge_weight == 5.0
+    x = {"a": 0.5, "b": -1.0}
+    guess = booster.reward_model.predict_one(x)
+    d = booster.decide_one(x)
+    lhat = booster.loss_vector(d, True, x=x, guess=guess)
+    judged = booster._expert_losses(d, True, lhat, guess)
+    expected = dr_loss_estimate(d.internals["yhat"], d.action, True, d.probabilities,
+                                1.0 - guess, max_weight=5.0)
+    np.testing.assert_array_equal(judged, expected)
+    paper = AdaBandit(26, n_learners=4, seed=1, hedge_weight=None)
+    assert paper._expert_losses(d, True, lhat, guess) is lhat
+    restricted = dataclasses.replace(d, internals={**d.internals, "allowed": np.arange(3)})
+    assert booster._expert_losses(restricted, True, lhat, guess) is lhat
+
+
+def test_one_explored_round_moves_the_hedge_by_at_most_the_weight():
+    """With 26 actions an explored correct round weighs (k - 1) / rho = 250 at rho = 0.1: the
+    paper's Hedge takes that loss on every expert that missed it; the clipped estimate at most
+    ``hedge_weight + 1``, so one rare round cannot settle the Hedge for the rest of a stream."""
+    spreads = {}
+    for weight in (None, 5.0):
+        booster = AdaBandit(26, n_learners=4, seed=2, hedge_weight=weight)
+        d = _explored_correct_round(booster, {"a": 0.3}, 7)
+        assert 1.0 / d.probabilities[d.action] > 200
+        spreads[weight] = np.ptp(booster.log_v)
+    assert spreads[None] > 100 and spreads[5.0] <= 6.0
+
+
+def test_hedge_weight_is_checked():
+    with pytest.raises(ValueError, match="hedge_weight"):
+        AdaBandit(3, hedge_weight=0.5)
+    assert AdaBoostOLM(3).hedge_weight is None
 
 
 # --- quadratic features ------------------------------------------------------------------------

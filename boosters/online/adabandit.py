@@ -76,6 +76,9 @@ class AdaBandit(BoostingTemplate):
     #: the paper's Hedge; also what a model pickled before the option existed reads
     hedge_discount = 1.0
     guess_play = "hedge"
+    #: the paper's Hedge, on the trees' estimate; also what a model pickled before the option
+    #: existed reads
+    hedge_weight = None
 
     def __init__(
         self,
@@ -103,6 +106,8 @@ class AdaBandit(BoostingTemplate):
         quadratic_expert: bool = False,
         hedge_discount: float = 1.0,
         guess_play: str = "hedge",
+        guess_model: str = "ridge",
+        hedge_weight: float | None = 5.0,
     ):
         super().__init__(
             n_actions,
@@ -124,11 +129,15 @@ class AdaBandit(BoostingTemplate):
             rho_floor=rho_floor,
             guess_expert=guess_expert,
             quadratic_expert=quadratic_expert,
+            guess_model=guess_model,
         )
         self.ref_code_gradient = bool(ref_code_gradient)
         self.alpha_min = check_real("alpha_min", alpha_min, PAPER_ALPHA_MIN, 0.0)
         self.hedge_discount = check_real("hedge_discount", hedge_discount, 0.0, 1.0, open_low=True)
         self.guess_play = check_choice("guess_play", guess_play, GUESS_PLAYS)
+        self.hedge_weight = (
+            None if hedge_weight is None else check_real("hedge_weight", hedge_weight, 1.0, np.inf)
+        )
         if self.guess_play == "switch" and (self.quadratic_expert or not self.guess_expert):
             raise ValueError('guess_play="switch" plays the reward model of guess_expert alone')
         self.alpha = np.zeros(self.n_learners)
@@ -179,13 +188,16 @@ class AdaBandit(BoostingTemplate):
             grads = grads + omega_like[weak] * (right.sum(axis=1) - wrong.sum(axis=1))
         return grads
 
-    def _update(self, votes, weak, experts, lhat, costs, true_label) -> None:
+    def _judge_weight(self) -> float | None:
+        return self.hedge_weight
+
+    def _update(self, votes, weak, experts, lhat, costs, true_label, judged) -> None:
         self.t += 1
         grads = self._gradients(votes, weak, costs, 1.0 - lhat)
         np.clip(self.alpha - self._step_size() * grads, self.alpha_min, 2.0, out=self.alpha)
         if self.hedge_discount < 1.0:  # discounted Hedge: old losses fade (not the paper's)
             self.log_v *= self.hedge_discount
-        self.log_v -= lhat[experts[: self.log_v.size]]  # the Hedge's experts
+        self.log_v -= judged[experts[: self.log_v.size]]  # the Hedge's experts
         self.log_v -= self.log_v.max()
 
 
@@ -234,6 +246,8 @@ class AdaBoostOLM(AdaBandit):
             alpha_min=PAPER_ALPHA_MIN,  # the authors' Adaboost.OLM
             rho_decay=None,
             guess_expert=False,
+            guess_model="linear",
+            hedge_weight=None,
         )
         self.kappa = 5.0 + 15.0 * self._rng.random(self.n_learners)  # U[5, 20] per learner
         self.kappa[0] = 0.0

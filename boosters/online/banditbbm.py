@@ -16,7 +16,7 @@ import numpy as np
 
 from boosters._params import check_real
 from boosters.online.potentials import BBMPotentials
-from boosters.online.template import BoostingTemplate
+from boosters.online.template import GUESS_DECAY, BoostingTemplate
 
 __all__ = ["BanditBBM", "OnlineMBBM"]
 
@@ -30,14 +30,19 @@ class BanditBBM(BoostingTemplate):
     docs/boosters.md "Defaults"); the paper's are ``"mc"``. Its loss estimate is eq. 4 made
     doubly robust by default (``estimator="dr"``); the paper's is ``"proposed"``. Like
     AdaBandit's, its exploration decays with evidence (``rho_decay=100``: 0.1 down to 0.01) and it
-    plays its reward model's best action while that model's hits lead (``guess_expert``, on
-    whenever there is a reward model); the paper's rate is constant (``rho_decay=None``). Above
+    plays its reward model's best action while that model's estimated losses are below the vote's
+    (``guess_expert``, on whenever there is a reward model; ``switch_weight``: the losses' clipped
+    importance weights, docs/boosters.md "The Hedge's losses"; None compares the hit counts of
+    the doubly robust switch instead); the paper's rate is constant (``rho_decay=None``). Above
     ``dense_max_actions`` actions the cost vectors are formed per class of labels
     (:meth:`boosters.online.potentials.BBMPotentials.costs`) instead of through ``k x k`` matrices.
     """
 
     #: up to this many actions, cost vectors are ``C @ omega`` with dense matrices (as always)
     dense_max_actions = 64
+    #: the switch on the hit counts; also what a model pickled before the option existed reads
+    switch_weight = None
+    switch_losses = None
 
     def __init__(
         self,
@@ -60,6 +65,8 @@ class BanditBBM(BoostingTemplate):
         rho_decay: float | None = 100.0,
         rho_floor: float = 0.01,
         guess_expert: bool | None = None,
+        guess_model: str = "ridge",
+        switch_weight: float | None = 5.0,
     ):
         self.gamma = check_real("gamma", gamma, 0.0, 1.0, open_low=True, open_high=True)
         super().__init__(
@@ -80,10 +87,17 @@ class BanditBBM(BoostingTemplate):
             rho_decay=rho_decay,
             rho_floor=rho_floor,
             guess_expert=guess_expert,
+            guess_model=guess_model,
         )
         self.potentials = BBMPotentials(self.n_actions, self.gamma)
         self.potentials.precompute(self.n_learners)
         self._ones = np.ones(self.n_learners, dtype=np.int64)
+        if switch_weight is not None:
+            weight = check_real("switch_weight", switch_weight, 1.0, np.inf)
+            if self.guess_expert:  # only a switch needs it
+                self.switch_weight = weight
+                #: the estimated losses (faded by GUESS_DECAY) of [the vote of all N, the model]
+                self.switch_losses = np.zeros(2)
 
     def __setstate__(self, state):
         self.__dict__.update(state)
@@ -91,6 +105,22 @@ class BanditBBM(BoostingTemplate):
 
     def _alpha(self) -> np.ndarray:
         return self._ones
+
+    def _judge_weight(self) -> float | None:
+        return self.switch_weight
+
+    def _guess_leads(self) -> bool:
+        """With ``switch_weight``, the switch plays the reward model while its estimated losses
+        are strictly below the vote's; else the template's rule (its hits lead). The doubly
+        robust estimate's own switch (:meth:`uses_guess`) keeps the hit counts."""
+        if self.switch_losses is None:
+            return super()._guess_leads()
+        return bool(self.switch_losses[1] < self.switch_losses[0])
+
+    def _update(self, votes, weak, experts, lhat, costs, true_label, judged) -> None:
+        if self.switch_losses is not None:
+            self.switch_losses *= GUESS_DECAY
+            self.switch_losses += judged[experts[self.n_learners - 1 : self.n_learners + 1]]
 
     def _cost_matrices(self, votes: np.ndarray, first: int = 0) -> np.ndarray:
         return self.potentials.cost_matrices(votes, self.n_learners - 1 - first)
@@ -150,6 +180,7 @@ class OnlineMBBM(BanditBBM):
             leaf_prediction=leaf_prediction,
             rho_decay=None,  # the authors' OnlineMBBM: a constant rate, the N experts
             guess_expert=False,
+            guess_model="linear",
         )
 
     def _labels_weights(self, costs, u, known_label):

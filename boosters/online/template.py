@@ -38,11 +38,15 @@ from learners.hoeffding import (
 )
 from learners.linear import LinearRewards
 from learners.reduction import argmax_random_ties, cost_to_label_weight
+from learners.ridge import RidgeRewards
 
-__all__ = ["ESTIMATORS", "BoostingTemplate"]
+__all__ = ["ESTIMATORS", "GUESS_MODELS", "BoostingTemplate"]
 
 #: the bandit loss estimates: eq. 4, eq. 3, eq. 4 made doubly robust (docs/boosters.md)
 ESTIMATORS = ("proposed", "naive", "dr")
+#: the reward models of the doubly robust estimate: AdaGrad's logistic regressions over the
+#: features, or ridge regressions over the features and their products (docs/boosters.md)
+GUESS_MODELS = ("linear", "ridge")
 #: per learning round, the forgetting of the doubly robust estimate's hit counts
 GUESS_DECAY = 0.998
 #: AdaGrad's step of the quadratic expert's reward model (its updates are normalised)
@@ -69,6 +73,8 @@ class BoostingTemplate(OnlineBooster):
     guess_expert = False
     quadratic_expert = False
     quadratic_model = None
+    #: the logistic reward model; also what a model pickled before the option existed reads
+    guess_model = "linear"
 
     def __init__(
         self,
@@ -91,6 +97,7 @@ class BoostingTemplate(OnlineBooster):
         rho_floor: float = 0.01,
         guess_expert: bool | None = False,
         quadratic_expert: bool = False,
+        guess_model: str = "linear",
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
@@ -131,6 +138,7 @@ class BoostingTemplate(OnlineBooster):
         ]
         self._trees = [wl.tree for wl in self.learners]
         self._rows = np.arange(self.n_learners)
+        self.guess_model = check_choice("guess_model", guess_model, GUESS_MODELS)
         self._init_reward_models(guess_expert, quadratic_expert)
         self.n_decisions = 0
         self.n_updates = 0
@@ -139,9 +147,8 @@ class BoostingTemplate(OnlineBooster):
         """The doubly robust estimate's reward model (``estimator="dr"``), and the reward models
         that are experts ("The reward models as experts" in docs/boosters.md)."""
         if self.estimator == "dr":
-            self.reward_model = LinearRewards(
-                self.n_actions, nominal_attributes=self.nominal_attributes
-            )
+            model = RidgeRewards if self.guess_model == "ridge" else LinearRewards
+            self.reward_model = model(self.n_actions, nominal_attributes=self.nominal_attributes)
             #: importance-weighted hits of [the prediction, the reward model's best action]
             self.guess_hits = np.zeros(2)
         if guess_expert is not None and not isinstance(guess_expert, bool | np.bool_):
@@ -209,7 +216,7 @@ class BoostingTemplate(OnlineBooster):
             return None
         return mask_scores(np.stack([m.predict_one(x) for m in models]), allowed)
 
-    def expert_models(self) -> list[LinearRewards]:
+    def expert_models(self) -> list[LinearRewards | RidgeRewards]:
         """The reward models whose best actions are experts after the N of the trees: the
         reward model with ``guess_expert``, then the quadratic one with ``quadratic_expert``."""
         models = [self.reward_model] if self.guess_expert else []
@@ -236,8 +243,26 @@ class BoostingTemplate(OnlineBooster):
         """
         return self._cost_matrices(votes[:-1]) @ omega
 
-    def _update(self, votes, weak, experts, lhat, costs, true_label) -> None:
-        """Booster state update after the weak learners learned (alpha, Hedge)."""
+    def _update(self, votes, weak, experts, lhat, costs, true_label, judged) -> None:
+        """Booster state update after the weak learners learned (alpha, Hedge); ``judged``: the
+        loss vector the experts are judged by (:meth:`_expert_losses`)."""
+
+    def _judge_weight(self) -> float | None:
+        """The clip of the importance weights the experts are judged with (AdaBandit's
+        ``hedge_weight``, BanditBBM's ``switch_weight``); None: the trees' own estimate."""
+        return None
+
+    def _expert_losses(self, decision: Decision, correct: bool, lhat, guess) -> np.ndarray:
+        """The loss vector the experts are judged by: with :meth:`_judge_weight`, the doubly
+        robust estimate from the reward model's guess with its importance weights clipped at it
+        (docs/boosters.md, "The Hedge's losses"), for an unrestricted decision; else the trees'
+        own estimate (the paper's)."""
+        weight = self._judge_weight()
+        if weight is None or guess is None or "allowed" in decision.internals:
+            return lhat
+        yhat = int(decision.internals["yhat"])
+        p = decision.probabilities
+        return dr_loss_estimate(yhat, decision.action, correct, p, 1.0 - guess, weight)
 
     def _labels_weights(self, costs, u, known_label):
         """(label, weight) per learner from the estimated costs (N, k); App. B.3."""
@@ -389,7 +414,8 @@ class BoostingTemplate(OnlineBooster):
             tree.learn_one(x, lab, w=w)
             yield
         self.n_updates += 1
-        self._update(votes, weak, experts, lhat, costs, known)
+        judged = self._expert_losses(decision, correct, lhat, guess) if label is None else lhat
+        self._update(votes, weak, experts, lhat, costs, known, judged)
         if self.reward_model is not None:
             self._learn_guess(x, decision, correct, known, guess)
 

@@ -106,7 +106,11 @@ naive-Bayes leaves); `dr`: the defaults of issue 15's fourth pass (the doubly ro
 at a constant rate and no reward-model expert: AdaBandit at rho = 0.05, `--param rho=0.05
 --param rho_decay=null --param guess_expert=false --label dr`, BanditBBM at rho = 0.1,
 `--param rho_decay=null --param guess_expert=false`); `rho0.1`: `oco`'s defaults before the
-sixth pass (a constant rate, `--param rho_decay=null`); `pass5`: AdaBandit's defaults of the
+sixth pass (a constant rate, `--param rho_decay=null`); `pass6`: the defaults of AdaBandit and
+BanditBBM before the seventh pass (the logistic reward model, the paper's Hedge and the switch
+on hit counts: `--param guess_model=linear --param hedge_weight=null`, for BanditBBM
+`switch_weight=null`; every earlier row of the two with the doubly robust estimate records
+them); `pass5`: AdaBandit's defaults of the
 fifth pass, whose doubly robust switch also used the guess on a tie of its hit counts (the code
 before the sixth pass; no parameter; every earlier row of the two boosters with the doubly
 robust estimate ran with that rule), and BanditBBM's `gx-d100` the same rule with today's

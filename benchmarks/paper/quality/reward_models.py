@@ -1,12 +1,13 @@
-"""The boosters' reward models alone on the quality benchmark's plain streams.
+"""The boosters' reward models alone on the quality benchmark's streams.
 
-Each model (:class:`learners.linear.LinearRewards`) decides by itself: its best action, or with
-probability ``epsilon`` a uniform one, and learns from the played action's 0/1 reward. A cell is
-the accuracy of its best action over the last 20% of rounds, the median over the seeds. It
-measures the weak link of the doubly robust estimate and of the reward-model experts
-(docs/boosters.md, "learners/linear.py"):
+Each model (:class:`learners.linear.LinearRewards`, :class:`learners.ridge.RidgeRewards`)
+decides by itself: its best action, or with probability ``epsilon`` a uniform one, and learns
+from the played action's 0/1 reward. A cell is the accuracy of its best action over the last 20%
+of rounds, the median over the seeds. It measures the weak link of the doubly robust estimate and
+of the reward-model experts (docs/boosters.md, "learners/linear.py", "learners/ridge.py"):
 
-    python -m benchmarks.paper.quality.reward_models            # linear and normalised quadratic
+    python -m benchmarks.paper.quality.reward_models            # linear, quadratic, ridge
+    python -m benchmarks.paper.quality.reward_models --protocol duplicated --max-rows 500
 """
 
 from __future__ import annotations
@@ -16,24 +17,33 @@ import statistics
 
 import numpy as np
 
-from benchmarks.paper.quality.streams import STREAMS, load_stream
+from benchmarks.paper.quality.streams import STREAMS, dup_of, load_stream
 from learners.linear import LinearRewards
+from learners.ridge import RidgeRewards
 from service.sim.loop import shuffled_order
 
-#: model name -> keyword arguments of LinearRewards (besides n_actions)
+#: model name -> (class, keyword arguments besides n_actions)
 MODELS = {
-    "linear": {},
-    "quadratic-normalized": {"quadratic": True, "normalized": True, "learning_rate": 2.0},
+    "linear": (LinearRewards, {}),
+    "quadratic-normalized": (
+        LinearRewards, {"quadratic": True, "normalized": True, "learning_rate": 2.0}
+    ),
+    "ridge": (RidgeRewards, {}),
+    "ridge-uncapped": (RidgeRewards, {"max_values": 2**62}),  # every id value a coordinate
 }
 
 
-def last20(stream: str, seed: int, kwargs: dict, epsilon: float, max_rows: int) -> float:
-    """Accuracy of the model's best action over the last 20% of one plain pass of ``stream``."""
+def last20(stream: str, seed: int, spec: tuple, epsilon: float, max_rows: int,
+           protocol: str = "plain") -> float:
+    """Accuracy of the model's best action over the last 20% of one pass of ``stream`` (each row
+    once, or the duplicated protocol's copies)."""
     data = load_stream(stream, max_rows)
-    model = LinearRewards(data.n_classes, **kwargs)
+    cls, kwargs = spec
+    model = cls(data.n_classes, **kwargs)
     rng = np.random.default_rng(seed)
     hits = []
-    for i in shuffled_order(len(data), 1, seed).tolist():
+    dup = 1 if protocol == "plain" else dup_of(stream)
+    for i in shuffled_order(len(data), dup, seed).tolist():
         x, y = data.X[i], int(data.y[i])
         best = int(model.predict_one(x).argmax())
         action = best if rng.random() >= epsilon else int(rng.integers(data.n_classes))
@@ -48,13 +58,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     p.add_argument("--epsilon", type=float, default=0.05)
     p.add_argument("--max-rows", type=int, default=1000)
+    p.add_argument("--protocol", default="plain", choices=("plain", "duplicated"))
+    p.add_argument("--models", nargs="+", default=["linear", "quadratic-normalized", "ridge"],
+                   choices=list(MODELS))
     args = p.parse_args(argv)
     print("| model | " + " | ".join(args.streams) + " |")
     print("|---" * (len(args.streams) + 1) + "|")
-    for name, kwargs in MODELS.items():
+    for name in args.models:
         cells = [
             statistics.median(
-                last20(s, seed, kwargs, args.epsilon, args.max_rows) for seed in args.seeds
+                last20(s, seed, MODELS[name], args.epsilon, args.max_rows, args.protocol)
+                for seed in args.seeds
             )
             for s in args.streams
         ]

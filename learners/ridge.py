@@ -1,0 +1,314 @@
+"""A per-action ridge regression of the reward on a bounded quadratic feature map.
+
+The reward model of the tree boosters' doubly robust estimate and expert (``reward_model="ridge"``,
+the default). More: docs/boosters.md, "learners/ridge.py".
+
+>>> model = RidgeRewards(n_actions=3)
+>>> for _ in range(30):
+...     model.learn_one({"x": 1.0, "colour": "red"}, action=2, correct=True)
+...     model.learn_one({"x": -1.0, "colour": "blue"}, action=2, correct=False)
+>>> int(model.predict_one({"x": 1.0, "colour": "red"}).argmax())
+2
+>>> bool(model.predict_one({"x": -1.0, "colour": "blue"})[2] < 0.1)
+True
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Hashable
+
+import numpy as np
+
+from learners.linear import PAIR_CLIP, PAIR_FEATURES, PAIR_HASH, standardised
+
+__all__ = ["MAX_OFFSETS", "MAX_RIDGE_ENTRIES", "OTHER", "RidgeRewards", "ridge_dim"]
+
+#: rows of the offsets of values past their features' caps (later ones share rows)
+MAX_OFFSETS = 4096
+#: nominal features whose values are counted (later ones are not capped: the count is bounded)
+MAX_COUNTED = 4096
+#: the value standing for a nominal feature's values past its first ``max_values``
+OTHER = "<other>"
+
+#: bound on the entries of the inverse Gram matrices, ``k x dim^2`` (8 bytes each: 8 MiB)
+MAX_RIDGE_ENTRIES = 1 << 20
+#: the attributes only learning reads: a serving copy leaves them out
+_LEARNING_STATE = frozenset({"inverse"})
+
+
+def _mix32(h: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 32-bit finaliser, element-wise on uint64 (every output bit depends on every
+    input bit, so a product's coordinate and sign look independent of its two features')."""
+    m = np.uint64(0xFFFFFFFF)
+    h = h & m
+    h ^= h >> np.uint64(16)
+    h = (h * np.uint64(0x85EBCA6B)) & m
+    h ^= h >> np.uint64(13)
+    h = (h * np.uint64(0xC2B2AE35)) & m
+    return h ^ (h >> np.uint64(16))
+
+
+def ridge_dim(n_actions: int, max_dim: int) -> int:
+    """The dimension a model of ``n_actions`` actions uses: ``max_dim``, lowered so that the
+    ``n_actions`` inverse Gram matrices hold at most ``MAX_RIDGE_ENTRIES`` entries (at least 8).
+
+    >>> ridge_dim(16, 256), ridge_dim(26, 256), ridge_dim(100, 256), ridge_dim(10_000, 256)
+    (256, 200, 102, 10)
+    """
+    return max(8, min(int(max_dim), math.isqrt(MAX_RIDGE_ENTRIES // max(1, int(n_actions)))))
+
+
+class RidgeRewards:
+    """One ridge regression of the reward per action, over a feature map of at most ``max_dim``
+    coordinates, solved exactly online (Sherman-Morrison updates of each action's inverse Gram
+    matrix).
+
+    - The map: a constant, every feature of ``x`` (a number standardised with its running mean
+      and variance, clipped to ``[-PAIR_CLIP, PAIR_CLIP]``; a string, or a feature named in
+      ``nominal_attributes``, as an indicator of its value) and, with ``quadratic``, every
+      product of two of them (squares included) among the example's first ``PAIR_FEATURES``.
+    - Coordinates are given out in order of first appearance; once all ``dim`` are taken, a new
+      feature or product shares one picked by a CRC-32 of its key, with a sign from the same
+      hash (signed feature hashing: the map stays bounded and deterministic).
+    - The estimate of action ``a`` is ``prior + w_a . phi(x)``, clipped to [0, 1]; ``w_a``
+      minimises the squared error on the rounds that taught ``a`` plus ``l2 |w_a|^2``.
+    - A nominal feature's first ``max_values`` values get coordinates of their own; its later
+      values share one, and each adds an offset of its own to the estimate: the mean of the
+      residuals left by the rest of the model on the rounds that taught it, shrunk towards 0
+      (``sum / (offset_l2 + n)``; at most ``MAX_OFFSETS`` rows, then shared by a CRC-32).
+    - What a round teaches: a correct played action is the label, so every action learns
+      (target 1 on it, 0 on the others); a wrong one teaches only that action (target 0).
+
+    Parameters
+    ----------
+    n_actions
+        Number of actions ``k``.
+    l2
+        The ridge penalty (the inverse Gram matrices start at ``I / l2``).
+    max_dim
+        Bound on the map's coordinates; lowered by :func:`ridge_dim` for many actions.
+    quadratic
+        Whether products of pairs of features are coordinates too.
+    prior
+        The estimate of an action nothing has taught yet.
+    nominal_attributes
+        Numeric-valued features to treat as categories.
+    max_values
+        Values of a nominal feature with a coordinate of their own; its later values share one.
+    offset_l2
+        The shrinkage of a later value's offset (its residuals' sum over ``offset_l2 + n``).
+    """
+
+    def __init__(
+        self,
+        n_actions: int,
+        l2: float = 1.0,
+        max_dim: int = 256,
+        quadratic: bool = True,
+        prior: float = 0.5,
+        nominal_attributes: list | None = None,
+        max_values: int = 32,
+        offset_l2: float = 2.0,
+    ) -> None:
+        self.n_actions = int(n_actions)
+        self.l2 = float(l2)
+        self.dim = ridge_dim(self.n_actions, max_dim)
+        self.quadratic = bool(quadratic)
+        self.prior = float(prior)
+        self.nominal_attributes = frozenset(nominal_attributes or ())
+        self.max_values = int(max_values)
+        self.cardinality: dict[Hashable, int] = {}  # nominal feature -> values with own keys
+        self.slots: dict[Hashable, int] = {}  # key -> coordinate (0 is the constant)
+        self.moments = np.zeros((self.dim, 3))  # a numeric coordinate: count, mean, squared devs
+        self.used = 1  # coordinates given out so far
+        self.pair_keys = np.zeros(0, dtype=np.int64)  # products given a coordinate, sorted
+        self.pair_coords = np.zeros(0, dtype=np.int64)  # and their coordinates
+        self.weights = np.zeros((self.n_actions, 1))
+        self.inverse = np.full((self.n_actions, 1, 1), 1.0 / self.l2)
+        self.offset_l2 = float(offset_l2)
+        self.offset_rows: dict[Hashable, int] = {}  # a value past its feature's cap -> its row
+        self.offset_sums = np.zeros((0, self.n_actions))  # per row and action: residuals' sum
+        self.offset_counts = np.zeros((0, self.n_actions))  # and their number
+
+    # ---- the feature map ----------------------------------------------------------------------
+
+    def _slot(self, key: Hashable, learn: bool) -> tuple[int, float] | None:
+        """``key``'s coordinate and sign; None for a new key when only predicting."""
+        slot = self.slots.get(key)
+        if slot is not None:
+            return slot, 1.0
+        if self.used >= self.dim:  # full: share a coordinate, deterministically
+            h = zlib.crc32(repr(key).encode())
+            return 1 + h % (self.dim - 1), 1.0 if h & 0x80000000 else -1.0
+        if not learn:
+            return None
+        slot = self.slots[key] = self.used
+        self.used += 1
+        return slot, 1.0
+
+    def _nominal_key(self, name, value, learn: bool) -> tuple[tuple, bool]:
+        """The key of a nominal value, and whether it is past its feature's cap: its own key for
+        the first ``max_values`` values of the feature, then one shared by the later ones (a
+        high-cardinality id would otherwise take every coordinate, with its products)."""
+        key = ("=", name, value)
+        if key in self.slots:
+            return key, False
+        seen = self.cardinality.get(name, 0)
+        if seen >= self.max_values:
+            return ("=", name, OTHER), True
+        if learn and (seen or len(self.cardinality) < MAX_COUNTED):
+            self.cardinality[name] = seen + 1
+        return key, False
+
+    def _features(self, x: dict, learn: bool) -> tuple[list[int], list[float], list[int]]:
+        """Coordinates and values of the features of ``x`` (the constant excluded), and the
+        offset rows of its values past their features' caps."""
+        slots, values, rows = [], [], []
+        for name, value in x.items():
+            nominal = isinstance(value, str) or name in self.nominal_attributes
+            key = name
+            if nominal:
+                key, past = self._nominal_key(name, value, learn)
+                row = self._offset_row(("=", name, value), learn) if past else None
+                if row is not None:
+                    rows.append(row)
+            found = self._slot(key, learn)
+            if found is None:
+                continue
+            slot, sign = found
+            v = 1.0 if nominal else standardised(self.moments[slot], value, learn, PAIR_CLIP)
+            if v != 0.0:
+                slots.append(slot)
+                values.append(sign * v)
+        return slots, values, rows
+
+    def _offset_row(self, key: Hashable, learn: bool) -> int | None:
+        """The offset row of a value past its feature's cap; None for a new one when only
+        predicting (its offset is 0)."""
+        row = self.offset_rows.get(key)
+        if row is not None:
+            return row
+        if len(self.offset_rows) >= MAX_OFFSETS:  # full: share a row, deterministically
+            return zlib.crc32(repr(key).encode()) % MAX_OFFSETS
+        if not learn:
+            return None
+        row = self.offset_rows[key] = len(self.offset_rows)
+        if row >= self.offset_sums.shape[0]:  # capacity doubles
+            grow = np.zeros((min(max(16, row), MAX_OFFSETS - row), self.n_actions))
+            self.offset_sums = np.vstack([self.offset_sums, grow])
+            self.offset_counts = np.vstack([self.offset_counts, grow])
+        return row
+
+    def _encode(self, x: dict, learn: bool) -> tuple[np.ndarray, list[int]]:
+        """``phi(x)`` over the coordinates in use (the model grows first when learning), and
+        the offset rows of ``x``."""
+        slots, values, rows = self._features(x, learn)
+        slots = np.asarray([0, *slots], dtype=np.int64)
+        values = np.asarray([1.0, *values])
+        if self.quadratic and slots.size > 1:
+            base, vals = slots[1 : PAIR_FEATURES + 1], values[1 : PAIR_FEATURES + 1]
+            i, j = np.triu_indices(base.size)
+            coords, signs = self._pair_slots(base[i], base[j], learn)
+            keep = coords >= 0
+            slots = np.concatenate([slots, coords[keep]])
+            values = np.concatenate([values, (signs * vals[i] * vals[j])[keep]])
+        width = self.weights.shape[1]
+        if learn and self.used > width:  # capacity doubles, up to dim
+            self._grow(min(self.dim, max(self.used, 2 * width)))
+        d = self.weights.shape[1]
+        return np.bincount(slots, weights=values, minlength=d)[:d], rows
+
+    def _pair_slots(self, a: np.ndarray, b: np.ndarray, learn: bool) -> tuple:
+        """Coordinates (-1: none, when only predicting) and signs of the products of the
+        features at coordinates ``a`` and ``b``; new ones are given out in order, then hashed."""
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        keys = lo * self.dim + hi
+        coords = self._known_pairs(keys)
+        signs = np.ones(coords.size)
+        new = np.flatnonzero(coords < 0)
+        if new.size and learn and self.used < self.dim:
+            _, first = np.unique(keys[new], return_index=True)
+            fresh = keys[new[np.sort(first)]][: self.dim - self.used]
+            order = np.argsort(np.concatenate([self.pair_keys, fresh]), kind="stable")
+            given = np.arange(self.used, self.used + fresh.size)
+            self.pair_keys = np.concatenate([self.pair_keys, fresh])[order]
+            self.pair_coords = np.concatenate([self.pair_coords, given])[order]
+            self.used += fresh.size
+            coords = self._known_pairs(keys)
+            new = np.flatnonzero(coords < 0)
+        if new.size and self.used >= self.dim:  # full: signed feature hashing
+            pair = lo[new].astype(np.uint64) * np.uint64(PAIR_HASH) + hi[new].astype(np.uint64)
+            h = _mix32(pair)
+            coords[new] = 1 + (h % np.uint64(self.dim - 1)).astype(np.int64)
+            signs[new] = np.where(h & np.uint64(0x80000000), 1.0, -1.0)
+        return coords, signs
+
+    def _known_pairs(self, keys: np.ndarray) -> np.ndarray:
+        """The coordinates given out to the products ``keys`` (``lo * dim + hi``), -1 for none."""
+        if not self.pair_keys.size:
+            return np.full(keys.size, -1, dtype=np.int64)
+        at = np.searchsorted(self.pair_keys, keys)
+        found = at < self.pair_keys.size
+        found[found] = self.pair_keys[at[found]] == keys[found]
+        return np.where(found, self.pair_coords[np.minimum(at, self.pair_keys.size - 1)], -1)
+
+    def _grow(self, d: int) -> None:
+        """Widen the weights and inverse Gram matrices to ``d`` coordinates: a new coordinate
+        was 0 in every earlier example, so its row and column are those of ``I / l2`` (a
+        coordinate not yet given out stays so, and counts for nothing)."""
+        k, old = self.n_actions, self.weights.shape[1]
+        inverse = np.zeros((k, d, d))
+        inverse[:, :old, :old] = self.inverse
+        idx = np.arange(old, d)
+        inverse[:, idx, idx] = 1.0 / self.l2
+        weights = np.zeros((k, d))
+        weights[:, :old] = self.weights
+        self.inverse, self.weights = inverse, weights
+
+    # ---- estimates and learning ---------------------------------------------------------------
+
+    def _offsets(self, rows: list[int]) -> np.ndarray:
+        """The summed offsets of ``rows``, per action."""
+        if not rows:
+            return np.zeros(self.n_actions)
+        at = np.asarray(rows)
+        return (self.offset_sums[at] / (self.offset_l2 + self.offset_counts[at])).sum(axis=0)
+
+    def predict_one(self, x: dict) -> np.ndarray:
+        """The estimated reward of every action in context ``x``, shape ``(k,)``, in [0, 1]. The
+        model is only read (a feature never learned counts for nothing)."""
+        v, rows = self._encode(x, learn=False)
+        return np.clip(self.prior + self.weights @ v + self._offsets(rows), 0.0, 1.0)
+
+    def learn_one(self, x: dict, action: int, correct: bool, label: int | None = None) -> None:
+        """One exact ridge update from the played ``action`` and whether it was ``correct`` (the
+        label when correct, or a known ``label``: every action learns), then the offsets' from
+        the residuals it leaves."""
+        v, rows = self._encode(x, learn=True)
+        known = action if correct else label
+        offsets = self._offsets(rows)
+        for a in [action] if known is None else range(self.n_actions):
+            target = (1.0 if a == known else 0.0) - self.prior
+            self._update(a, v, target - offsets[a])
+            if rows:
+                residual = target - float(self.weights[a] @ v)
+                np.add.at(self.offset_sums[:, a], rows, residual)
+                np.add.at(self.offset_counts[:, a], rows, 1.0)
+
+    def _update(self, a: int, v: np.ndarray, target: float) -> None:
+        """Sherman-Morrison: ``inverse_a -= (P v)(P v)^T / (1 + v P v)``, and ``w_a`` moves to
+        the new ridge solution."""
+        inverse = self.inverse[a]
+        pv = inverse @ v
+        gain = pv / (1.0 + float(v @ pv))
+        self.weights[a] += gain * (target - float(self.weights[a] @ v))
+        inverse -= np.outer(gain, pv)
+
+    def serving_state(self) -> dict:
+        """The attributes prediction reads: the state of a read-only copy (learners/frozen.py),
+        which predicts exactly as this model does (the moments cut to the coordinates in use)."""
+        state = {k: v for k, v in vars(self).items() if k not in _LEARNING_STATE}
+        state["moments"] = self.moments[: self.used]
+        return state

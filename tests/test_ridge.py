@@ -1,0 +1,156 @@
+"""learners/ridge.py: the ridge reward model is the exact ridge solution, bounded, deterministic,
+and read-only when predicting."""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+
+from boosters.online.adabandit import AdaBandit
+from boosters.online.banditbbm import BanditBBM
+from learners.frozen import dumps_serving
+from learners.linear import LinearRewards
+from learners.ridge import MAX_OFFSETS, MAX_RIDGE_ENTRIES, OTHER, RidgeRewards, ridge_dim
+
+
+def _stream(n: int, seed: int = 0) -> list[tuple[dict, int, bool]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = {"a": float(rng.normal()), "b": float(rng.normal(3.0, 2.0)),
+             "c": ["red", "green", "blue"][int(rng.integers(3))]}
+        out.append((x, int(rng.integers(4)), bool(rng.random() < 0.4)))
+    return out
+
+
+def test_weights_are_the_batch_ridge_solution():
+    """After any stream, w_a solves (l2 I + sum v v^T) w = sum v (target - prior) over the rounds
+    that taught action a, with v the feature map as it was at each round."""
+    model = RidgeRewards(4, l2=2.0, max_dim=64)
+    taught = {a: [] for a in range(4)}
+    for x, action, correct in _stream(120):
+        model.learn_one(x, action, correct)
+        v = model._encode(x, learn=False)[0]  # this round's map (the moments moved first)
+        for a in range(4) if correct else [action]:
+            target = (1.0 if a == action else 0.0) if correct else 0.0
+            taught[a].append((v, target - model.prior))
+    d = model.weights.shape[1]
+    for a, rows in taught.items():
+        V = np.array([np.pad(v, (0, d - v.size)) for v, _ in rows])
+        y = np.array([t for _, t in rows])
+        w = np.linalg.solve(2.0 * np.eye(d) + V.T @ V, V.T @ y)
+        np.testing.assert_allclose(model.weights[a], w, atol=1e-8)
+        np.testing.assert_allclose(model.inverse[a], np.linalg.inv(2.0 * np.eye(d) + V.T @ V),
+                                   atol=1e-10)
+
+
+def test_a_correct_round_teaches_every_action_and_a_wrong_one_only_the_played():
+    model = RidgeRewards(3, quadratic=False)
+    x = {"f": "v"}
+    model.learn_one(x, 1, correct=False)
+    before = model.predict_one(x)
+    assert before[1] < 0.5 and before[0] == before[2] == 0.5
+    model.learn_one(x, 2, correct=True)
+    after = model.predict_one(x)
+    assert after[2] > 0.5 and after[0] < 0.5 and after[1] < before[1]
+
+
+def test_a_known_label_teaches_every_action():
+    model = RidgeRewards(3)
+    for _ in range(20):
+        model.learn_one({"f": "v"}, action=0, correct=False, label=2)
+    assert int(model.predict_one({"f": "v"}).argmax()) == 2
+
+
+def test_estimates_are_probabilities_and_predicting_writes_nothing():
+    model = RidgeRewards(4)
+    for x, action, correct in _stream(50):
+        model.learn_one(x, action, correct)
+    state = pickle.dumps(model)
+    for x in [{"new": 1.0}, {"c": "purple", "a": 1e300}, {"a": -math.inf}, {}]:
+        estimate = model.predict_one(x)
+        assert estimate.shape == (4,) and np.all((estimate >= 0.0) & (estimate <= 1.0))
+    assert pickle.dumps(model) == state
+
+
+def test_extreme_values_keep_the_model_finite():
+    model = RidgeRewards(2)
+    for value in (1.0, 1e308, -1e308, math.inf, 10**400, 2.0, math.nan):
+        model.learn_one({"x": value, "y": 1.0}, 0, correct=True)
+    assert np.isfinite(model.weights).all() and np.isfinite(model.inverse).all()
+    assert np.isfinite(model.predict_one({"x": 5.0, "y": 1.0})).all()
+
+
+def test_the_map_is_bounded_and_shared_by_hashing_when_full():
+    model = RidgeRewards(3, max_dim=16)
+    for i in range(300):
+        model.learn_one({f"f{i % 40}": float(i), "g": float(i % 7)}, i % 3, i % 2 == 0)
+    assert model.used == model.dim == 16
+    assert model.weights.shape == (3, 16) and model.inverse.shape == (3, 16, 16)
+    assert len(model.slots) < 16
+    assert np.isfinite(model.predict_one({"f39": 3.0, "g": 1.0})).all()
+
+
+def test_dimension_is_lowered_for_many_actions():
+    assert ridge_dim(4, 256) == 256
+    assert 8 <= ridge_dim(10_000, 256) and 10_000 * ridge_dim(10_000, 256) ** 2 <= MAX_RIDGE_ENTRIES
+    assert RidgeRewards(500).dim == ridge_dim(500, 256) < 256
+
+
+def test_a_high_cardinality_feature_shares_one_coordinate_past_max_values():
+    model = RidgeRewards(2, max_values=5)
+    for i in range(50):
+        model.learn_one({"user": f"u{i}", "x": float(i)}, 0, correct=i % 2 == 0)
+    users = [key for key in model.slots if key[0] == "=" and key[1] == "user"]
+    assert len(users) == 6 and ("=", "user", OTHER) in model.slots
+    assert model.used < 40  # no products of 50 ids
+
+
+def test_values_past_the_cap_learn_offsets_of_their_own():
+    """An id with 200 values, each with its own best action: the first 5 have coordinates, the
+    others offsets; every id's best action is learned, though no coordinate is its own."""
+    model = RidgeRewards(4, max_values=5)
+    best = {f"u{i}": i % 4 for i in range(200)}
+    for _ in range(3):
+        for user, action in best.items():
+            model.learn_one({"user": user}, action, correct=True)
+    assert len(model.offset_rows) == 195 and model.offset_sums.shape[0] <= MAX_OFFSETS
+    right = [int(model.predict_one({"user": u}).argmax()) == a for u, a in best.items()]
+    assert all(right)
+    assert model.predict_one({"user": "never-seen"}).shape == (4,)
+
+
+def test_same_stream_same_model_and_pickles_round_trip():
+    a, b = RidgeRewards(4), RidgeRewards(4)
+    for x, action, correct in _stream(80, seed=3):
+        a.learn_one(x, action, correct)
+        b.learn_one(x, action, correct)
+    assert pickle.dumps(a) == pickle.dumps(b)
+    c = pickle.loads(pickle.dumps(a))
+    x = {"a": 0.3, "b": 1.0, "c": "red"}
+    np.testing.assert_array_equal(c.predict_one(x), a.predict_one(x))
+
+
+def test_the_serving_copy_predicts_the_same_without_the_inverses():
+    booster = AdaBandit(4, n_learners=3, seed=2)
+    assert isinstance(booster.reward_model, RidgeRewards)
+    for x, _, correct in _stream(60, seed=5):
+        d = booster.decide_one(x)
+        booster.learn_one(x, d, reward=float(correct))
+    copy = pickle.loads(dumps_serving(booster))
+    assert not hasattr(copy.reward_model, "inverse")
+    for x, _, _ in _stream(20, seed=6):
+        np.testing.assert_array_equal(copy.reward_model.predict_one(x),
+                                      booster.reward_model.predict_one(x))
+    assert len(dumps_serving(booster.reward_model)) < len(pickle.dumps(booster.reward_model)) / 2
+
+
+@pytest.mark.parametrize("cls", [AdaBandit, BanditBBM])
+def test_guess_model_chooses_the_reward_model(cls):
+    assert isinstance(cls(3).reward_model, RidgeRewards)
+    assert isinstance(cls(3, guess_model="linear").reward_model, LinearRewards)
+    with pytest.raises(ValueError, match="guess_model"):
+        cls(3, guess_model="cubic")
