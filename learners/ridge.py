@@ -23,10 +23,15 @@ import numpy as np
 
 from learners.linear import PAIR_CLIP, PAIR_FEATURES, PAIR_HASH, standardised
 
-__all__ = ["MAX_OFFSETS", "MAX_RIDGE_ENTRIES", "OTHER", "RidgeRewards", "ridge_dim"]
+__all__ = [
+    "MAX_OFFSETS", "MAX_OFFSET_ENTRIES", "MAX_RIDGE_ENTRIES", "OTHER", "RidgeRewards",
+    "offset_capacity", "ridge_dim",
+]
 
 #: rows of the offsets of values past their features' caps (later ones share rows)
 MAX_OFFSETS = 4096
+#: bound on the entries of the offsets' inverse Gram matrices, ``rows x k x (m + 1)^2``
+MAX_OFFSET_ENTRIES = 1 << 20
 #: nominal features whose values are counted (later ones are not capped: the count is bounded)
 MAX_COUNTED = 4096
 #: the value standing for a nominal feature's values past its first ``max_values``
@@ -35,7 +40,7 @@ OTHER = "<other>"
 #: bound on the entries of the inverse Gram matrices, ``k x dim^2`` (8 bytes each: 8 MiB)
 MAX_RIDGE_ENTRIES = 1 << 20
 #: the attributes only learning reads: a serving copy leaves them out
-_LEARNING_STATE = frozenset({"inverse"})
+_LEARNING_STATE = frozenset({"inverse", "offset_inverse"})
 
 
 def _mix32(h: np.ndarray) -> np.ndarray:
@@ -60,6 +65,18 @@ def ridge_dim(n_actions: int, max_dim: int) -> int:
     return max(8, min(int(max_dim), math.isqrt(MAX_RIDGE_ENTRIES // max(1, int(n_actions)))))
 
 
+def offset_capacity(n_actions: int, offset_features: int) -> int:
+    """The offset rows a model of ``n_actions`` actions keeps: ``MAX_OFFSETS``, lowered so that
+    their inverse Gram matrices (``k x (m + 1)^2`` entries a row) hold at most
+    ``MAX_OFFSET_ENTRIES`` entries (at least one row).
+
+    >>> offset_capacity(4, 4), offset_capacity(26, 4), offset_capacity(10_000, 4)
+    (4096, 1613, 4)
+    """
+    per_row = max(1, int(n_actions)) * (int(offset_features) + 1) ** 2
+    return max(1, min(MAX_OFFSETS, MAX_OFFSET_ENTRIES // per_row))
+
+
 class RidgeRewards:
     """One ridge regression of the reward per action, over a feature map of at most ``max_dim``
     coordinates, solved exactly online (Sherman-Morrison updates of each action's inverse Gram
@@ -75,9 +92,11 @@ class RidgeRewards:
     - The estimate of action ``a`` is ``prior + w_a . phi(x)``, clipped to [0, 1]; ``w_a``
       minimises the squared error on the rounds that taught ``a`` plus ``l2 |w_a|^2``.
     - A nominal feature's first ``max_values`` values get coordinates of their own; its later
-      values share one, and each adds an offset of its own to the estimate: the mean of the
-      residuals left by the rest of the model on the rounds that taught it, shrunk towards 0
-      (``sum / (offset_l2 + n)``; at most ``MAX_OFFSETS`` rows, then shared by a CRC-32).
+      values share one, and each adds an offset of its own to the estimate: a small ridge
+      regression (penalty ``offset_l2``) of the residuals the rest of the model leaves on the
+      rounds that taught it, on a constant and the first ``offset_features`` numeric features
+      the model saw (an id's own intercept and slopes; at most :func:`offset_capacity` rows,
+      then shared by a CRC-32).
     - What a round teaches: a correct played action is the label, so every action learns
       (target 1 on it, 0 on the others); a wrong one teaches only that action (target 0).
 
@@ -98,7 +117,11 @@ class RidgeRewards:
     max_values
         Values of a nominal feature with a coordinate of their own; its later values share one.
     offset_l2
-        The shrinkage of a later value's offset (its residuals' sum over ``offset_l2 + n``).
+        The ridge penalty of a later value's offset (with no numeric features: its residuals'
+        sum over ``offset_l2 + n``).
+    offset_features
+        Numeric features, the first the model saw, that an offset has a slope on (0: a constant
+        offset).
     """
 
     def __init__(
@@ -111,6 +134,7 @@ class RidgeRewards:
         nominal_attributes: list | None = None,
         max_values: int = 32,
         offset_l2: float = 2.0,
+        offset_features: int = 4,
     ) -> None:
         self.n_actions = int(n_actions)
         self.l2 = float(l2)
@@ -128,9 +152,13 @@ class RidgeRewards:
         self.weights = np.zeros((self.n_actions, 1))
         self.inverse = np.full((self.n_actions, 1, 1), 1.0 / self.l2)
         self.offset_l2 = float(offset_l2)
+        self.offset_features = int(offset_features)
+        self.max_offsets = offset_capacity(self.n_actions, self.offset_features)
+        self.local_index: dict[Hashable, int] = {}  # numeric feature -> its place in an offset's
         self.offset_rows: dict[Hashable, int] = {}  # a value past its feature's cap -> its row
-        self.offset_sums = np.zeros((0, self.n_actions))  # per row and action: residuals' sum
-        self.offset_counts = np.zeros((0, self.n_actions))  # and their number
+        m = self.offset_features + 1
+        self.offset_weights = np.zeros((0, self.n_actions, m))  # per row and action
+        self.offset_inverse = np.zeros((0, self.n_actions, m, m))  # and its inverse Gram matrix
 
     # ---- the feature map ----------------------------------------------------------------------
 
@@ -162,10 +190,13 @@ class RidgeRewards:
             self.cardinality[name] = seen + 1
         return key, False
 
-    def _features(self, x: dict, learn: bool) -> tuple[list[int], list[float], list[int]]:
-        """Coordinates and values of the features of ``x`` (the constant excluded), and the
-        offset rows of its values past their features' caps."""
+    def _features(self, x: dict, learn: bool) -> tuple[list, list, list, np.ndarray]:
+        """Coordinates and values of the features of ``x`` (the constant excluded), the offset
+        rows of its values past their features' caps, and what an offset reads of ``x``: a
+        constant and the standardised values of the first ``offset_features`` numeric features."""
         slots, values, rows = [], [], []
+        local = np.zeros(self.offset_features + 1)
+        local[0] = 1.0
         for name, value in x.items():
             nominal = isinstance(value, str) or name in self.nominal_attributes
             key = name
@@ -179,10 +210,25 @@ class RidgeRewards:
                 continue
             slot, sign = found
             v = 1.0 if nominal else standardised(self.moments[slot], value, learn, PAIR_CLIP)
+            if not nominal:
+                place = self._local_place(name, slot, learn)
+                if place:
+                    local[place] = v
             if v != 0.0:
                 slots.append(slot)
                 values.append(sign * v)
-        return slots, values, rows
+        return slots, values, rows, local
+
+    def _local_place(self, name: Hashable, slot: int, learn: bool) -> int:
+        """The place of numeric feature ``name`` in what an offset reads (0: none); the first
+        ``offset_features`` with coordinates of their own take the places."""
+        place = self.local_index.get(name, 0)
+        if place or not learn or len(self.local_index) >= self.offset_features:
+            return place
+        if self.slots.get(name) != slot:  # sharing a coordinate: its moments are not its own
+            return 0
+        place = self.local_index[name] = len(self.local_index) + 1
+        return place
 
     def _offset_row(self, key: Hashable, learn: bool) -> int | None:
         """The offset row of a value past its feature's cap; None for a new one when only
@@ -190,21 +236,30 @@ class RidgeRewards:
         row = self.offset_rows.get(key)
         if row is not None:
             return row
-        if len(self.offset_rows) >= MAX_OFFSETS:  # full: share a row, deterministically
-            return zlib.crc32(repr(key).encode()) % MAX_OFFSETS
+        if len(self.offset_rows) >= self.max_offsets:  # full: share a row, deterministically
+            return zlib.crc32(repr(key).encode()) % self.max_offsets
         if not learn:
             return None
         row = self.offset_rows[key] = len(self.offset_rows)
-        if row >= self.offset_sums.shape[0]:  # capacity doubles
-            grow = np.zeros((min(max(16, row), MAX_OFFSETS - row), self.n_actions))
-            self.offset_sums = np.vstack([self.offset_sums, grow])
-            self.offset_counts = np.vstack([self.offset_counts, grow])
+        if row >= self.offset_weights.shape[0]:  # capacity doubles
+            self._grow_offsets(min(max(16, 2 * row), self.max_offsets))
         return row
 
-    def _encode(self, x: dict, learn: bool) -> tuple[np.ndarray, list[int]]:
+    def _grow_offsets(self, rows: int) -> None:
+        """Room for ``rows`` offset rows: a new one is 0, its inverse ``I / offset_l2``."""
+        k, m = self.n_actions, self.offset_features + 1
+        old = self.offset_weights.shape[0]
+        weights = np.zeros((rows, k, m))
+        weights[:old] = self.offset_weights
+        inverse = np.empty((rows, k, m, m))
+        inverse[:old] = self.offset_inverse
+        inverse[old:] = np.eye(m) / self.offset_l2
+        self.offset_weights, self.offset_inverse = weights, inverse
+
+    def _encode(self, x: dict, learn: bool) -> tuple[np.ndarray, list[int], np.ndarray]:
         """``phi(x)`` over the coordinates in use (the model grows first when learning), and
-        the offset rows of ``x``."""
-        slots, values, rows = self._features(x, learn)
+        the offset rows of ``x`` and what they read of it."""
+        slots, values, rows, local = self._features(x, learn)
         slots = np.asarray([0, *slots], dtype=np.int64)
         values = np.asarray([1.0, *values])
         if self.quadratic and slots.size > 1:
@@ -218,7 +273,7 @@ class RidgeRewards:
         if learn and self.used > width:  # capacity doubles, up to dim
             self._grow(min(self.dim, max(self.used, 2 * width)))
         d = self.weights.shape[1]
-        return np.bincount(slots, weights=values, minlength=d)[:d], rows
+        return np.bincount(slots, weights=values, minlength=d)[:d], rows, local
 
     def _pair_slots(self, a: np.ndarray, b: np.ndarray, learn: bool) -> tuple:
         """Coordinates (-1: none, when only predicting) and signs of the products of the
@@ -269,33 +324,42 @@ class RidgeRewards:
 
     # ---- estimates and learning ---------------------------------------------------------------
 
-    def _offsets(self, rows: list[int]) -> np.ndarray:
-        """The summed offsets of ``rows``, per action."""
-        if not rows:
-            return np.zeros(self.n_actions)
-        at = np.asarray(rows)
-        return (self.offset_sums[at] / (self.offset_l2 + self.offset_counts[at])).sum(axis=0)
+    def _offsets(self, rows: list[int], local: np.ndarray) -> np.ndarray:
+        """The offsets of ``rows`` at ``local``, shape ``(len(rows), k)``."""
+        return self.offset_weights[np.asarray(rows, dtype=np.int64)] @ local
 
     def predict_one(self, x: dict) -> np.ndarray:
         """The estimated reward of every action in context ``x``, shape ``(k,)``, in [0, 1]. The
         model is only read (a feature never learned counts for nothing)."""
-        v, rows = self._encode(x, learn=False)
-        return np.clip(self.prior + self.weights @ v + self._offsets(rows), 0.0, 1.0)
+        v, rows, local = self._encode(x, learn=False)
+        offsets = self._offsets(rows, local).sum(axis=0)
+        return np.clip(self.prior + self.weights @ v + offsets, 0.0, 1.0)
 
     def learn_one(self, x: dict, action: int, correct: bool, label: int | None = None) -> None:
         """One exact ridge update from the played ``action`` and whether it was ``correct`` (the
         label when correct, or a known ``label``: every action learns), then the offsets' from
         the residuals it leaves."""
-        v, rows = self._encode(x, learn=True)
+        v, rows, local = self._encode(x, learn=True)
         known = action if correct else label
-        offsets = self._offsets(rows)
-        for a in [action] if known is None else range(self.n_actions):
-            target = (1.0 if a == known else 0.0) - self.prior
-            self._update(a, v, target - offsets[a])
-            if rows:
-                residual = target - float(self.weights[a] @ v)
-                np.add.at(self.offset_sums[:, a], rows, residual)
-                np.add.at(self.offset_counts[:, a], rows, 1.0)
+        taught = np.asarray([action] if known is None else range(self.n_actions))
+        targets = (taught == known).astype(float) - self.prior
+        offsets = self._offsets(rows, local)
+        total = offsets.sum(axis=0)
+        for a, target in zip(taught.tolist(), targets.tolist(), strict=True):
+            self._update(a, v, target - total[a])
+        residuals = targets - self.weights[taught] @ v - total[taught]
+        for row, own in zip(rows, offsets, strict=True):  # each fits what the others leave
+            self._update_offset(row, taught, local, residuals + own[taught])
+
+    def _update_offset(self, row: int, taught: np.ndarray, local: np.ndarray,
+                       targets: np.ndarray) -> None:
+        """Sherman-Morrison on offset ``row``'s regressions of the ``taught`` actions."""
+        weights, inverse = self.offset_weights[row, taught], self.offset_inverse[row, taught]
+        pv = inverse @ local
+        gain = pv / (1.0 + pv @ local)[:, None]
+        weights += gain * (targets - weights @ local)[:, None]
+        inverse -= gain[:, :, None] * pv[:, None, :]
+        self.offset_weights[row, taught], self.offset_inverse[row, taught] = weights, inverse
 
     def _update(self, a: int, v: np.ndarray, target: float) -> None:
         """Sherman-Morrison: ``inverse_a -= (P v)(P v)^T / (1 + v P v)``, and ``w_a`` moves to

@@ -13,7 +13,14 @@ from boosters.online.adabandit import AdaBandit
 from boosters.online.banditbbm import BanditBBM
 from learners.frozen import dumps_serving
 from learners.linear import LinearRewards
-from learners.ridge import MAX_OFFSETS, MAX_RIDGE_ENTRIES, OTHER, RidgeRewards, ridge_dim
+from learners.ridge import (
+    MAX_OFFSET_ENTRIES,
+    MAX_OFFSETS,
+    MAX_RIDGE_ENTRIES,
+    OTHER,
+    RidgeRewards,
+    ridge_dim,
+)
 
 
 def _stream(n: int, seed: int = 0) -> list[tuple[dict, int, bool]]:
@@ -117,10 +124,56 @@ def test_values_past_the_cap_learn_offsets_of_their_own():
     for _ in range(3):
         for user, action in best.items():
             model.learn_one({"user": user}, action, correct=True)
-    assert len(model.offset_rows) == 195 and model.offset_sums.shape[0] <= MAX_OFFSETS
+    assert len(model.offset_rows) == 195 and model.offset_weights.shape[0] <= MAX_OFFSETS
     right = [int(model.predict_one({"user": u}).argmax()) == a for u, a in best.items()]
     assert all(right)
     assert model.predict_one({"user": "never-seen"}).shape == (4,)
+
+
+def test_a_constant_offset_is_the_shrunk_mean_of_its_residuals():
+    """With no numeric features an offset is ``sum / (offset_l2 + n)`` of the residuals the
+    rest of the model left on the rounds that taught it."""
+    model = RidgeRewards(2, max_values=1, offset_l2=2.0)
+    model.learn_one({"user": "first"}, 0, correct=True)
+    residuals = []
+    for correct in (True, False, True):
+        model.learn_one({"user": "later"}, 0, correct=correct)
+        v = model._encode({"user": "later"}, learn=False)[0]
+        residuals.append((1.0 if correct else 0.0) - model.prior - float(model.weights[0] @ v))
+    row = model.offset_rows[("=", "user", "later")]
+    assert model.offset_weights[row, 0, 0] == pytest.approx(sum(residuals) / (2.0 + 3))
+
+
+def test_an_offset_learns_slopes_on_the_first_numeric_features():
+    """200 users past the cap, each with its own threshold direction on ``x``: the best action
+    is 0 or 1 by the sign of ``x``, flipped for odd users. No coordinate can say so (the users
+    share one), so only the offsets' slopes can; with ``offset_features=0`` they cannot."""
+    rng = np.random.default_rng(4)
+    rounds = [(f"u{int(u)}", float(x)) for u, x in zip(rng.integers(5, 205, 6000),
+                                                        rng.normal(size=6000), strict=True)]
+
+    def accuracy(offset_features: int) -> float:
+        model = RidgeRewards(2, max_values=5, offset_features=offset_features)
+        for u in range(5):  # the first five values take the coordinates
+            model.learn_one({"user": f"u{u}", "x": 0.0}, 0, correct=True)
+        hits = []
+        for user, x in rounds:
+            best = int((x > 0) ^ (int(user[1:]) % 2))
+            hits.append(int(model.predict_one({"user": user, "x": x}).argmax()) == best)
+            model.learn_one({"user": user, "x": x}, best, correct=True)
+        return float(np.mean(hits[-1000:]))
+
+    assert accuracy(4) > 0.85 and accuracy(0) < 0.65
+
+
+def test_offsets_stay_bounded_with_many_actions():
+    model = RidgeRewards(5000, max_values=1)
+    assert model.max_offsets * 5000 * 25 <= MAX_OFFSET_ENTRIES
+    for i in range(50):
+        model.learn_one({"user": f"u{i}", "x": float(i)}, i % 7, correct=True)
+    assert model.offset_weights.shape[0] == model.max_offsets < 50
+    assert model.offset_inverse.size <= MAX_OFFSET_ENTRIES
+    assert model.predict_one({"user": "u49", "x": 3.0}).shape == (5000,)
 
 
 def test_same_stream_same_model_and_pickles_round_trip():
@@ -142,6 +195,7 @@ def test_the_serving_copy_predicts_the_same_without_the_inverses():
         booster.learn_one(x, d, reward=float(correct))
     copy = pickle.loads(dumps_serving(booster))
     assert not hasattr(copy.reward_model, "inverse")
+    assert not hasattr(copy.reward_model, "offset_inverse")
     for x, _, _ in _stream(20, seed=6):
         np.testing.assert_array_equal(copy.reward_model.predict_one(x),
                                       booster.reward_model.predict_one(x))

@@ -110,7 +110,10 @@ sixth pass (a constant rate, `--param rho_decay=null`); `pass6`: the defaults of
 BanditBBM before the seventh pass (the logistic reward model, the paper's Hedge and the switch
 on hit counts: `--param guess_model=linear --param hedge_weight=null`, for BanditBBM
 `switch_weight=null`; every earlier row of the two with the doubly robust estimate records
-them); `pass5`: AdaBandit's defaults of the
+them); `pass7`: AdaBandit's and BanditBBM's defaults on the id stream before the eighth pass
+(the ridge model's offsets a constant per value; no parameter: the code of commit baefff7; on
+the other streams no value passes its feature's cap, so the eighth pass left their cells as
+they were); `pass5`: AdaBandit's defaults of the
 fifth pass, whose doubly robust switch also used the guess on a tie of its hit counts (the code
 before the sixth pass; no parameter; every earlier row of the two boosters with the doubly
 robust estimate ran with that rule), and BanditBBM's `gx-d100` the same rule with today's
