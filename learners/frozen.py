@@ -191,7 +191,11 @@ def _thaw(blob: bytes) -> FrozenHoeffdingTree:
 def _predictor(cls: type, state: dict) -> Any:
     """A reward model rebuilt from its serving state (it predicts; it cannot learn)."""
     model = cls.__new__(cls)
-    model.__dict__.update(state)
+    restore = getattr(model, "__setstate__", None)
+    if restore is None:  # a class without one of its own
+        model.__dict__.update(state)
+    else:
+        restore(state)
     return model
 
 

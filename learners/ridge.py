@@ -91,8 +91,9 @@ class RidgeRewards:
       hash (signed feature hashing: the map stays bounded and deterministic).
     - The estimate of action ``a`` is ``prior + w_a . phi(x)``, clipped to [0, 1]; ``w_a``
       minimises the squared error on the rounds that taught ``a`` plus ``l2 |w_a|^2``.
-    - A nominal feature's first ``max_values`` values get coordinates of their own; its later
-      values share one, and each adds an offset of its own to the estimate: a small ridge
+    - A nominal feature's first ``max_values`` values get coordinates of their own while the map
+      has room; its later values share one, and each adds an offset of its own to the
+      estimate: a small ridge
       regression (penalty ``offset_l2``) of the residuals the rest of the model leaves on the
       rounds that taught it, on a constant and the first ``offset_features`` numeric features
       the model saw (an id's own intercept and slopes; at most :func:`offset_capacity` rows,
@@ -123,6 +124,10 @@ class RidgeRewards:
         Numeric features, the first the model saw, that an offset has a slope on (0: a constant
         offset).
     """
+
+    #: what a model saved before the offsets had slopes (issue 15's eighth pass) reads
+    offset_features = 0
+    max_offsets = MAX_OFFSETS
 
     def __init__(
         self,
@@ -178,13 +183,14 @@ class RidgeRewards:
 
     def _nominal_key(self, name, value, learn: bool) -> tuple[tuple, bool]:
         """The key of a nominal value, and whether it is past its feature's cap: its own key for
-        the first ``max_values`` values of the feature, then one shared by the later ones (a
-        high-cardinality id would otherwise take every coordinate, with its products)."""
+        the first ``max_values`` values of the feature that find a free coordinate, then one
+        shared by the later ones (a high-cardinality id would otherwise take every coordinate,
+        with its products; a value arriving once the map is full would share a hashed one)."""
         key = ("=", name, value)
         if key in self.slots:
             return key, False
         seen = self.cardinality.get(name, 0)
-        if seen >= self.max_values:
+        if seen >= self.max_values or self.used >= self.dim:
             return ("=", name, OTHER), True
         if learn and (seen or len(self.cardinality) < MAX_COUNTED):
             self.cardinality[name] = seen + 1
@@ -217,7 +223,7 @@ class RidgeRewards:
             if v != 0.0:
                 slots.append(slot)
                 values.append(sign * v)
-        return slots, values, rows, local
+        return slots, values, list(dict.fromkeys(rows)), local  # a shared row counts once
 
     def _local_place(self, name: Hashable, slot: int, learn: bool) -> int:
         """The place of numeric feature ``name`` in what an offset reads (0: none); the first
@@ -369,6 +375,16 @@ class RidgeRewards:
         gain = pv / (1.0 + float(v @ pv))
         self.weights[a] += gain * (target - float(self.weights[a] @ v))
         inverse -= np.outer(gain, pv)
+
+    def __setstate__(self, state: dict) -> None:
+        """Restore a pickled model; one saved before the offsets had slopes (its offsets' sums
+        and counts) gets the same constant offsets as ridge regressions on the constant alone."""
+        self.__dict__.update(state)
+        if "offset_sums" in state:
+            shrunk = self.offset_l2 + self.__dict__.pop("offset_counts")
+            self.offset_weights = (self.__dict__.pop("offset_sums") / shrunk)[..., None]
+            self.offset_inverse = (1.0 / shrunk)[..., None, None]
+            self.local_index = {}
 
     def serving_state(self) -> dict:
         """The attributes prediction reads: the state of a read-only copy (learners/frozen.py),

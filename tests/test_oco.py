@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from boosters.base import Decision
-from boosters.exploration import exploration_distribution
+from boosters.exploration import dr_loss_estimate, exploration_distribution
 from boosters.online.oco import (
     OCOBooster,
     ProjectedOGD,
@@ -25,7 +25,10 @@ from boosters.online.oco import (
     relabel_probability,
 )
 from boosters.online.oco_bandit import OCOBandit, OCOFull, rounding_probability, weighted_label
+from boosters.online.template import GUESS_DECAY
 from learners.binary import BinaryHoeffdingTree, BinaryWeakLearner, signs_random_ties
+from learners.frozen import dumps_serving
+from learners.ridge import RidgeRewards
 from service.sim.datasets import load_dataset
 from service.sim.loop import simulate
 
@@ -274,8 +277,9 @@ def test_bandit_decisions_are_well_formed(car):
         assert p.sum() == pytest.approx(1.0) and d.propensity > 0
         assert weak.shape == (ds.n_classes, 3) and set(np.unique(weak)) <= {-1, 1}
         assert np.allclose(z, weak.sum(axis=1) / (booster.gamma * 3))
-        yhat = d.internals["yhat"]
-        assert z[yhat] == z.max() and p[yhat] == pytest.approx(1 - rho)
+        vote, yhat = d.internals["vote"], d.internals["yhat"]
+        assert z[vote] == z.max() and yhat in (vote, d.internals["model"])
+        assert p[yhat] == pytest.approx(1 - rho)
         booster.learn_one(X[i], d, reward=float(d.action == y[i]))
     assert booster.n_decisions == booster.n_updates == 60
 
@@ -452,3 +456,97 @@ def test_bandit_bad_parameters_name_the_parameter(param, value):
 def test_ogd_bad_parameters_name_the_parameter(param, value):
     with pytest.raises(ValueError, match=param):
         ProjectedOGD(**{param: value})
+
+
+# ---- the reward model's switch (issue 15's eighth pass) --------------------------------------
+
+
+def test_the_switch_plays_the_model_only_while_its_estimated_losses_lead(car):
+    ds, X, _ = car
+    booster = OCOBandit(ds.n_classes, n_learners=3, seed=4, nominal_attributes=ds.nominal)
+    assert isinstance(booster.reward_model, RidgeRewards)
+    for losses, played in (([1.0, 0.5], "model"), ([0.5, 1.0], "vote"), ([0.5, 0.5], "vote")):
+        booster.switch_losses[:] = losses
+        for x in X[:20]:
+            d = booster.decide_one(x)
+            assert d.internals["yhat"] == d.internals[played]
+            assert d.probabilities[d.internals["yhat"]] == pytest.approx(1 - booster.current_rho())
+
+
+def test_the_switch_learns_the_clipped_doubly_robust_losses_then_the_model(car):
+    ds, X, y = car
+    booster = OCOBandit(ds.n_classes, n_learners=3, seed=5, nominal_attributes=ds.nominal)
+    for i in range(40):
+        d = booster.decide_one(X[i])
+        guess = booster.reward_model.predict_one(X[i])
+        before = booster.switch_losses.copy()
+        correct = d.action == y[i]
+        booster.learn_one(X[i], d, reward=float(correct))
+        losses = dr_loss_estimate(d.internals["yhat"], d.action, correct, d.probabilities,
+                                  1.0 - guess, 5.0)
+        expected = before * GUESS_DECAY + losses[[d.internals["vote"], d.internals["model"]]]
+        np.testing.assert_allclose(booster.switch_losses, expected)
+    assert booster.reward_model.weights.any()  # the model learned
+
+
+def test_a_label_teaches_the_switch_the_true_losses(car):
+    ds, X, y = car
+    booster = OCOBandit(ds.n_classes, n_learners=3, seed=6, nominal_attributes=ds.nominal)
+    d = booster.decide_one(X[0])
+    booster.learn_one(X[0], d, label=y[0])
+    vote, model = d.internals["vote"], d.internals["model"]
+    assert booster.switch_losses.tolist() == [float(vote != y[0]), float(model != y[0])]
+
+
+def test_without_a_reward_model_the_booster_is_the_papers(car):
+    ds, X, y = car
+    plain = OCOBandit(ds.n_classes, n_learners=3, seed=7, guess_model=None)
+    assert plain.reward_model is None and "guess_model" not in vars(plain)
+    assert OCOFull(ds.n_classes, n_learners=3).reward_model is None
+    d = plain.decide_one(X[0])
+    assert set(d.internals) == {"weak", "z", "yhat"}
+    with pytest.raises(ValueError, match="guess_model"):
+        OCOBandit(ds.n_classes, guess_model="cubic")
+    with pytest.raises(ValueError, match="switch_weight"):
+        OCOBandit(ds.n_classes, switch_weight=0.5)
+
+
+def test_a_restricted_round_teaches_the_model_but_not_the_switch(car):
+    ds, X, y = car
+    booster = OCOBandit(ds.n_classes, n_learners=3, seed=8, nominal_attributes=ds.nominal)
+    d = booster.decide_one(X[0], allowed=[1, 2])
+    assert d.internals["model"] in (1, 2) and d.internals["vote"] in (1, 2)
+    booster.learn_one(X[0], d, reward=1.0)
+    assert not booster.switch_losses.any() and booster.reward_model.weights.any()
+
+
+def test_the_serving_copy_decides_as_the_model_does(car):
+    ds, X, y = car
+    booster = OCOBandit(ds.n_classes, n_learners=3, seed=9, nominal_attributes=ds.nominal)
+    for i in range(50):
+        d = booster.decide_one(X[i])
+        booster.learn_one(X[i], d, reward=float(d.action == y[i]))
+    copy = pickle.loads(dumps_serving(booster))
+    assert not hasattr(copy.reward_model, "inverse")
+    for x in X[50:70]:
+        g1, g2 = np.random.default_rng(1), np.random.default_rng(1)
+        assert copy.decide_one(x, rng=g1).to_dict() == booster.decide_one(x, rng=g2).to_dict()
+
+
+@pytest.mark.parametrize("bad", [{"model": None}, {"vote": 99}, {"model": -1}, {"yhat": True},
+                                 {"vote": "2"}])
+def test_bad_switch_internals_are_refused_before_anything_learns(car, bad):
+    ds, X, _ = car
+    booster = OCOBandit(ds.n_classes, n_learners=3, seed=10, nominal_attributes=ds.nominal)
+    d = booster.decide_one(X[0])
+    before = pickle.dumps(booster)
+    broken = Decision(action=d.action, probabilities=d.probabilities,
+                      internals={**d.internals, **bad})
+    with pytest.raises(ValueError, match="not an action index"):
+        booster.learn_one(X[0], broken, reward=1.0)
+    assert pickle.dumps(booster) == before
+    missing = {k: v for k, v in d.internals.items() if k != "model"}
+    with pytest.raises(ValueError, match="model"):
+        booster.learn_one(X[0], Decision(action=d.action, probabilities=d.probabilities,
+                                         internals=missing), reward=1.0)
+    assert pickle.dumps(booster) == before

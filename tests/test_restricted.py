@@ -452,7 +452,7 @@ OLD_DEFAULTS = {
     },
     "banditbbm": {"leaf_prediction": "mc", "estimator": "proposed", "rho_decay": None,
                   "guess_model": "linear"},
-    "oco": {"leaf_prediction": "mc", "rho_decay": None},
+    "oco": {"leaf_prediction": "mc", "rho_decay": None, "guess_model": None},
 }
 
 

@@ -208,3 +208,64 @@ def test_guess_model_chooses_the_reward_model(cls):
     assert isinstance(cls(3, guess_model="linear").reward_model, LinearRewards)
     with pytest.raises(ValueError, match="guess_model"):
         cls(3, guess_model="cubic")
+
+
+def test_a_model_saved_with_constant_offsets_loads_and_predicts_the_same():
+    """A model pickled before the offsets had slopes kept each offset's residual sum and count;
+    loaded, its offsets are the same shrunk means (ridge regressions on the constant alone)."""
+    model = RidgeRewards(3, max_values=2, offset_features=0)
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        model.learn_one({"user": f"u{int(rng.integers(40))}", "x": float(rng.normal())},
+                        int(rng.integers(3)), bool(rng.random() < 0.4))
+    state = dict(vars(model))
+    inverse, weights = state.pop("offset_inverse")[..., 0, 0], state.pop("offset_weights")[..., 0]
+    for name in ("offset_features", "max_offsets", "local_index"):
+        state.pop(name)
+    state["offset_counts"] = 1.0 / inverse - model.offset_l2
+    state["offset_sums"] = weights / inverse
+    old = RidgeRewards.__new__(RidgeRewards)
+    old.__setstate__(state)
+    assert old.offset_features == 0 and not hasattr(old, "offset_sums")
+    for u in range(40):
+        x = {"user": f"u{u}", "x": 0.5}
+        np.testing.assert_allclose(old.predict_one(x), model.predict_one(x), atol=1e-12)
+    old.learn_one({"user": "u7", "x": 1.0}, 1, True)  # and it goes on learning
+    served = pickle.loads(dumps_serving({"m": model}))["m"]
+    np.testing.assert_array_equal(served.predict_one({"user": "u9"}),
+                                  model.predict_one({"user": "u9"}))
+
+
+def test_values_arriving_once_the_map_is_full_get_offsets_of_their_own():
+    """Values first seen after every coordinate is taken would share hashed ones; they get an
+    offset row each instead, and are not counted against their feature's cap."""
+    model = RidgeRewards(2, max_dim=8, max_values=4)
+    model.learn_one({"colour": "green"}, 0, correct=True)  # a coordinate of its own
+    for i in range(20):
+        model.learn_one({f"x{i}": 1.0}, 0, correct=True)  # fills the 8 coordinates
+    for i in range(100):
+        model.learn_one({"colour": ["red", "blue"][i % 2]}, i % 2, correct=True)
+    assert model.cardinality["colour"] == 1
+    assert set(model.offset_rows) == {("=", "colour", "red"), ("=", "colour", "blue")}
+    assert int(model.predict_one({"colour": "red"}).argmax()) == 0
+    assert int(model.predict_one({"colour": "blue"}).argmax()) == 1
+
+
+def test_an_offset_row_shared_by_two_values_counts_once_per_round():
+    """Once the offset rows are all taken, two values of one round may share a row by their
+    hashes: the row is read and taught once, not twice."""
+    model = RidgeRewards(5000, max_values=1)
+    model.learn_one({"a": "a0", "b": "b0"}, 0, correct=False)  # the first values: coordinates
+    for i in range(model.max_offsets):  # the rows are taken: later values share them
+        model.learn_one({"a": f"v{i}"}, 0, correct=False)
+    rows_of = {}
+    for feature in ("a", "b"):
+        for i in range(100):
+            value = f"w{i}"
+            rows_of.setdefault(model._offset_row(("=", feature, value), False), {})[feature] = value
+    row, pair = next((r, p) for r, p in rows_of.items() if len(p) == 2)
+    assert model._features(pair, learn=False)[2] == [row]
+    before = model.offset_inverse[row, 3].copy()
+    model.learn_one(pair, 3, correct=False)
+    # one Sherman-Morrison step on the constant: 1 / (1 / P + 1), not two
+    assert model.offset_inverse[row, 3, 0, 0] == pytest.approx(1.0 / (1.0 / before[0, 0] + 1.0))

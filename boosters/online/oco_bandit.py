@@ -23,11 +23,14 @@ from boosters.base import Decision, OnlineBooster, check_context, validate_feedb
 from boosters.exploration import (
     check_allowed,
     decayed_rate,
+    dr_loss_estimate,
     exploration_distribution,
     explore,
+    full_information_loss,
     mask_scores,
 )
 from boosters.online.oco import OCOParams, OnlineConvexOptimizer, oco_labels
+from boosters.online.template import GUESS_DECAY, make_reward_model
 from learners.binary import signs_random_ties
 from learners.reduction import argmax_random_ties
 
@@ -97,12 +100,25 @@ class OCOBandit(OCOParams, OnlineBooster):
         schedule"): after ``t`` learned rounds the rate is ``max(min(rho_floor, rho), rho /
         sqrt(1 + t / rho_decay))``, 0.1 down to 0.01 by default; ``rho_decay=None`` keeps
         ``rho`` constant (as before issue 15's sixth pass, and :class:`OCOFull`).
+    guess_model
+        The reward model (``"ridge"``, the default, or ``"linear"``; docs/boosters.md,
+        "learners/ridge.py") whose best action the booster plays while that model's estimated
+        losses are below those of the boosters' own argmax; None: no model, the one-vs-all vote
+        always plays (as before issue 15's eighth pass, and :class:`OCOFull`).
+    switch_weight
+        The clip of the importance weights of those estimated losses (the reward model's doubly
+        robust estimate, as BanditBBM's switch: docs/boosters.md, "The Hedge's losses").
     """
 
     default_tree_profile = "bandit"
     #: a constant rate; also what a model pickled before the option existed reads
     rho_decay = None
     rho_floor = 0.01
+    #: no reward model; also what a model pickled before the option existed reads
+    guess_model = None
+    reward_model = None
+    switch_weight = 5.0
+    switch_losses = None
 
     def __init__(
         self,
@@ -124,6 +140,8 @@ class OCOBandit(OCOParams, OnlineBooster):
         leaf_prediction: str = "nba",
         rho_decay: float | None = 100.0,
         rho_floor: float = 0.01,
+        guess_model: str | None = "ridge",
+        switch_weight: float = 5.0,
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
@@ -152,6 +170,12 @@ class OCOBandit(OCOParams, OnlineBooster):
         self._scale = 1.0 / (self.gamma * n)
         self._ova = np.full((k, k), -1, dtype=np.int8)  # row y: the one-vs-all labels of label y
         np.fill_diagonal(self._ova, 1)
+        switch_weight = check_real("switch_weight", switch_weight, 1.0, np.inf)
+        if guess_model is not None:  # else the class's None: the booster of the paper
+            self.reward_model = make_reward_model(guess_model, k, self.nominal_attributes)
+            self.guess_model, self.switch_weight = guess_model, switch_weight
+            #: the estimated losses (faded by GUESS_DECAY) of [the boosters' argmax, the model's]
+            self.switch_losses = np.zeros(2)
         self.n_decisions = 0
         self.n_updates = 0
 
@@ -183,20 +207,28 @@ class OCOBandit(OCOParams, OnlineBooster):
         k, n = self.n_actions, self.n_learners
         kn = k * n
         allowed = check_allowed(allowed, k)
-        u = (self._rng if rng is None else rng).random(kn + k + 1)
+        model = self.reward_model
+        u = (self._rng if rng is None else rng).random(kn + k + 1 + (0 if model is None else k))
         m = np.fromiter((wl.margin_one(x) for wl in self.learners), dtype=float, count=kn)
         weak = signs_random_ties(m, u[:kn]).reshape(k, n)
         z = weak.sum(axis=1) * self._scale
         yhat = int(argmax_random_ties(mask_scores(z, allowed)[None, :], u[None, kn : kn + k])[0])
+        internals = {"weak": weak, "z": z, "yhat": yhat}
+        if allowed is not None:
+            internals["allowed"] = allowed
+        if model is not None:  # the switch: the model's best action while its losses lead
+            scores = mask_scores(model.predict_one(x), allowed)[None, :]
+            best = int(argmax_random_ties(scores, u[None, kn + k : kn + 2 * k])[0])
+            internals.update(vote=yhat, model=best)
+            if self.switch_losses[1] < self.switch_losses[0]:
+                yhat = internals["yhat"] = best
         rho = self.current_rho()
         p = exploration_distribution(yhat, k, rho, allowed)
         # keep yhat w.p. 1 - rho, else a uniform action among the other (allowed) ones
         action = explore(yhat, k, rho, u[-1], allowed)
         if rng is None:
             self.n_decisions += 1
-        return Decision(
-            action=action, probabilities=p, internals={"weak": weak, "z": z, "yhat": yhat}
-        )
+        return Decision(action=action, probabilities=p, internals=internals)
 
     def current_rho(self) -> float:
         """The exploration rate of the next decision (:func:`boosters.exploration.decayed_rate`)."""
@@ -214,7 +246,19 @@ class OCOBandit(OCOParams, OnlineBooster):
             raise TypeError(f"decision.action must be an action index, got {action!r}")
         if not 0 <= action < self.n_actions or not p[action] > 0.0:
             raise ValueError(f"decision.action {action} is not a playable action")
+        self._check_switch(decision.internals)
         return weak, p
+
+    def _check_switch(self, internals: dict) -> None:
+        """The switch's logged actions (``yhat``, ``vote``, ``model``), checked before anything
+        learns: both of ``vote`` and ``model`` or neither, each an action index."""
+        if self.reward_model is None or not {"vote", "model"} & internals.keys():
+            return
+        for name in ("yhat", "vote", "model"):
+            value = internals.get(name)
+            if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
+                    or not 0 <= value < self.n_actions):
+                raise ValueError(f"decision internals: {name} is not an action index: {value!r}")
 
     def learn_one(
         self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
@@ -241,6 +285,8 @@ class OCOBandit(OCOParams, OnlineBooster):
                 if lab:
                     wl.learn_one(x, lab, w=1.0)
             self.n_updates += 1
+            if self.reward_model is not None:
+                self._learn_model(x, decision, label == decision.action, label)
             return
         a = decision.action
         if self.update == "rounding":
@@ -253,13 +299,37 @@ class OCOBandit(OCOParams, OnlineBooster):
         else:
             y, weight = weighted_label(reward, float(p[a]), self.baseline, self.max_weight)
         self.n_updates += 1
-        if weight <= 0.0:
-            return
-        u = self._rng.random(n)
-        labels = oco_labels(weak[a], y, self.gamma, self.optimizer, self.p_init, self.realizable, u)
-        for wl, lab in zip(self.booster_learners(a), labels.tolist()):
-            if lab:
-                wl.learn_one(x, lab, w=weight)
+        if weight > 0.0:
+            u = self._rng.random(n)
+            labels = oco_labels(
+                weak[a], y, self.gamma, self.optimizer, self.p_init, self.realizable, u
+            )
+            for wl, lab in zip(self.booster_learners(a), labels.tolist()):
+                if lab:
+                    wl.learn_one(x, lab, w=weight)
+        if self.reward_model is not None:  # a fractional reward is rounded, as the template's
+            correct = reward == 1.0 or (reward > 0.0 and self._rng.random() < reward)
+            self._learn_model(x, decision, correct, None)
+
+    def _learn_model(self, x: dict, decision: Decision, correct: bool, label: int | None) -> None:
+        """After a round: the switch's estimated losses of the boosters' argmax and the model's
+        best action (the true ones with a ``label``; the model's doubly robust estimate with
+        importance weights clipped at ``switch_weight`` from a reward, for an unrestricted
+        decision that logged both), then the reward model."""
+        internals = decision.internals
+        compared = "vote" in internals and (label is not None or "allowed" not in internals)
+        if compared:
+            if label is not None:
+                losses = full_information_loss(label, self.n_actions)
+            else:
+                guess = self.reward_model.predict_one(x)
+                losses = dr_loss_estimate(
+                    int(internals["yhat"]), decision.action, correct, decision.probabilities,
+                    1.0 - guess, self.switch_weight,
+                )
+            self.switch_losses *= GUESS_DECAY
+            self.switch_losses += losses[[int(internals["vote"]), int(internals["model"])]]
+        self.reward_model.learn_one(x, decision.action, correct, label)
 
 
 class OCOFull(OCOBandit):
@@ -306,4 +376,5 @@ class OCOFull(OCOBandit):
             fast_trees=fast_trees,
             leaf_prediction=leaf_prediction,
             rho_decay=None,
+            guess_model=None,
         )

@@ -40,7 +40,7 @@ from learners.linear import LinearRewards
 from learners.reduction import argmax_random_ties, cost_to_label_weight
 from learners.ridge import RidgeRewards
 
-__all__ = ["ESTIMATORS", "GUESS_MODELS", "BoostingTemplate"]
+__all__ = ["ESTIMATORS", "GUESS_MODELS", "BoostingTemplate", "make_reward_model"]
 
 #: the bandit loss estimates: eq. 4, eq. 3, eq. 4 made doubly robust (docs/boosters.md)
 ESTIMATORS = ("proposed", "naive", "dr")
@@ -51,6 +51,19 @@ GUESS_MODELS = ("linear", "ridge")
 GUESS_DECAY = 0.998
 #: AdaGrad's step of the quadratic expert's reward model (its updates are normalised)
 QUADRATIC_RATE = 2.0
+
+
+def make_reward_model(
+    guess_model: str, n_actions: int, nominal_attributes: list | None = None
+) -> LinearRewards | RidgeRewards:
+    """The reward model ``guess_model`` names (one of ``GUESS_MODELS``) for ``n_actions``.
+
+    >>> type(make_reward_model("ridge", 3)).__name__
+    'RidgeRewards'
+    """
+    guess_model = check_choice("guess_model", guess_model, GUESS_MODELS)
+    model = RidgeRewards if guess_model == "ridge" else LinearRewards
+    return model(n_actions, nominal_attributes=nominal_attributes)
 
 
 class BoostingTemplate(OnlineBooster):
@@ -147,8 +160,9 @@ class BoostingTemplate(OnlineBooster):
         """The doubly robust estimate's reward model (``estimator="dr"``), and the reward models
         that are experts ("The reward models as experts" in docs/boosters.md)."""
         if self.estimator == "dr":
-            model = RidgeRewards if self.guess_model == "ridge" else LinearRewards
-            self.reward_model = model(self.n_actions, nominal_attributes=self.nominal_attributes)
+            self.reward_model = make_reward_model(
+                self.guess_model, self.n_actions, self.nominal_attributes
+            )
             #: importance-weighted hits of [the prediction, the reward model's best action]
             self.guess_hits = np.zeros(2)
         if guess_expert is not None and not isinstance(guess_expert, bool | np.bool_):

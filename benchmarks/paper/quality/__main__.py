@@ -106,14 +106,16 @@ naive-Bayes leaves); `dr`: the defaults of issue 15's fourth pass (the doubly ro
 at a constant rate and no reward-model expert: AdaBandit at rho = 0.05, `--param rho=0.05
 --param rho_decay=null --param guess_expert=false --label dr`, BanditBBM at rho = 0.1,
 `--param rho_decay=null --param guess_expert=false`); `rho0.1`: `oco`'s defaults before the
-sixth pass (a constant rate, `--param rho_decay=null`); `pass6`: the defaults of AdaBandit and
+sixth pass (a constant rate, `--param rho_decay=null`); `no-model`: `oco`'s defaults before
+the eighth pass (no reward model: `--param guess_model=null`; every earlier `oco` row records
+it); `pass6`: the defaults of AdaBandit and
 BanditBBM before the seventh pass (the logistic reward model, the paper's Hedge and the switch
 on hit counts: `--param guess_model=linear --param hedge_weight=null`, for BanditBBM
 `switch_weight=null`; every earlier row of the two with the doubly robust estimate records
-them); `pass7`: AdaBandit's and BanditBBM's defaults on the id stream before the eighth pass
-(the ridge model's offsets a constant per value; no parameter: the code of commit baefff7; on
-the other streams no value passes its feature's cap, so the eighth pass left their cells as
-they were); `pass5`: AdaBandit's defaults of the
+them); `pass7`: AdaBandit's and BanditBBM's defaults on the id stream and nursery before the
+eighth pass (the ridge model's offsets a constant per value; no parameter: the code of commit
+baefff7; on the other streams no value passes its feature's cap or arrives once the model's map
+is full, so the eighth pass left their cells as they were); `pass5`: AdaBandit's defaults of the
 fifth pass, whose doubly robust switch also used the guess on a tie of its hit counts (the code
 before the sixth pass; no parameter; every earlier row of the two boosters with the doubly
 robust estimate ran with that rule), and BanditBBM's `gx-d100` the same rule with today's

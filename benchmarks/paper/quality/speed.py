@@ -1,4 +1,4 @@
-"""Rounds per second of two AdaBandit settings on one quality stream, in alternating repeats.
+"""Rounds per second of two settings of a booster on one quality stream, in alternating repeats.
 
 The quality table's rounds per second come from runs that shared the machine with other jobs;
 this measures the ratio of the defaults to another setting in one process, alternating the two
@@ -6,6 +6,7 @@ so that a change in the machine's load hits both (medians of the repeats):
 
     python -m benchmarks.paper.quality.speed --stream digits --repeats 3
     python -m benchmarks.paper.quality.speed --stream car --against pass6
+    python -m benchmarks.paper.quality.speed --booster oco --stream car --against no-model
 """
 
 from __future__ import annotations
@@ -18,15 +19,18 @@ from boosters.registry import make_booster
 from service.sim.loop import simulate
 
 #: the settings the defaults are compared with: the fourth and sixth passes' defaults of issue 15
+#: (AdaBandit), and a booster without a reward model (``oco`` before the eighth pass)
 SETTINGS = {
     "dr": {"rho": 0.05, "rho_decay": None, "guess_expert": False, "guess_model": "linear",
            "hedge_weight": None},
     "pass6": {"guess_model": "linear", "hedge_weight": None},
+    "no-model": {"guess_model": None},
 }
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--booster", default="adabandit", choices=["adabandit", "oco"])
     p.add_argument("--stream", default="digits", choices=STREAMS)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--max-rows", type=int, default=1000)
@@ -38,7 +42,8 @@ def main(argv: list[str] | None = None) -> None:
     speeds: dict[str, list[float]] = {name: [] for name in settings}
     for _ in range(args.repeats):
         for name, params in settings.items():
-            booster = make_booster("adabandit", n_actions=data.n_classes, seed=args.seed, **params)
+            booster = make_booster(args.booster, n_actions=data.n_classes, seed=args.seed,
+                                   **params)
             speeds[name].append(simulate(booster, data, dup=1, seed=args.seed).rounds_per_second)
     medians = {name: statistics.median(values) for name, values in speeds.items()}
     for name, values in speeds.items():
