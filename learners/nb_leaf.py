@@ -125,11 +125,15 @@ class NaiveBayesLeaf(ArrayLeaf):
         w, mean, s = self._w[:c, :n], self._mean[:c, :n], self._s[:c, :n]
         weight = w.sum(axis=0)
         safe = np.where(weight > 0, weight, 1.0)
-        pooled_mean = (w * mean).sum(axis=0) / safe
-        pooled_var = (s.sum(axis=0) + (w * (mean - pooled_mean) ** 2).sum(axis=0)) / safe
-        informative = pooled_var > 1e-12 * (1.0 + pooled_mean**2)  # else 0: no vote
-        means = np.vstack([np.where(w > 0, mean, pooled_mean), pooled_mean])[cols]
-        var = np.vstack([(s + prior * pooled_var) / (w + prior), pooled_var])[cols]
+        with np.errstate(over="ignore", invalid="ignore"):  # a feature past float range
+            pooled_mean = (w * mean).sum(axis=0) / safe
+            pooled_var = (s.sum(axis=0) + (w * (mean - pooled_mean) ** 2).sum(axis=0)) / safe
+            informative = pooled_var > 1e-12 * (1.0 + pooled_mean**2)  # else 0: no vote
+            means = np.vstack([np.where(w > 0, mean, pooled_mean), pooled_mean])[cols]
+            var = np.vstack([(s + prior * pooled_var) / (w + prior), pooled_var])[cols]
+        # ... has no vote either: its statistics overflowed
+        informative &= np.isfinite(pooled_var) & np.isfinite(means).all(axis=0)
+        informative &= np.isfinite(var).all(axis=0)
         half_precision = np.where(informative, 0.5 / np.where(informative, var, 1.0), 0.0)
         model.set_numeric(tuple(self._num_names), np.where(informative, means, 0.0), half_precision)
 
@@ -222,8 +226,13 @@ class NaiveBayes:
                 vals = np.array([_number(x.get(name)) for name in names])
             use = ~np.isnan(vals)
             if use.any():
-                z = (vals[use] - self.means[:, use]) ** 2
-                log_votes += (self.log_norm[:, use] - z * self.half_precision[:, use]).sum(axis=1)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    z = (vals[use] - self.means[:, use]) ** 2
+                    terms = self.log_norm[:, use] - z * self.half_precision[:, use]
+                finite = np.isfinite(terms).all(axis=0)
+                if not finite.all():  # a value or statistic past float range: no vote, as unread
+                    terms = terms[:, finite]
+                log_votes += terms.sum(axis=1)
         for index, (name, rows, other) in enumerate(self.nominal):
             value = x.get(name)
             if value is None:

@@ -146,3 +146,26 @@ def test_a_frozen_copy_predicts_bit_for_bit_and_is_smaller():
     assert len(dumps_serving(tree)) < len(pickle.dumps(tree)) / 2
     with pytest.raises(ValueError, match="naive-Bayes"):
         freeze(FastHoeffdingTreeClassifier(leaf_prediction="nba"))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_a_value_past_float_range_does_not_turn_the_leaf_into_nans():
+    """1e200 is a valid number whose square overflows: a context with it predicts without that
+    feature's vote, and learning it leaves every later prediction a probability vector (it used
+    to make the leaf's naive Bayes NaN for good)."""
+    tree = ArrayHoeffdingTreeClassifier(grace_period=1000, leaf_prediction="nba")
+    rng = np.random.default_rng(1)
+    for t in range(200):
+        tree.learn_one({"v": float(rng.normal(3 * (t % 2))), "u": float(rng.normal(t % 2))}, t % 2)
+    leaf = tree._root
+    without_v = leaf.naive_bayes({"u": 0.0})
+    assert leaf.naive_bayes({"v": 1e200, "u": 0.0}) == pytest.approx(without_v)
+    tree.learn_one({"v": 1e200, "u": 0.0}, 1)
+    tree.learn_one({"v": -1e200, "u": 1.0}, 0)
+    for x in ({"v": 0.0, "u": 0.0}, {"v": 3.0, "u": 1.0}, {"v": 1e300}):
+        proba = leaf.naive_bayes(x)
+        assert np.isfinite(list(proba.values())).all() and sum(proba.values()) == pytest.approx(1)
+    assert leaf.naive_bayes({"u": 1.5})[1] > 0.6  # u still votes
+    frozen = freeze(tree)
+    assert frozen.predict_proba_one({"v": 1e200, "u": 0.0}) == tree.predict_proba_one(
+        {"v": 1e200, "u": 0.0})
