@@ -125,15 +125,14 @@ class NaiveBayesLeaf(ArrayLeaf):
         w, mean, s = self._w[:c, :n], self._mean[:c, :n], self._s[:c, :n]
         weight = w.sum(axis=0)
         safe = np.where(weight > 0, weight, 1.0)
-        with np.errstate(over="ignore", invalid="ignore"):  # a feature past float range
+        with np.errstate(over="ignore", invalid="ignore"):  # statistics past float range
             pooled_mean = (w * mean).sum(axis=0) / safe
             pooled_var = (s.sum(axis=0) + (w * (mean - pooled_mean) ** 2).sum(axis=0)) / safe
             informative = pooled_var > 1e-12 * (1.0 + pooled_mean**2)  # else 0: no vote
             means = np.vstack([np.where(w > 0, mean, pooled_mean), pooled_mean])[cols]
             var = np.vstack([(s + prior * pooled_var) / (w + prior), pooled_var])[cols]
-        # ... has no vote either: its statistics overflowed
-        informative &= np.isfinite(pooled_var) & np.isfinite(means).all(axis=0)
-        informative &= np.isfinite(var).all(axis=0)
+        # nor has a feature whose statistics overflowed
+        informative &= np.isfinite(means).all(axis=0) & np.isfinite(var).all(axis=0)
         half_precision = np.where(informative, 0.5 / np.where(informative, var, 1.0), 0.0)
         model.set_numeric(tuple(self._num_names), np.where(informative, means, 0.0), half_precision)
 
@@ -215,6 +214,13 @@ class NaiveBayes:
             self.log_rows = table[1 : end - len(self.nominal)]
             self.log_unseen = table[end - len(self.nominal) : end]
 
+    def _finite_votes(self, vals: np.ndarray, use: np.ndarray) -> np.ndarray:
+        """The numeric features' votes without those whose terms overflow."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = (vals[use] - self.means[:, use]) ** 2
+            terms = self.log_norm[:, use] - z * self.half_precision[:, use]
+        return terms[:, np.isfinite(terms).all(axis=0)].sum(axis=1)
+
     def predict(self, x) -> dict:
         """Class probabilities for ``x`` (features it lacks, or cannot read, are skipped)."""
         log_votes = self.log_prior.copy()
@@ -226,13 +232,11 @@ class NaiveBayes:
                 vals = np.array([_number(x.get(name)) for name in names])
             use = ~np.isnan(vals)
             if use.any():
-                with np.errstate(over="ignore", invalid="ignore"):
-                    z = (vals[use] - self.means[:, use]) ** 2
-                    terms = self.log_norm[:, use] - z * self.half_precision[:, use]
-                finite = np.isfinite(terms).all(axis=0)
-                if not finite.all():  # a value or statistic past float range: no vote, as unread
-                    terms = terms[:, finite]
-                log_votes += terms.sum(axis=1)
+                z = (vals[use] - self.means[:, use]) ** 2
+                votes = (self.log_norm[:, use] - z * self.half_precision[:, use]).sum(axis=1)
+                if not np.isfinite(votes).all():  # a value past float range: no vote, as unread
+                    votes = self._finite_votes(vals, use)
+                log_votes += votes
         for index, (name, rows, other) in enumerate(self.nominal):
             value = x.get(name)
             if value is None:

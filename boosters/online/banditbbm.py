@@ -16,7 +16,7 @@ import numpy as np
 
 from boosters._params import check_real
 from boosters.online.potentials import BBMPotentials
-from boosters.online.template import GUESS_DECAY, BoostingTemplate
+from boosters.online.template import BoostingTemplate, model_leads, record_switch
 
 __all__ = ["BanditBBM", "OnlineMBBM"]
 
@@ -115,12 +115,12 @@ class BanditBBM(BoostingTemplate):
         robust estimate's own switch (:meth:`uses_guess`) keeps the hit counts."""
         if self.switch_losses is None:
             return super()._guess_leads()
-        return bool(self.switch_losses[1] < self.switch_losses[0])
+        return model_leads(self.switch_losses)
 
     def _update(self, votes, weak, experts, lhat, costs, true_label, judged) -> None:
         if self.switch_losses is not None:
-            self.switch_losses *= GUESS_DECAY
-            self.switch_losses += judged[experts[self.n_learners - 1 : self.n_learners + 1]]
+            n = self.n_learners
+            record_switch(self.switch_losses, judged[experts[n - 1 : n + 1]])
 
     def _cost_matrices(self, votes: np.ndarray, first: int = 0) -> np.ndarray:
         return self.potentials.cost_matrices(votes, self.n_learners - 1 - first)

@@ -19,18 +19,28 @@ from collections.abc import Sequence
 import numpy as np
 
 from boosters._params import check_int, check_real, check_rho, check_schedule
-from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
+from boosters.base import (
+    Decision,
+    OnlineBooster,
+    check_context,
+    resolve_feedback,
+    validate_feedback,
+)
 from boosters.exploration import (
     check_allowed,
     decayed_rate,
-    dr_loss_estimate,
     exploration_distribution,
     explore,
     full_information_loss,
     mask_scores,
 )
 from boosters.online.oco import OCOParams, OnlineConvexOptimizer, oco_labels
-from boosters.online.template import GUESS_DECAY, make_reward_model
+from boosters.online.template import (
+    judged_losses,
+    make_reward_model,
+    model_leads,
+    record_switch,
+)
 from learners.binary import signs_random_ties
 from learners.reduction import argmax_random_ties
 
@@ -220,7 +230,7 @@ class OCOBandit(OCOParams, OnlineBooster):
             scores = mask_scores(model.predict_one(x), allowed)[None, :]
             best = int(argmax_random_ties(scores, u[None, kn + k : kn + 2 * k])[0])
             internals.update(vote=yhat, model=best)
-            if self.switch_losses[1] < self.switch_losses[0]:
+            if model_leads(self.switch_losses):
                 yhat = internals["yhat"] = best
         rho = self.current_rho()
         p = exploration_distribution(yhat, k, rho, allowed)
@@ -308,7 +318,7 @@ class OCOBandit(OCOParams, OnlineBooster):
                 if lab:
                     wl.learn_one(x, lab, w=weight)
         if self.reward_model is not None:  # a fractional reward is rounded, as the template's
-            correct = reward == 1.0 or (reward > 0.0 and self._rng.random() < reward)
+            correct, _ = resolve_feedback(decision, reward, None, self.n_actions, self._rng)
             self._learn_model(x, decision, correct, None)
 
     def _learn_model(self, x: dict, decision: Decision, correct: bool, label: int | None) -> None:
@@ -323,12 +333,8 @@ class OCOBandit(OCOParams, OnlineBooster):
                 losses = full_information_loss(label, self.n_actions)
             else:
                 guess = self.reward_model.predict_one(x)
-                losses = dr_loss_estimate(
-                    int(internals["yhat"]), decision.action, correct, decision.probabilities,
-                    1.0 - guess, self.switch_weight,
-                )
-            self.switch_losses *= GUESS_DECAY
-            self.switch_losses += losses[[int(internals["vote"]), int(internals["model"])]]
+                losses = judged_losses(decision, correct, guess, self.switch_weight)
+            record_switch(self.switch_losses, losses[[internals["vote"], internals["model"]]])
         self.reward_model.learn_one(x, decision.action, correct, label)
 
 

@@ -40,7 +40,10 @@ from learners.linear import LinearRewards
 from learners.reduction import argmax_random_ties, cost_to_label_weight
 from learners.ridge import RidgeRewards
 
-__all__ = ["ESTIMATORS", "GUESS_MODELS", "BoostingTemplate", "make_reward_model"]
+__all__ = [
+    "ESTIMATORS", "GUESS_MODELS", "BoostingTemplate", "judged_losses", "make_reward_model",
+    "model_leads", "record_switch",
+]
 
 #: the bandit loss estimates: eq. 4, eq. 3, eq. 4 made doubly robust (docs/boosters.md)
 ESTIMATORS = ("proposed", "naive", "dr")
@@ -64,6 +67,27 @@ def make_reward_model(
     guess_model = check_choice("guess_model", guess_model, GUESS_MODELS)
     model = RidgeRewards if guess_model == "ridge" else LinearRewards
     return model(n_actions, nominal_attributes=nominal_attributes)
+
+
+def judged_losses(decision: Decision, correct: bool, guess: np.ndarray, max_weight: float):
+    """The loss vector experts are judged by: the reward model's doubly robust estimate
+    (``guess``: its estimates before the round) with importance weights clipped at
+    ``max_weight``, for an unrestricted decision (docs/boosters.md, "The Hedge's losses")."""
+    yhat, p = int(decision.internals["yhat"]), decision.probabilities
+    return dr_loss_estimate(yhat, decision.action, correct, p, 1.0 - guess, max_weight)
+
+
+def record_switch(switch_losses: np.ndarray, losses: np.ndarray) -> None:
+    """Add a round's ``losses`` of [the booster's own prediction, the reward model's best
+    action] to a switch's sums, the earlier ones faded by ``GUESS_DECAY``."""
+    switch_losses *= GUESS_DECAY
+    switch_losses += losses
+
+
+def model_leads(switch_losses: np.ndarray) -> bool:
+    """The switch's rule: the reward model plays while its summed losses are strictly below
+    the booster's own (a tie is no lead)."""
+    return bool(switch_losses[1] < switch_losses[0])
 
 
 class BoostingTemplate(OnlineBooster):
@@ -274,9 +298,7 @@ class BoostingTemplate(OnlineBooster):
         weight = self._judge_weight()
         if weight is None or guess is None or "allowed" in decision.internals:
             return lhat
-        yhat = int(decision.internals["yhat"])
-        p = decision.probabilities
-        return dr_loss_estimate(yhat, decision.action, correct, p, 1.0 - guess, weight)
+        return judged_losses(decision, correct, guess, weight)
 
     def _labels_weights(self, costs, u, known_label):
         """(label, weight) per learner from the estimated costs (N, k); App. B.3."""
