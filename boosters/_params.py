@@ -235,18 +235,28 @@ def check_rho(rho: Any, full_information: bool) -> float:
     return check_real("rho", rho, 0.0, 1.0, open_low=not full_information, open_high=True)
 
 
-def check_schedule(rho_decay: Any, rho_floor: Any) -> tuple[float | None, float]:
-    """The exploration schedule's ``rho_decay`` (None: a constant rate, else positive) and
-    ``rho_floor`` (in (0, 1)); :func:`boosters.exploration.decayed_rate` applies them.
+def check_schedule(rho_decay: Any, rho_floor: Any) -> tuple[float | str | None, float]:
+    """The exploration schedule's ``rho_decay`` (None: a constant rate; ``"auto"``: 10 learning
+    rounds per action; else a positive number of rounds) and ``rho_floor`` (in (0, 1));
+    :func:`boosters.exploration.decayed_rate` applies them.
 
-    >>> check_schedule(None, 0.01), check_schedule(100, 0.01)
-    ((None, 0.01), (100.0, 0.01))
+    >>> check_schedule(None, 0.01), check_schedule(100, 0.01), check_schedule("auto", 0.01)
+    ((None, 0.01), (100.0, 0.01), ('auto', 0.01))
     >>> check_schedule(0, 0.01)
     Traceback (most recent call last):
     ...
     ValueError: rho_decay must be a number > 0.0, got 0
+    >>> check_schedule("fast", 0.01)
+    Traceback (most recent call last):
+    ...
+    ValueError: rho_decay must be a number of rounds > 0, 'auto' or None, got 'fast'
     """
-    if rho_decay is not None:
+    if isinstance(rho_decay, str):
+        if rho_decay != "auto":
+            raise ValueError(
+                f"rho_decay must be a number of rounds > 0, 'auto' or None, got {rho_decay!r}"
+            )
+    elif rho_decay is not None:
         rho_decay = check_real("rho_decay", rho_decay, 0.0, math.inf, open_low=True)
     return rho_decay, check_real("rho_floor", rho_floor, 0.0, 1.0, open_low=True, open_high=True)
 

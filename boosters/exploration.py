@@ -20,6 +20,8 @@ import numpy as np
 __all__ = [
     "check_allowed",
     "complete_probabilities",
+    "MAX_AUTO_DECAY",
+    "ROUNDS_PER_ACTION",
     "decayed_rate",
     "dr_loss_estimate",
     "draw",
@@ -79,19 +81,32 @@ def mask_scores(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     return out
 
 
-def decayed_rate(rho: float, t: int, decay: float | None, floor: float) -> float:
+#: the default schedule's decay (``rho_decay="auto"``): 10 learning rounds per action, at most
+#: 100 rounds (docs/boosters.md, "Exploration schedule")
+ROUNDS_PER_ACTION = 10
+MAX_AUTO_DECAY = 100
+
+
+def decayed_rate(
+    rho: float, t: int, decay: float | str | None, floor: float, k: int | None = None
+) -> float:
     """The exploration rate after ``t`` learning rounds: ``rho`` when ``decay`` is None (eq. 2's
     constant rate), else ``rho / sqrt(1 + t / decay)`` kept at or above ``min(floor, rho)``
-    (docs/boosters.md, "Exploration schedule"). Every propensity of eq. 2 then stays at least
-    ``min(floor, rho) / (k - 1)``.
+    (docs/boosters.md, "Exploration schedule"). ``decay="auto"`` is ``10 k`` rounds for ``k``
+    actions, at most 100: with fewer than 10 actions the rate falls with the rounds each action
+    has had on average. Every propensity of eq. 2 stays at least ``min(floor, rho) / (k - 1)``.
 
     >>> decayed_rate(0.1, 0, 100.0, 0.01), decayed_rate(0.1, 300, 100.0, 0.01)
     (0.1, 0.05)
     >>> decayed_rate(0.1, 10**6, 100.0, 0.01), decayed_rate(0.1, 10**6, None, 0.01)
     (0.01, 0.1)
+    >>> decayed_rate(0.1, 120, "auto", 0.01, k=4), decayed_rate(0.1, 300, "auto", 0.01, k=26)
+    (0.05, 0.05)
     """
     if decay is None:
         return rho
+    if decay == "auto":
+        decay = min(ROUNDS_PER_ACTION * k, MAX_AUTO_DECAY)
     return max(min(floor, rho), rho / math.sqrt(1.0 + t / decay))
 
 

@@ -393,7 +393,7 @@ def test_defaults_and_the_papers_settings():
     algorithm stays one parameter away, and the full-information twin keeps the authors' set."""
     booster = AdaBandit(4)
     assert (booster.rho, booster.alpha_min, booster.n_learners) == (0.1, 0.0, 20)
-    assert (booster.rho_decay, booster.rho_floor) == (100.0, 0.01)  # a decaying rate, fifth pass
+    assert (booster.rho_decay, booster.rho_floor) == ("auto", 0.01)  # decaying, ninth pass
     assert (booster.guess_expert, booster.guess_play) == (True, "hedge")
     assert not booster.quadratic_model and booster.hedge_discount == 1.0  # fifth pass
     assert booster.tree_profile == "bandit" and booster.loss_clip is None

@@ -79,3 +79,15 @@ def test_the_target_table_counts_against_the_shown_figures():
     # -0.100 as shown is within 0.1 (float arithmetic alone would say 0.42 < 0.52 - 0.1)
     assert lines[-1].startswith("AdaBandit's defaults at or above VW's best of grid: 1 of 2 ")
     assert lines[-1].endswith("within 0.1 of AdaBandit (or above): 1 of 4.")
+
+
+def test_hedge_trace_plays_the_duplicated_protocol():
+    """benchmarks/paper/quality/hedge.py: one row per window, with the stream's duplication."""
+    from benchmarks.paper.quality.hedge import trace
+
+    rows = trace("wine", 1, {"n_learners": 3}, every=50, duplicated=True, max_rows=30)
+    assert [r["round"] for r in rows] == [50, 100, 150]  # 30 rows x 5 = 150 rounds
+    for r in rows:
+        assert 0.0 <= r["played"] <= 1.0 and 0.0 <= r["model_played"] <= 1.0
+    plain = trace("wine", 1, {"n_learners": 3}, every=50, max_rows=30)
+    assert plain == []  # 30 rounds: no full window of 50

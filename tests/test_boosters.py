@@ -98,7 +98,8 @@ def test_decisions_are_well_formed(name, car):
         yhat = internals["yhat"]
         assert yhat == internals["experts"][internals["expert"]]
         rho = booster.current_rho()  # 0.2, or decayed by the rounds learned (rho_decay)
-        decayed = 0.2 / (1 + i / booster.rho_decay) ** 0.5 if booster.rho_decay else 0.2
+        decay = min(10 * k, 100) if booster.rho_decay == "auto" else booster.rho_decay
+        decayed = 0.2 / (1 + i / decay) ** 0.5 if decay else 0.2
         assert rho == pytest.approx(decayed)
         assert p[yhat] == pytest.approx(1.0 - rho)  # eq. 2
         if name in ("banditbbm", "onlinembbm"):  # i_t = N, or the reward model's while it leads

@@ -121,12 +121,27 @@ def test_guess_expert_defaults_to_having_a_reward_model():
 
 
 def test_schedule_defaults_and_the_twins_keep_the_papers_constant_rate():
-    assert AdaBandit(3).rho_decay == BanditBBM(3).rho_decay == OCOBandit(3).rho_decay == 100.0
+    assert AdaBandit(3).rho_decay == BanditBBM(3).rho_decay == OCOBandit(3).rho_decay == "auto"
     for twin in (AdaBoostOLM(3), OnlineMBBM(3)):
         assert twin.rho_decay is None and not twin.guess_expert and twin.reward_model is None
     assert OCOFull(3).rho_decay is None and OCOFull(3).current_rho() == 0.0
     with pytest.raises(ValueError, match="rho_floor"):
         OCOBandit(3, rho_decay=10, rho_floor=0.0)
+    with pytest.raises(ValueError, match="'auto' or None, got 'fast'"):
+        AdaBandit(3, rho_decay="fast")
+
+
+@pytest.mark.parametrize("cls", [AdaBandit, BanditBBM, OCOBandit])
+def test_auto_schedule_is_ten_rounds_per_action_up_to_100(cls):
+    """``rho_decay="auto"`` is ``min(10 k, 100)`` rounds: 4 actions decay as ``rho_decay=40``, 10
+    and 26 as ``rho_decay=100`` did before (docs/boosters.md, "Exploration schedule")."""
+    for k, rounds in ((4, 40), (7, 70), (10, 100), (26, 100)):
+        auto, fixed = cls(k, n_learners=2, seed=0), cls(k, n_learners=2, seed=0, rho_decay=rounds)
+        for t in (0, rounds, 3 * rounds, 10**6):
+            auto.n_updates = fixed.n_updates = t
+            assert auto.current_rho() == fixed.current_rho()
+        auto.n_updates = 3 * rounds
+        assert auto.current_rho() == pytest.approx(0.05)  # halved after 3 * rounds
 
 
 def test_oco_rounding_update_stays_a_probability_on_a_schedule(monkeypatch):

@@ -57,8 +57,9 @@ PAPER_ALPHA_MIN = -2.0
 class AdaBandit(BoostingTemplate):
     """Adaptive bandit boosting (Algorithm 3 of Zhang et al. 2019). No edge parameter is needed.
 
-    Defaults (docs/boosters.md, "Defaults"): ``rho=0.1`` decaying with ``rho_decay=100`` to
-    ``rho_floor=0.01``, ``alpha_min=0``, ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves),
+    Defaults (docs/boosters.md, "Defaults"): ``rho=0.1`` decaying with ``rho_decay="auto"``
+    (halved after ``30 k`` learning rounds for k actions) to ``rho_floor=0.01``,
+    ``alpha_min=0``, ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves),
     ``estimator="dr"`` (eq. 4 made doubly robust by a reward model) and that reward model as one
     more expert of the Hedge (``guess_expert``), chosen on the quality benchmark;
     ``alpha_min=-2, leaf_prediction="mc", estimator="proposed", rho_decay=None`` with the
@@ -100,7 +101,7 @@ class AdaBandit(BoostingTemplate):
         leaf_prediction: str = "nba",
         loss_clip: float | None = None,
         alpha_min: float = 0.0,
-        rho_decay: float | None = 100.0,
+        rho_decay: float | str | None = "auto",
         rho_floor: float = 0.01,
         guess_expert: bool | None = None,
         quadratic_expert: bool = False,

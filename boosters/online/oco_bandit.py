@@ -108,7 +108,8 @@ class OCOBandit(OCOParams, OnlineBooster):
     rho_decay, rho_floor
         The exploration schedule of the tree boosters (docs/boosters.md, "Exploration
         schedule"): after ``t`` learned rounds the rate is ``max(min(rho_floor, rho), rho /
-        sqrt(1 + t / rho_decay))``, 0.1 down to 0.01 by default; ``rho_decay=None`` keeps
+        sqrt(1 + t / rho_decay))``, 0.1 down to 0.01 by default; ``rho_decay="auto"`` (the
+        default) is ``10 k`` rounds for k actions; ``rho_decay=None`` keeps
         ``rho`` constant (as before issue 15's sixth pass, and :class:`OCOFull`).
     guess_model
         The reward model (``"ridge"``, the default, or ``"linear"``; docs/boosters.md,
@@ -148,7 +149,7 @@ class OCOBandit(OCOParams, OnlineBooster):
         max_weight: float | None = None,
         fast_trees: bool = True,
         leaf_prediction: str = "nba",
-        rho_decay: float | None = 100.0,
+        rho_decay: float | str | None = "auto",
         rho_floor: float = 0.01,
         guess_model: str | None = "ridge",
         switch_weight: float = 5.0,
@@ -242,7 +243,9 @@ class OCOBandit(OCOParams, OnlineBooster):
 
     def current_rho(self) -> float:
         """The exploration rate of the next decision (:func:`boosters.exploration.decayed_rate`)."""
-        return decayed_rate(self.rho, self.n_updates, self.rho_decay, self.rho_floor)
+        return decayed_rate(
+            self.rho, self.n_updates, self.rho_decay, self.rho_floor, self.n_actions
+        )
 
     def _check_decision(self, decision: Decision) -> tuple[np.ndarray, np.ndarray]:
         weak = np.asarray(decision.internals["weak"])

@@ -130,7 +130,7 @@ class BoostingTemplate(OnlineBooster):
         fast_trees: bool = True,
         loss_clip: float | None = None,
         leaf_prediction: str = "mc",
-        rho_decay: float | None = None,
+        rho_decay: float | str | None = None,
         rho_floor: float = 0.01,
         guess_expert: bool | None = False,
         quadratic_expert: bool = False,
@@ -272,7 +272,9 @@ class BoostingTemplate(OnlineBooster):
     def current_rho(self) -> float:
         """The exploration rate of the next decision: ``rho``, or with ``rho_decay`` the rate
         decayed by the learning rounds so far (:func:`boosters.exploration.decayed_rate`)."""
-        return decayed_rate(self.rho, self.n_updates, self.rho_decay, self.rho_floor)
+        return decayed_rate(
+            self.rho, self.n_updates, self.rho_decay, self.rho_floor, self.n_actions
+        )
 
     def _learn_costs(self, votes: np.ndarray, omega: np.ndarray) -> np.ndarray:
         """Rows ``i = 0..N-1``: learner ``i``'s estimated cost vector ``C^i omega`` (eq. 5).

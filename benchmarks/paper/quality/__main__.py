@@ -119,7 +119,14 @@ is full, so the eighth pass left their cells as they were); `pass5`: AdaBandit's
 fifth pass, whose doubly robust switch also used the guess on a tie of its hit counts (the code
 before the sixth pass; no parameter; every earlier row of the two boosters with the doubly
 robust estimate ran with that rule), and BanditBBM's `gx-d100` the same rule with today's
-BanditBBM defaults; `old`: the defaults before issue 15
+BanditBBM defaults; `pass8`: AdaBandit's, BanditBBM's and `oco`'s defaults before the ninth
+pass on the streams of fewer than 10 actions (the rate's decay 100 rounds whatever the number of
+actions, `--param rho_decay=100`; every earlier row of the three records the `rho_decay` it ran
+with; from 10 actions on `rho_decay="auto"` is those 100 rounds, so those cells stayed
+`default`); `d5k`: AdaBandit with the decay at 5 rounds per action (`--param rho_decay=15` on
+balance and wine, 20 on car and the id stream, 25 on nursery), `d260`: at 260 rounds on
+RandomRBF-26 (10 per action without the cap of 100); `old`: the defaults
+before issue 15
 (rho = 0.1, majority-class leaves and, for AdaBandit, alpha_min = -2: `--param rho=0.1 --param
 alpha_min=-2 --param leaf_prediction=mc --label old`, with `estimator=proposed` and
 `rho_decay=null` since those options came); other labels: the `--param` settings their rows
