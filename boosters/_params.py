@@ -237,7 +237,7 @@ def check_rho(rho: Any, full_information: bool) -> float:
 
 def check_schedule(rho_decay: Any, rho_floor: Any) -> tuple[float | str | None, float]:
     """The exploration schedule's ``rho_decay`` (None: a constant rate; ``"auto"``: 10 learning
-    rounds per action; else a positive number of rounds) and ``rho_floor`` (in (0, 1));
+    rounds per action, at most 100; else a positive number of rounds) and ``rho_floor`` (in (0, 1));
     :func:`boosters.exploration.decayed_rate` applies them.
 
     >>> check_schedule(None, 0.01), check_schedule(100, 0.01), check_schedule("auto", 0.01)
