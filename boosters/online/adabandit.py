@@ -59,8 +59,7 @@ class AdaBandit(BoostingTemplate):
 
     Defaults (docs/boosters.md, "Defaults"): ``rho=0.1`` decaying with ``rho_decay="auto"``
     (over ``min(10 k, 100)`` learning rounds for k actions; halved after three times that) to
-    ``rho_floor=0.01``,
-    ``alpha_min=0``, ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves),
+    ``rho_floor=0.01``, ``alpha_min=0``, ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves),
     ``estimator="dr"`` (eq. 4 made doubly robust by a reward model) and that reward model as one
     more expert of the Hedge (``guess_expert``), chosen on the quality benchmark;
     ``alpha_min=-2, leaf_prediction="mc", estimator="proposed", rho_decay=None`` with the

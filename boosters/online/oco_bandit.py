@@ -75,6 +75,11 @@ def weighted_label(
     return label, weight
 
 
+def _is_index(value) -> bool:
+    """Whether ``value`` is an integer that may index an action (a bool is not)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 class OCOBandit(OCOParams, OnlineBooster):
     """One-vs-all OCO boosters with eq.-2 exploration and bandit updates (the project's extension).
 
@@ -255,7 +260,7 @@ class OCOBandit(OCOParams, OnlineBooster):
         action = decision.action
         if p.shape != (self.n_actions,):
             raise ValueError(f"decision has {p.size} probabilities, expected {self.n_actions}")
-        if isinstance(action, bool) or not isinstance(action, numbers.Integral):
+        if not _is_index(action):
             raise TypeError(f"decision.action must be an action index, got {action!r}")
         if not 0 <= action < self.n_actions or not p[action] > 0.0:
             raise ValueError(f"decision.action {action} is not a playable action")
@@ -269,8 +274,7 @@ class OCOBandit(OCOParams, OnlineBooster):
             return
         for name in ("yhat", "vote", "model"):
             value = internals.get(name)
-            if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
-                    or not 0 <= value < self.n_actions):
+            if not _is_index(value) or not 0 <= value < self.n_actions:
                 raise ValueError(f"decision internals: {name} is not an action index: {value!r}")
 
     def learn_one(
