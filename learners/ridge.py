@@ -119,7 +119,7 @@ class RidgeRewards:
         Values of a nominal feature with a coordinate of their own; its later values share one.
     offset_l2
         The ridge penalty of a later value's offset (with no numeric features: its residuals'
-        sum over ``offset_l2 + n``).
+        sum over ``offset_l2 + n``); small, so an id's own reward shows after a few rounds.
     offset_features
         Numeric features, the first the model saw, that an offset has a slope on (0: a constant
         offset).
@@ -138,7 +138,7 @@ class RidgeRewards:
         prior: float = 0.5,
         nominal_attributes: list | None = None,
         max_values: int = 32,
-        offset_l2: float = 2.0,
+        offset_l2: float = 0.1,
         offset_features: int = 4,
     ) -> None:
         self.n_actions = int(n_actions)
