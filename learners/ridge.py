@@ -98,8 +98,11 @@ class RidgeRewards:
       rounds that taught it, on a constant and the first ``offset_features`` numeric features
       the model saw (an id's own intercept and slopes; at most :func:`offset_capacity` rows,
       then shared by a CRC-32).
-    - What a round teaches: a correct played action is the label, so every action learns
-      (target 1 on it, 0 on the others); a wrong one teaches only that action (target 0).
+    - What a round teaches: the played action learns its reward (1 or 0); every action learns
+      only when the caller gives the ``label`` (full information). A correct bandit round
+      reveals the label too, but teaching the other actions from it alone would train them on
+      rounds picked by their outcome (a wrong round never teaches its label), which biases
+      them low where the policy errs; ``hits_teach_all`` keeps that older rule.
 
     Parameters
     ----------
@@ -123,11 +126,16 @@ class RidgeRewards:
     offset_features
         Numeric features, the first the model saw, that an offset has a slope on (0: a constant
         offset).
+    hits_teach_all
+        Whether a correct round without a ``label`` teaches every action (the label: 1 on it,
+        0 on the others), as before issue 15's tenth pass.
     """
 
     #: what a model saved before the offsets had slopes (issue 15's eighth pass) reads
     offset_features = 0
     max_offsets = MAX_OFFSETS
+    #: what a model saved before a hit taught only the played action (issue 15's tenth pass) reads
+    hits_teach_all = True
 
     def __init__(
         self,
@@ -140,6 +148,7 @@ class RidgeRewards:
         max_values: int = 32,
         offset_l2: float = 0.1,
         offset_features: int = 4,
+        hits_teach_all: bool = False,
     ) -> None:
         self.n_actions = int(n_actions)
         self.l2 = float(l2)
@@ -158,6 +167,7 @@ class RidgeRewards:
         self.inverse = np.full((self.n_actions, 1, 1), 1.0 / self.l2)
         self.offset_l2 = float(offset_l2)
         self.offset_features = int(offset_features)
+        self.hits_teach_all = bool(hits_teach_all)
         self.max_offsets = offset_capacity(self.n_actions, self.offset_features)
         self.local_index: dict[Hashable, int] = {}  # numeric feature -> its place in an offset's
         self.offset_rows: dict[Hashable, int] = {}  # a value past its feature's cap -> its row
@@ -342,13 +352,14 @@ class RidgeRewards:
         return np.clip(self.prior + self.weights @ v + offsets, 0.0, 1.0)
 
     def learn_one(self, x: dict, action: int, correct: bool, label: int | None = None) -> None:
-        """One exact ridge update from the played ``action`` and whether it was ``correct`` (the
-        label when correct, or a known ``label``: every action learns), then the offsets' from
-        the residuals it leaves."""
+        """One exact ridge update from the played ``action`` and whether it was ``correct`` (a
+        known ``label``: every action learns; with ``hits_teach_all`` a correct round is one),
+        then the offsets' from the residuals it leaves."""
         v, rows, local = self._encode(x, learn=True)
-        known = action if correct else label
+        known = action if correct and self.hits_teach_all and label is None else label
         taught = np.asarray([action] if known is None else range(self.n_actions))
-        targets = (taught == known).astype(float) - self.prior
+        rewards = taught == known if known is not None else np.asarray([correct])
+        targets = rewards.astype(float) - self.prior
         offsets = self._offsets(rows, local)
         total = offsets.sum(axis=0)
         for a, target in zip(taught.tolist(), targets.tolist(), strict=True):

@@ -36,10 +36,11 @@ def _stream(n: int, seed: int = 0) -> list[tuple[dict, int, bool]]:
 def test_weights_are_the_batch_ridge_solution():
     """After any stream, w_a solves (l2 I + sum v v^T) w = sum v (target - prior) over the rounds
     that taught action a, with v the feature map as it was at each round."""
-    model = RidgeRewards(4, l2=2.0, max_dim=64)
+    model = RidgeRewards(4, l2=2.0, max_dim=64, hits_teach_all=True)
     taught = {a: [] for a in range(4)}
-    for x, action, correct in _stream(120):
-        model.learn_one(x, action, correct)
+    for i, (x, action, correct) in enumerate(_stream(120)):
+        label = action if correct and i % 3 == 0 else None  # given now and then
+        model.learn_one(x, action, correct, label)
         v = model._encode(x, learn=False)[0]  # this round's map (the moments moved first)
         for a in range(4) if correct else [action]:
             target = (1.0 if a == action else 0.0) if correct else 0.0
@@ -55,7 +56,8 @@ def test_weights_are_the_batch_ridge_solution():
 
 
 def test_a_correct_round_teaches_every_action_and_a_wrong_one_only_the_played():
-    model = RidgeRewards(3, quadratic=False)
+    """The older rule, kept by ``hits_teach_all``."""
+    model = RidgeRewards(3, quadratic=False, hits_teach_all=True)
     x = {"f": "v"}
     model.learn_one(x, 1, correct=False)
     before = model.predict_one(x)
@@ -63,6 +65,39 @@ def test_a_correct_round_teaches_every_action_and_a_wrong_one_only_the_played():
     model.learn_one(x, 2, correct=True)
     after = model.predict_one(x)
     assert after[2] > 0.5 and after[0] < 0.5 and after[1] < before[1]
+
+
+def test_by_default_a_round_without_a_label_teaches_the_played_action_alone():
+    """A hit raises the played action and leaves the others; its weights are the batch ridge
+    solution over the rounds that played it."""
+    model = RidgeRewards(3, quadratic=False)
+    x = {"f": "v"}
+    model.learn_one(x, 2, correct=True)
+    after = model.predict_one(x)
+    assert after[2] > 0.5 and after[0] == after[1] == 0.5
+    model = RidgeRewards(4, l2=2.0, max_dim=64)
+    played = {a: [] for a in range(4)}
+    for x, action, correct in _stream(120, seed=1):
+        model.learn_one(x, action, correct)
+        v = model._encode(x, learn=False)[0]
+        played[action].append((v, float(correct) - model.prior))
+    d = model.weights.shape[1]
+    for a, rows in played.items():
+        V = np.array([np.pad(v, (0, d - v.size)) for v, _ in rows])
+        y = np.array([t for _, t in rows])
+        np.testing.assert_allclose(model.weights[a], np.linalg.solve(2.0 * np.eye(d) + V.T @ V,
+                                                                      V.T @ y), atol=1e-8)
+
+
+def test_a_model_pickled_before_the_rule_keeps_teaching_every_action_on_a_hit():
+    model = RidgeRewards(3, quadratic=False)
+    state = model.__getstate__() if hasattr(model, "__getstate__") else dict(model.__dict__)
+    state = dict(state)
+    state.pop("hits_teach_all")
+    old = RidgeRewards.__new__(RidgeRewards)
+    old.__setstate__(state)
+    old.learn_one({"f": "v"}, 2, correct=True)
+    assert old.predict_one({"f": "v"})[0] < 0.5
 
 
 def test_a_known_label_teaches_every_action():
@@ -147,7 +182,8 @@ def test_a_constant_offset_is_the_shrunk_mean_of_its_residuals():
 def test_the_default_offset_penalty_learns_the_id_stream_sooner():
     """On the quality benchmark's id stream (300 rows, each five times, 5% exploration), the
     default penalty of the offsets (0.1) learns the users' best actions better than the eighth
-    pass's 2 (measured: 0.685 against 0.632 over the second half, mean of three seeds)."""
+    pass's 2 (measured: 0.696 against 0.682 over the second half, mean of three seeds, each
+    seed better; 0.685 against 0.632 while a hit still taught every action)."""
     from benchmarks.paper.quality.streams import load_stream
     from service.sim.loop import shuffled_order
 
@@ -166,7 +202,7 @@ def test_the_default_offset_penalty_learns_the_id_stream_sooner():
     default = np.mean([accuracy(seed) for seed in (1, 2, 3)])
     before = np.mean([accuracy(seed, offset_l2=2.0) for seed in (1, 2, 3)])
     assert RidgeRewards(4).offset_l2 == 0.1
-    assert default >= before + 0.02
+    assert default >= before + 0.007
 
 
 def test_an_offset_learns_slopes_on_the_first_numeric_features():
@@ -185,7 +221,7 @@ def test_an_offset_learns_slopes_on_the_first_numeric_features():
         for user, x in rounds:
             best = int((x > 0) ^ (int(user[1:]) % 2))
             hits.append(int(model.predict_one({"user": user, "x": x}).argmax()) == best)
-            model.learn_one({"user": user, "x": x}, best, correct=True)
+            model.learn_one({"user": user, "x": x}, best, correct=True, label=best)
         return float(np.mean(hits[-1000:]))
 
     assert accuracy(4) > 0.85 and accuracy(0) < 0.65

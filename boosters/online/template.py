@@ -455,7 +455,8 @@ class BoostingTemplate(OnlineBooster):
         judged = self._expert_losses(decision, correct, lhat, guess) if label is None else lhat
         self._update(votes, weak, experts, lhat, costs, known, judged)
         if self.reward_model is not None:
-            self._learn_guess(x, decision, correct, known, guess)
+            # the label only when given: a hit's label would teach the reward model every action
+            self._learn_guess(x, decision, correct, known if label is not None else None, guess)
 
     def _logged_experts(self, x: dict, internals: dict) -> np.ndarray:
         """The decision's experts, checked before anything learns: the N of the trees, then one
@@ -484,9 +485,10 @@ class BoostingTemplate(OnlineBooster):
 
     def _learn_guess(self, x: dict, decision: Decision, correct: bool, known, guess) -> None:
         """After a round: the hit counts of :meth:`uses_guess`, then the reward model (``guess``:
-        its estimates for ``x`` before this round). A correct round reveals the label; weighted
-        by ``1 / p`` of the played action, its hits estimate each rule's accuracy without bias
-        (restricted decisions are not counted)."""
+        its estimates for ``x`` before this round; ``known``: the label only when given, so a
+        bandit round teaches the ridge model the played action alone). A correct round reveals
+        the label; weighted by ``1 / p`` of the played action, its hits estimate each rule's
+        accuracy without bias (restricted decisions are not counted)."""
         self.guess_hits *= GUESS_DECAY
         action = decision.action
         if correct and decision.internals.get("allowed") is None:

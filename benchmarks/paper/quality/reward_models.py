@@ -30,6 +30,7 @@ MODELS = {
     ),
     "ridge": (RidgeRewards, {}),
     "ridge-uncapped": (RidgeRewards, {"max_values": 2**62}),  # every id value a coordinate
+    "ridge-hits": (RidgeRewards, {"hits_teach_all": True}),  # a hit teaches every action
 }
 
 
