@@ -33,6 +33,19 @@ def _stream(n: int, seed: int = 0) -> list[tuple[dict, int, bool]]:
     return out
 
 
+def _assert_batch_solution(model: RidgeRewards, taught: dict, l2: float) -> None:
+    """Each action's weights and inverse Gram matrix are the batch ridge solution over its
+    ``(v, target - prior)`` rows."""
+    d = model.weights.shape[1]
+    for a, rows in taught.items():
+        V = np.array([np.pad(v, (0, d - v.size)) for v, _ in rows])
+        y = np.array([t for _, t in rows])
+        w = np.linalg.solve(l2 * np.eye(d) + V.T @ V, V.T @ y)
+        np.testing.assert_allclose(model.weights[a], w, atol=1e-8)
+        np.testing.assert_allclose(model.inverse[a], np.linalg.inv(l2 * np.eye(d) + V.T @ V),
+                                   atol=1e-10)
+
+
 def test_weights_are_the_batch_ridge_solution():
     """After any stream, w_a solves (l2 I + sum v v^T) w = sum v (target - prior) over the rounds
     that taught action a, with v the feature map as it was at each round."""
@@ -45,14 +58,7 @@ def test_weights_are_the_batch_ridge_solution():
         for a in range(4) if correct else [action]:
             target = (1.0 if a == action else 0.0) if correct else 0.0
             taught[a].append((v, target - model.prior))
-    d = model.weights.shape[1]
-    for a, rows in taught.items():
-        V = np.array([np.pad(v, (0, d - v.size)) for v, _ in rows])
-        y = np.array([t for _, t in rows])
-        w = np.linalg.solve(2.0 * np.eye(d) + V.T @ V, V.T @ y)
-        np.testing.assert_allclose(model.weights[a], w, atol=1e-8)
-        np.testing.assert_allclose(model.inverse[a], np.linalg.inv(2.0 * np.eye(d) + V.T @ V),
-                                   atol=1e-10)
+    _assert_batch_solution(model, taught, l2=2.0)
 
 
 def test_a_correct_round_teaches_every_action_and_a_wrong_one_only_the_played():
@@ -81,19 +87,13 @@ def test_by_default_a_round_without_a_label_teaches_the_played_action_alone():
         model.learn_one(x, action, correct)
         v = model._encode(x, learn=False)[0]
         played[action].append((v, float(correct) - model.prior))
-    d = model.weights.shape[1]
-    for a, rows in played.items():
-        V = np.array([np.pad(v, (0, d - v.size)) for v, _ in rows])
-        y = np.array([t for _, t in rows])
-        np.testing.assert_allclose(model.weights[a], np.linalg.solve(2.0 * np.eye(d) + V.T @ V,
-                                                                      V.T @ y), atol=1e-8)
+    _assert_batch_solution(model, played, l2=2.0)
 
 
 def test_a_model_pickled_before_the_rule_keeps_teaching_every_action_on_a_hit():
     model = RidgeRewards(3, quadratic=False)
-    state = model.__getstate__() if hasattr(model, "__getstate__") else dict(model.__dict__)
-    state = dict(state)
-    state.pop("hits_teach_all")
+    state = dict(model.__dict__)
+    del state["hits_teach_all"]
     old = RidgeRewards.__new__(RidgeRewards)
     old.__setstate__(state)
     old.learn_one({"f": "v"}, 2, correct=True)
