@@ -81,9 +81,9 @@ def mask_scores(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
     return out
 
 
-#: the default schedule's decay (``rho_decay="auto"``): 10 learning rounds per action, at most
+#: the default schedule's decay (``rho_decay="auto"``): 5 learning rounds per action, at most
 #: 100 rounds (docs/boosters.md, "Exploration schedule")
-ROUNDS_PER_ACTION = 10
+ROUNDS_PER_ACTION = 5
 MAX_AUTO_DECAY = 100
 
 
@@ -92,15 +92,15 @@ def decayed_rate(
 ) -> float:
     """The exploration rate after ``t`` learning rounds: ``rho`` when ``decay`` is None (eq. 2's
     constant rate), else ``rho / sqrt(1 + t / decay)`` kept at or above ``min(floor, rho)``
-    (docs/boosters.md, "Exploration schedule"). ``decay="auto"`` is ``10 k`` rounds for ``k``
-    actions, at most 100: with fewer than 10 actions the rate falls with the rounds each action
-    has had on average. Every propensity of eq. 2 stays at least ``min(floor, rho) / (k - 1)``.
+    (docs/boosters.md, "Exploration schedule"). ``decay="auto"`` is ``5 k`` rounds for ``k``
+    actions, at most 100: the rate falls with the rounds each action has had on average. Every
+    propensity of eq. 2 stays at least ``min(floor, rho) / (k - 1)``.
 
     >>> decayed_rate(0.1, 0, 100.0, 0.01), decayed_rate(0.1, 300, 100.0, 0.01)
     (0.1, 0.05)
     >>> decayed_rate(0.1, 10**6, 100.0, 0.01), decayed_rate(0.1, 10**6, None, 0.01)
     (0.01, 0.1)
-    >>> decayed_rate(0.1, 120, "auto", 0.01, k=4), decayed_rate(0.1, 300, "auto", 0.01, k=26)
+    >>> decayed_rate(0.1, 60, "auto", 0.01, k=4), decayed_rate(0.1, 300, "auto", 0.01, k=26)
     (0.05, 0.05)
     """
     if decay is None:

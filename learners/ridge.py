@@ -97,7 +97,10 @@ class RidgeRewards:
       regression (penalty ``offset_l2``) of the residuals the rest of the model leaves on the
       rounds that taught it, on a constant and the first ``offset_features`` numeric features
       the model saw (an id's own intercept and slopes; at most :func:`offset_capacity` rows,
-      then shared by a CRC-32).
+      then shared by a CRC-32). The offsets of one round learn together, sharing its residual
+      by their uncertainty.
+    - With ``n`` features in the example, the products are scaled by ``sqrt(pair_weight / n)``
+      (at most 1), so that many numeric features do not drown the features in noisy products.
     - What a round teaches: the played action learns its reward (1 or 0); every action learns
       only when the caller gives the ``label`` (full information). A correct bandit round
       reveals the label too, but teaching the other actions from it alone would train them on
@@ -129,6 +132,10 @@ class RidgeRewards:
     hits_teach_all
         Whether a correct round without a ``label`` teaches every action (the label: 1 on it,
         0 on the others), as before issue 15's tenth pass.
+    pair_weight
+        With ``n`` features in the example, its products are scaled by ``sqrt(pair_weight /
+        n)`` (at most 1): their prior weight grows like ``n`` rather than ``n^2``, so many
+        numeric features do not drown the linear part in noisy products. None: unscaled.
     """
 
     #: what a model saved before the offsets had slopes (issue 15's eighth pass) reads
@@ -136,6 +143,8 @@ class RidgeRewards:
     max_offsets = MAX_OFFSETS
     #: what a model saved before a hit taught only the played action (issue 15's tenth pass) reads
     hits_teach_all = True
+    #: what a model saved before the products were scaled (issue 15's eleventh pass) reads
+    pair_weight = None
 
     def __init__(
         self,
@@ -149,6 +158,7 @@ class RidgeRewards:
         offset_l2: float = 0.1,
         offset_features: int = 4,
         hits_teach_all: bool = False,
+        pair_weight: float | None = 4.0,
     ) -> None:
         self.n_actions = int(n_actions)
         self.l2 = float(l2)
@@ -168,6 +178,9 @@ class RidgeRewards:
         self.offset_l2 = float(offset_l2)
         self.offset_features = int(offset_features)
         self.hits_teach_all = bool(hits_teach_all)
+        if pair_weight is not None and not pair_weight > 0:
+            raise ValueError(f"pair_weight must be a positive number or None, got {pair_weight!r}")
+        self.pair_weight = None if pair_weight is None else float(pair_weight)
         self.max_offsets = offset_capacity(self.n_actions, self.offset_features)
         self.local_index: dict[Hashable, int] = {}  # numeric feature -> its place in an offset's
         self.offset_rows: dict[Hashable, int] = {}  # a value past its feature's cap -> its row
@@ -283,6 +296,7 @@ class RidgeRewards:
             i, j = np.triu_indices(base.size)
             coords, signs = self._pair_slots(base[i], base[j], learn)
             keep = coords >= 0
+            signs *= self._pair_scale(base.size)
             slots = np.concatenate([slots, coords[keep]])
             values = np.concatenate([values, (signs * vals[i] * vals[j])[keep]])
         width = self.weights.shape[1]
@@ -290,6 +304,14 @@ class RidgeRewards:
             self._grow(min(self.dim, max(self.used, 2 * width)))
         d = self.weights.shape[1]
         return np.bincount(slots, weights=values, minlength=d)[:d], rows, local
+
+    def _pair_scale(self, n: int) -> float:
+        """The factor of the products among ``n`` features: ``sqrt(pair_weight / n)``, at most 1,
+        so that their ``n (n + 1) / 2`` coordinates weigh about ``pair_weight / 2`` times the
+        ``n`` features under one ridge penalty, however many features there are."""
+        if self.pair_weight is None or n <= self.pair_weight:
+            return 1.0
+        return math.sqrt(self.pair_weight / n)
 
     def _pair_slots(self, a: np.ndarray, b: np.ndarray, learn: bool) -> tuple:
         """Coordinates (-1: none, when only predicting) and signs of the products of the
@@ -364,19 +386,23 @@ class RidgeRewards:
         total = offsets.sum(axis=0)
         for a, target in zip(taught.tolist(), targets.tolist(), strict=True):
             self._update(a, v, target - total[a])
-        residuals = targets - self.weights[taught] @ v - total[taught]
-        for row, own in zip(rows, offsets, strict=True):  # each fits what the others leave
-            self._update_offset(row, taught, local, residuals + own[taught])
+        if rows:
+            residuals = targets - self.weights[taught] @ v - total[taught]
+            self._update_offsets(np.asarray(rows, dtype=np.int64), taught, local, residuals)
 
-    def _update_offset(self, row: int, taught: np.ndarray, local: np.ndarray,
-                       targets: np.ndarray) -> None:
-        """Sherman-Morrison on offset ``row``'s regressions of the ``taught`` actions."""
-        weights, inverse = self.offset_weights[row, taught], self.offset_inverse[row, taught]
+    def _update_offsets(self, rows: np.ndarray, taught: np.ndarray, local: np.ndarray,
+                        residuals: np.ndarray) -> None:
+        """One Kalman step of the offsets of ``rows`` together, for the ``taught`` actions: the
+        residual is shared among them in proportion to their uncertainty (``P local``), their
+        cross-covariances left out. With one row it is that row's Sherman-Morrison update; with
+        two, a new id beside a value seen often takes nearly all of it, whatever their order."""
+        at = (rows[:, None], taught[None, :])
+        weights, inverse = self.offset_weights[at], self.offset_inverse[at]  # (R, t, m[, m])
         pv = inverse @ local
-        gain = pv / (1.0 + pv @ local)[:, None]
-        weights += gain * (targets - weights @ local)[:, None]
-        inverse -= gain[:, :, None] * pv[:, None, :]
-        self.offset_weights[row, taught], self.offset_inverse[row, taught] = weights, inverse
+        gain = pv / (1.0 + (pv @ local).sum(axis=0))[None, :, None]
+        weights += gain * residuals[None, :, None]
+        inverse -= gain[..., :, None] * pv[..., None, :]
+        self.offset_weights[at], self.offset_inverse[at] = weights, inverse
 
     def _update(self, a: int, v: np.ndarray, target: float) -> None:
         """Sherman-Morrison: ``inverse_a -= (P v)(P v)^T / (1 + v P v)``, and ``w_a`` moves to

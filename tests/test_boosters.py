@@ -98,7 +98,7 @@ def test_decisions_are_well_formed(name, car):
         yhat = internals["yhat"]
         assert yhat == internals["experts"][internals["expert"]]
         rho = booster.current_rho()  # 0.2, or decayed by the rounds learned (rho_decay)
-        decay = min(10 * k, 100) if booster.rho_decay == "auto" else booster.rho_decay
+        decay = min(5 * k, 100) if booster.rho_decay == "auto" else booster.rho_decay
         decayed = 0.2 / (1 + i / decay) ** 0.5 if decay else 0.2
         assert rho == pytest.approx(decayed)
         assert p[yhat] == pytest.approx(1.0 - rho)  # eq. 2

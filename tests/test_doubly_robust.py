@@ -96,7 +96,10 @@ def _trace(booster, n=150):
 
 
 def test_dr_booster_learns_from_the_estimate_with_the_models_baseline():
-    booster = AdaBandit(3, n_learners=4, rho=0.2, seed=3, estimator="dr", guess_expert=False)
+    # the ninth pass's schedule (10 rounds per action), under which these 40 rounds hold every
+    # kind of round, the guess in use included
+    booster = AdaBandit(3, n_learners=4, rho=0.2, seed=3, estimator="dr", guess_expert=False,
+                        rho_decay=30)
     _trace(booster, 60)
     kinds, labels = set(), np.random.default_rng(2).integers(3, size=40)  # every kind of round
     for (x, _), y in zip(_stream(40, seed=9), labels.tolist(), strict=True):

@@ -80,7 +80,10 @@ def test_guess_expert_is_the_last_expert_and_hedge_learns_its_losses():
 
 
 def test_banditbbm_plays_the_guess_while_its_hits_lead():
-    booster = BanditBBM(4, n_learners=5, rho=0.1, seed=3, guess_expert=True, switch_weight=None)
+    # the schedule of the ninth pass (10 rounds per action): with 5 the importance-weighted
+    # hits of this stream never let the guess lead, and both experts should play here
+    booster = BanditBBM(4, n_learners=5, rho=0.1, seed=3, guess_expert=True, switch_weight=None,
+                        rho_decay=40)
     _, decisions = _run(booster, 400)
     chosen = {int(d.internals["expert"]) for d in decisions}
     assert chosen == {4, 5}  # the vote of all five learners, or the reward model's expert
@@ -132,10 +135,10 @@ def test_schedule_defaults_and_the_twins_keep_the_papers_constant_rate():
 
 
 @pytest.mark.parametrize("cls", [AdaBandit, BanditBBM, OCOBandit])
-def test_auto_schedule_is_ten_rounds_per_action_up_to_100(cls):
-    """``rho_decay="auto"`` is ``min(10 k, 100)`` rounds: 4 actions decay as ``rho_decay=40``, 10
-    and 26 as ``rho_decay=100`` did before (docs/boosters.md, "Exploration schedule")."""
-    for k, rounds in ((4, 40), (7, 70), (10, 100), (26, 100)):
+def test_auto_schedule_is_five_rounds_per_action_up_to_100(cls):
+    """``rho_decay="auto"`` is ``min(5 k, 100)`` rounds: 4 actions decay as ``rho_decay=20``, 10
+    as ``rho_decay=50``, 26 as ``rho_decay=100`` (docs/boosters.md, "Exploration schedule")."""
+    for k, rounds in ((4, 20), (7, 35), (10, 50), (20, 100), (26, 100)):
         auto, fixed = cls(k, n_learners=2, seed=0), cls(k, n_learners=2, seed=0, rho_decay=rounds)
         for t in (0, rounds, 3 * rounds, 10**6):
             auto.n_updates = fixed.n_updates = t

@@ -270,7 +270,7 @@ def test_bandit_decisions_are_well_formed(car):
     ds, X, y = car
     booster = OCOBandit(ds.n_classes, n_learners=3, rho=0.2, seed=1, nominal_attributes=ds.nominal)
     for i in range(60):
-        rho = 0.2 / np.sqrt(1.0 + i / min(10 * ds.n_classes, 100))  # "auto": 10 per action
+        rho = 0.2 / np.sqrt(1.0 + i / min(5 * ds.n_classes, 100))  # "auto": 5 per action
         assert booster.current_rho() == pytest.approx(rho)
         d = booster.decide_one(X[i])
         p, weak, z = d.probabilities, d.internals["weak"], d.internals["z"]

@@ -58,7 +58,7 @@ class AdaBandit(BoostingTemplate):
     """Adaptive bandit boosting (Algorithm 3 of Zhang et al. 2019). No edge parameter is needed.
 
     Defaults (docs/boosters.md, "Defaults"): ``rho=0.1`` decaying with ``rho_decay="auto"``
-    (over ``min(10 k, 100)`` learning rounds for k actions; halved after three times that) to
+    (over ``min(5 k, 100)`` learning rounds for k actions; halved after three times that) to
     ``rho_floor=0.01``, ``alpha_min=0``, ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves),
     ``estimator="dr"`` (eq. 4 made doubly robust by a reward model) and that reward model as one
     more expert of the Hedge (``guess_expert``), chosen on the quality benchmark;

@@ -30,7 +30,7 @@ class BanditBBM(BoostingTemplate):
     docs/boosters.md "Defaults"); the paper's are ``"mc"``. Its loss estimate is eq. 4 made
     doubly robust by default (``estimator="dr"``); the paper's is ``"proposed"``. Like
     AdaBandit's, its exploration decays with evidence (``rho_decay="auto"``: 0.1 down to 0.01 over
-    ``min(10 k, 100)`` learning rounds for k actions) and it plays its reward model's
+    ``min(5 k, 100)`` learning rounds for k actions) and it plays its reward model's
     best action while that model's estimated losses are below the vote's
     (``guess_expert``, on whenever there is a reward model; ``switch_weight``: the losses' clipped
     importance weights, docs/boosters.md "The Hedge's losses"; None compares the hit counts of

@@ -114,7 +114,7 @@ class OCOBandit(OCOParams, OnlineBooster):
         The exploration schedule of the tree boosters (docs/boosters.md, "Exploration
         schedule"): after ``t`` learned rounds the rate is ``max(min(rho_floor, rho), rho /
         sqrt(1 + t / rho_decay))``, 0.1 down to 0.01 by default; ``rho_decay="auto"`` (the
-        default) is ``min(10 k, 100)`` rounds for k actions; ``rho_decay=None`` keeps
+        default) is ``min(5 k, 100)`` rounds for k actions; ``rho_decay=None`` keeps
         ``rho`` constant (as before issue 15's sixth pass, and :class:`OCOFull`).
     guess_model
         The reward model (``"ridge"``, the default, or ``"linear"``; docs/boosters.md,

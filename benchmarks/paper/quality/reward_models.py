@@ -31,6 +31,7 @@ MODELS = {
     "ridge": (RidgeRewards, {}),
     "ridge-uncapped": (RidgeRewards, {"max_values": 2**62}),  # every id value a coordinate
     "ridge-hits": (RidgeRewards, {"hits_teach_all": True}),  # a hit teaches every action
+    "ridge-unscaled": (RidgeRewards, {"pair_weight": None}),  # products unscaled (pass 10)
 }
 
 
