@@ -125,7 +125,11 @@ actions, `--param rho_decay=100`; every earlier row of the three records the `rh
 with; from 10 actions on `rho_decay="auto"` is those 100 rounds, so those cells stayed
 `default`); `d5k`: AdaBandit with the decay at 5 rounds per action (`--param rho_decay=15` on
 balance and wine, 20 on car and the id stream, 25 on nursery), `d260`: at 260 rounds on
-RandomRBF-26 (10 per action without the cap of 100); `old`: the defaults
+RandomRBF-26 (10 per action without the cap of 100); `pass10`: AdaBandit's, BanditBBM's and
+`oco`'s defaults before the eleventh pass (the ridge model's products unscaled and its offsets
+taught one by one, the rate's decay 10 rounds per action: the code of commit 2f84746; `hits`
+and `offset2` are earlier passes', RESULTS.md's notes say which); `model11` and `d3`: the
+eleventh pass's reward model with 10 and with 3 rounds per action (its notes); `old`: the defaults
 before issue 15
 (rho = 0.1, majority-class leaves and, for AdaBandit, alpha_min = -2: `--param rho=0.1 --param
 alpha_min=-2 --param leaf_prediction=mc --label old`, with `estimator=proposed` and
