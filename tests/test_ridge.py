@@ -179,21 +179,28 @@ def test_a_constant_offset_is_the_shrunk_mean_of_its_residuals():
     assert model.offset_weights[row, 0, 0] == pytest.approx(sum(residuals) / (2.0 + 3))
 
 
-def _id_stream_accuracy(seed: int, cls: type = RidgeRewards, **kwargs) -> float:
-    """The model alone on the quality benchmark's id stream (300 rows, each five times, 5%
+def _alone_accuracy(stream: str, rows: int, dup: int, seed: int, cls: type = RidgeRewards,
+                    **kwargs) -> float:
+    """The model alone on a quality benchmark stream (``rows`` rows, each ``dup`` times, 5%
     exploration): its best action's accuracy over the second half."""
     from benchmarks.paper.quality.streams import load_stream
     from service.sim.loop import shuffled_order
 
-    data = load_stream("userid", max_rows=300)
-    model, rng, hits = cls(4, **kwargs), np.random.default_rng(seed), []
-    for i in shuffled_order(len(data), 5, seed).tolist():
+    data = load_stream(stream, max_rows=rows)
+    k = data.n_classes
+    model, rng, hits = cls(k, **kwargs), np.random.default_rng(seed), []
+    for i in shuffled_order(len(data), dup, seed).tolist():
         x, y = data.X[i], int(data.y[i])
         best = int(model.predict_one(x).argmax())
-        action = best if rng.random() >= 0.05 else int(rng.integers(4))
+        action = best if rng.random() >= 0.05 else int(rng.integers(k))
         model.learn_one(x, action, action == y)
         hits.append(best == y)
     return float(np.mean(hits[len(hits) // 2 :]))
+
+
+def _id_stream_accuracy(seed: int, cls: type = RidgeRewards, **kwargs) -> float:
+    """The model alone on the id stream: 300 rows, each five times."""
+    return _alone_accuracy("userid", 300, 5, seed, cls, **kwargs)
 
 
 def test_the_default_offset_penalty_learns_the_id_stream_sooner():
@@ -298,20 +305,8 @@ def test_scaled_products_learn_many_numeric_features_sooner():
     rows once, 5% exploration) the scaled products learn the best action better than unscaled
     ones (measured: 0.832 against 0.735 over the second half, mean of three seeds, each seed
     better)."""
-    from benchmarks.paper.quality.streams import load_stream
-    from service.sim.loop import shuffled_order
-
-    data = load_stream("digits", max_rows=500)
-
     def accuracy(seed: int, **kwargs) -> float:
-        model, rng, hits = RidgeRewards(10, **kwargs), np.random.default_rng(seed), []
-        for i in shuffled_order(len(data), 1, seed).tolist():
-            x, y = data.X[i], int(data.y[i])
-            best = int(model.predict_one(x).argmax())
-            action = best if rng.random() >= 0.05 else int(rng.integers(10))
-            model.learn_one(x, action, action == y)
-            hits.append(best == y)
-        return float(np.mean(hits[len(hits) // 2 :]))
+        return _alone_accuracy("digits", 500, 1, seed, **kwargs)
 
     scaled = np.mean([accuracy(seed) for seed in (1, 2, 3)])
     unscaled = np.mean([accuracy(seed, pair_weight=None) for seed in (1, 2, 3)])
