@@ -296,9 +296,9 @@ class RidgeRewards:
             i, j = np.triu_indices(base.size)
             coords, signs = self._pair_slots(base[i], base[j], learn)
             keep = coords >= 0
-            signs *= self._pair_scale(base.size)
+            products = self._pair_scale(base.size) * signs * vals[i] * vals[j]
             slots = np.concatenate([slots, coords[keep]])
-            values = np.concatenate([values, (signs * vals[i] * vals[j])[keep]])
+            values = np.concatenate([values, products[keep]])
         width = self.weights.shape[1]
         if learn and self.used > width:  # capacity doubles, up to dim
             self._grow(min(self.dim, max(self.used, 2 * width)))
@@ -309,9 +309,7 @@ class RidgeRewards:
         """The factor of the products among ``n`` features: ``sqrt(pair_weight / n)``, at most 1,
         so that their ``n (n + 1) / 2`` coordinates weigh about ``pair_weight / 2`` times the
         ``n`` features under one ridge penalty, however many features there are."""
-        if self.pair_weight is None or n <= self.pair_weight:
-            return 1.0
-        return math.sqrt(self.pair_weight / n)
+        return 1.0 if self.pair_weight is None else min(1.0, math.sqrt(self.pair_weight / n))
 
     def _pair_slots(self, a: np.ndarray, b: np.ndarray, learn: bool) -> tuple:
         """Coordinates (-1: none, when only predicting) and signs of the products of the
