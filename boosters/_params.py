@@ -95,6 +95,7 @@ OTHER_PARAMS = frozenset({
 #: booster parameters that are flags: booleans only
 FLAG_PARAMS = frozenset({
     "fixed_trees", "fast_trees", "ref_code_gradient", "realizable", "quadratic_expert",
+    "rho_by_misses",
 })
 #: size attributes a booster class may fix (read from the class when not a parameter)
 CLASS_SIZE_ATTRIBUTES = ("mc_samples",)

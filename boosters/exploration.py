@@ -30,9 +30,13 @@ __all__ = [
     "explore",
     "full_information_loss",
     "loss_estimate",
+    "MISS_REFERENCE",
+    "missed_rate",
     "mask_scores",
     "naive_loss_estimate",
     "restrict",
+    "scheduled_rate",
+    "track_misses",
 ]
 
 
@@ -87,14 +91,43 @@ ROUNDS_PER_ACTION = 5
 MAX_AUTO_DECAY = 100
 
 
+def decay_rounds(decay: float | str, k: int | None) -> float:
+    """The schedule's decay in rounds: ``decay``, or for ``"auto"`` ``min(5 k, 100)``.
+
+    >>> decay_rounds("auto", 3), decay_rounds("auto", 26), decay_rounds(40.0, 3)
+    (15, 100, 40.0)
+    """
+    return min(ROUNDS_PER_ACTION * k, MAX_AUTO_DECAY) if decay == "auto" else decay
+
+
+#: the prediction's miss rate at and above which the schedule's rate holds; below it the rate
+#: shrinks in proportion (docs/boosters.md, "Exploration schedule")
+MISS_REFERENCE = 0.25
+
+
+def missed_rate(miss: float, missed: bool, decay: float | str, k: int) -> float:
+    """The prediction's miss rate after one more round that played it: a moving average over
+    about :func:`decay_rounds` rounds. The rounds that play the prediction are drawn
+    independently of the context, so their misses estimate the prediction's without bias.
+
+    >>> round(missed_rate(0.5, False, "auto", 3), 4), round(missed_rate(0.5, True, 10.0, 3), 4)
+    (0.4667, 0.55)
+    """
+    step = 1.0 / decay_rounds(decay, k)
+    return (1.0 - step) * miss + step * float(missed)
+
+
 def decayed_rate(
-    rho: float, t: int, decay: float | str | None, floor: float, k: int | None = None
+    rho: float, t: int, decay: float | str | None, floor: float, k: int | None = None,
+    miss: float | None = None,
 ) -> float:
     """The exploration rate after ``t`` learning rounds: ``rho`` when ``decay`` is None (eq. 2's
     constant rate), else ``rho / sqrt(1 + t / decay)`` kept at or above ``min(floor, rho)``
     (docs/boosters.md, "Exploration schedule"). ``decay="auto"`` is ``5 k`` rounds for ``k``
-    actions, at most 100: the rate falls with the rounds each action has had on average. Every
-    propensity of eq. 2 stays at least ``min(floor, rho) / (k - 1)``.
+    actions, at most 100: the rate falls with the rounds each action has had on average. With
+    the prediction's ``miss`` rate (:func:`missed_rate`), the decayed rate is scaled by
+    ``min(1, miss / MISS_REFERENCE)``: a prediction that is rarely wrong has little to learn
+    from exploring. Every propensity of eq. 2 stays at least ``min(floor, rho) / (k - 1)``.
 
     >>> decayed_rate(0.1, 0, 100.0, 0.01), decayed_rate(0.1, 300, 100.0, 0.01)
     (0.1, 0.05)
@@ -102,12 +135,38 @@ def decayed_rate(
     (0.01, 0.1)
     >>> decayed_rate(0.1, 60, "auto", 0.01, k=4), decayed_rate(0.1, 300, "auto", 0.01, k=26)
     (0.05, 0.05)
+    >>> decayed_rate(0.1, 60, "auto", 0.01, 4, miss=0.125), decayed_rate(0.1, 0, 10.0, 0.01, 3, 0.0)
+    (0.025, 0.01)
     """
     if decay is None:
         return rho
-    if decay == "auto":
-        decay = min(ROUNDS_PER_ACTION * k, MAX_AUTO_DECAY)
-    return max(min(floor, rho), rho / math.sqrt(1.0 + t / decay))
+    rate = rho / math.sqrt(1.0 + t / decay_rounds(decay, k))
+    if miss is not None:
+        rate *= min(1.0, miss / MISS_REFERENCE)
+    return max(min(floor, rho), rate)
+
+
+def scheduled_rate(booster) -> float:
+    """The exploration rate of ``booster``'s next decision: its schedule after its learning
+    rounds, scaled by its prediction's miss rate with ``rho_by_misses``
+    (:func:`decayed_rate`)."""
+    miss = booster.miss_rate if booster.rho_by_misses else None
+    return decayed_rate(
+        booster.rho, booster.n_updates, booster.rho_decay, booster.rho_floor,
+        booster.n_actions, miss,
+    )
+
+
+def track_misses(booster, decision, correct: bool, label: int | None) -> None:
+    """``booster``'s prediction's miss rate (``rho_by_misses``, on a schedule) after a round that
+    played the prediction, or any round with the ``label``."""
+    if not booster.rho_by_misses or booster.rho_decay is None:
+        return
+    yhat = int(decision.internals["yhat"])
+    if label is None and decision.action != yhat:  # an explored miss says nothing of yhat
+        return
+    missed = yhat != label if label is not None else not correct
+    booster.miss_rate = missed_rate(booster.miss_rate, missed, booster.rho_decay, booster.n_actions)
 
 
 def exploration_distribution(

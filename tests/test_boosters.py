@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from boosters.base import Decision
+from boosters.exploration import MISS_REFERENCE
 from boosters.registry import make_booster
 from learners.reduction import cost_to_label_weight, pick_among
 from service.sim.datasets import load_dataset
@@ -100,6 +101,8 @@ def test_decisions_are_well_formed(name, car):
         rho = booster.current_rho()  # 0.2, or decayed by the rounds learned (rho_decay)
         decay = min(5 * k, 100) if booster.rho_decay == "auto" else booster.rho_decay
         decayed = 0.2 / (1 + i / decay) ** 0.5 if decay else 0.2
+        if booster.rho_by_misses:  # scaled by the prediction's misses, down to the floor
+            decayed = max(0.01, decayed * min(1.0, booster.miss_rate / MISS_REFERENCE))
         assert rho == pytest.approx(decayed)
         assert p[yhat] == pytest.approx(1.0 - rho)  # eq. 2
         if name in ("banditbbm", "onlinembbm"):  # i_t = N, or the reward model's while it leads

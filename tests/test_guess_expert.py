@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from boosters.exploration import decayed_rate, dr_loss_estimate
+from boosters.exploration import MISS_REFERENCE, decayed_rate, dr_loss_estimate
 from boosters.online.adabandit import AdaBandit, AdaBoostOLM
 from boosters.online.banditbbm import BanditBBM, OnlineMBBM
 from boosters.online.oco_bandit import OCOBandit, OCOFull
@@ -41,13 +41,55 @@ def _run(booster, n, seed=0, allowed=None):
 
 @pytest.mark.parametrize("cls", [AdaBandit, BanditBBM, OCOBandit])
 def test_decayed_exploration_is_logged_and_keeps_its_floor(cls):
-    booster = cls(4, n_learners=3, rho=0.2, seed=1, rho_decay=20.0, rho_floor=0.05)
+    booster = cls(4, n_learners=3, rho=0.2, seed=1, rho_decay=20.0, rho_floor=0.05,
+                  rho_by_misses=False)
     _, decisions = _run(booster, 400)
     for t, d in enumerate(decisions):  # the decision's rate follows the learning rounds before it
         rho = max(0.05, 0.2 / np.sqrt(1.0 + t / 20.0))
         assert d.probabilities.min() == pytest.approx(rho / 3)
         assert d.probabilities.max() == pytest.approx(1.0 - rho)
     assert decisions[-1].probabilities.min() == pytest.approx(0.05 / 3)  # at the floor
+
+
+@pytest.mark.parametrize("cls", [AdaBandit, BanditBBM, OCOBandit])
+def test_the_rate_shrinks_with_the_predictions_misses(cls):
+    booster = cls(4, n_learners=3, rho=0.2, seed=1, rho_decay=20.0, rho_floor=0.02)
+    assert booster.rho_by_misses and booster.miss_rate == MISS_REFERENCE  # the schedule's rate
+    misses = MISS_REFERENCE
+    for x, y in _stream(400):
+        d = booster.decide_one(x)
+        decayed = 0.2 / np.sqrt(1.0 + booster.n_updates / 20.0)
+        rate = max(0.02, decayed * min(1.0, misses / MISS_REFERENCE))
+        assert d.probabilities.max() == pytest.approx(1.0 - rate)
+        booster.learn_one(x, d, reward=float(d.action == y))
+        if d.action == d.internals["yhat"]:  # only the rounds that play the prediction count
+            misses = 0.95 * misses + 0.05 * (d.action != y)
+        assert booster.miss_rate == pytest.approx(misses)
+    assert misses < MISS_REFERENCE / 2  # the stream is learned: below half the schedule's rate
+
+
+def test_a_rate_without_misses_is_the_schedule_and_a_label_counts_every_round():
+    noise = np.random.default_rng(5)
+    booster = AdaBandit(4, n_learners=3, rho=0.2, seed=1, rho_decay=20.0)
+    for x, _ in _stream(300):  # labels carry no signal: misses near 3/4, the schedule's rate
+        d = booster.decide_one(x)
+        booster.learn_one(x, d, reward=float(d.action == noise.integers(4)))
+    assert booster.miss_rate > MISS_REFERENCE
+    assert booster.current_rho() == pytest.approx(0.2 / np.sqrt(1.0 + 300 / 20.0))
+    x, y = next(_stream(1, seed=7))
+    d = booster.decide_one(x)
+    before = booster.miss_rate
+    booster.learn_one(x, d, label=(d.internals["yhat"] + 1) % 4)  # a label: the prediction missed
+    assert booster.miss_rate == pytest.approx(0.95 * before + 0.05)
+    old = AdaBandit(4, n_learners=3, rho=0.2, seed=1)
+    for name in ("rho_by_misses", "miss_rate"):  # a model pickled before the option
+        del old.__dict__[name]
+    old = pickle.loads(pickle.dumps(old))
+    assert not old.rho_by_misses and old.current_rho() == 0.2
+    for x, y in _stream(30):
+        d = old.decide_one(x)
+        old.learn_one(x, d, reward=float(d.action == y))
+    assert "miss_rate" not in vars(old)  # the schedule alone, as before
 
 
 def test_constant_rate_without_a_schedule_and_a_floor_above_rho():
@@ -83,7 +125,7 @@ def test_banditbbm_plays_the_guess_while_its_hits_lead():
     # the schedule of the ninth pass (10 rounds per action): with 5 the importance-weighted
     # hits of this stream never let the guess lead, and both experts should play here
     booster = BanditBBM(4, n_learners=5, rho=0.1, seed=3, guess_expert=True, switch_weight=None,
-                        rho_decay=40)
+                        rho_decay=40, rho_by_misses=False)
     _, decisions = _run(booster, 400)
     chosen = {int(d.internals["expert"]) for d in decisions}
     assert chosen == {4, 5}  # the vote of all five learners, or the reward model's expert

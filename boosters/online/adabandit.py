@@ -59,7 +59,8 @@ class AdaBandit(BoostingTemplate):
 
     Defaults (docs/boosters.md, "Defaults"): ``rho=0.1`` decaying with ``rho_decay="auto"``
     (over ``min(5 k, 100)`` learning rounds for k actions; halved after three times that) to
-    ``rho_floor=0.01``, ``alpha_min=0``, ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves),
+    ``rho_floor=0.01`` and scaled by the prediction's recent miss rate over 0.25
+    (``rho_by_misses``), ``alpha_min=0``, ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves),
     ``estimator="dr"`` (eq. 4 made doubly robust by a reward model) and that reward model as one
     more expert of the Hedge (``guess_expert``), chosen on the quality benchmark;
     ``alpha_min=-2, leaf_prediction="mc", estimator="proposed", rho_decay=None`` with the
@@ -103,6 +104,7 @@ class AdaBandit(BoostingTemplate):
         alpha_min: float = 0.0,
         rho_decay: float | str | None = "auto",
         rho_floor: float = 0.01,
+        rho_by_misses: bool = True,
         guess_expert: bool | None = None,
         quadratic_expert: bool = False,
         hedge_discount: float = 1.0,
@@ -128,6 +130,7 @@ class AdaBandit(BoostingTemplate):
             loss_clip=loss_clip,
             rho_decay=rho_decay,
             rho_floor=rho_floor,
+            rho_by_misses=rho_by_misses,
             guess_expert=guess_expert,
             quadratic_expert=quadratic_expert,
             guess_model=guess_model,
@@ -246,6 +249,7 @@ class AdaBoostOLM(AdaBandit):
             leaf_prediction=leaf_prediction,
             alpha_min=PAPER_ALPHA_MIN,  # the authors' Adaboost.OLM
             rho_decay=None,
+            rho_by_misses=False,
             guess_expert=False,
             guess_model="linear",
             hedge_weight=None,

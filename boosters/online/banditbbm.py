@@ -30,7 +30,8 @@ class BanditBBM(BoostingTemplate):
     docs/boosters.md "Defaults"); the paper's are ``"mc"``. Its loss estimate is eq. 4 made
     doubly robust by default (``estimator="dr"``); the paper's is ``"proposed"``. Like
     AdaBandit's, its exploration decays with evidence (``rho_decay="auto"``: 0.1 down to 0.01 over
-    ``min(5 k, 100)`` learning rounds for k actions) and it plays its reward model's
+    ``min(5 k, 100)`` learning rounds for k actions, scaled by the prediction's recent miss rate
+    over 0.25 with ``rho_by_misses``) and it plays its reward model's
     best action while that model's estimated losses are below the vote's
     (``guess_expert``, on whenever there is a reward model; ``switch_weight``: the losses' clipped
     importance weights, docs/boosters.md "The Hedge's losses"; None compares the hit counts of
@@ -65,6 +66,7 @@ class BanditBBM(BoostingTemplate):
         leaf_prediction: str = "nba",
         rho_decay: float | str | None = "auto",
         rho_floor: float = 0.01,
+        rho_by_misses: bool = True,
         guess_expert: bool | None = None,
         guess_model: str = "ridge",
         switch_weight: float | None = 5.0,
@@ -87,6 +89,7 @@ class BanditBBM(BoostingTemplate):
             leaf_prediction=leaf_prediction,
             rho_decay=rho_decay,
             rho_floor=rho_floor,
+            rho_by_misses=rho_by_misses,
             guess_expert=guess_expert,
             guess_model=guess_model,
         )
@@ -180,6 +183,7 @@ class OnlineMBBM(BanditBBM):
             fast_trees=fast_trees,
             leaf_prediction=leaf_prediction,
             rho_decay=None,  # the authors' OnlineMBBM: a constant rate, the N experts
+            rho_by_misses=False,
             guess_expert=False,
             guess_model="linear",
         )

@@ -27,12 +27,14 @@ from boosters.base import (
     validate_feedback,
 )
 from boosters.exploration import (
+    MISS_REFERENCE,
     check_allowed,
-    decayed_rate,
     exploration_distribution,
     explore,
     full_information_loss,
     mask_scores,
+    scheduled_rate,
+    track_misses,
 )
 from boosters.online.oco import OCOParams, OnlineConvexOptimizer, oco_labels
 from boosters.online.template import (
@@ -116,6 +118,10 @@ class OCOBandit(OCOParams, OnlineBooster):
         sqrt(1 + t / rho_decay))``, 0.1 down to 0.01 by default; ``rho_decay="auto"`` (the
         default) is ``min(5 k, 100)`` rounds for k actions; ``rho_decay=None`` keeps
         ``rho`` constant (as before issue 15's sixth pass, and :class:`OCOFull`).
+    rho_by_misses
+        Whether the scheduled rate is scaled by ``min(1, miss / 0.25)``, ``miss`` the moving
+        average of the prediction's misses on the rounds that played it (the default; False:
+        the schedule alone, as before issue 15's twelfth pass).
     guess_model
         The reward model (``"ridge"``, the default, or ``"linear"``; docs/boosters.md,
         "learners/ridge.py") whose best action the booster plays while that model's estimated
@@ -130,6 +136,8 @@ class OCOBandit(OCOParams, OnlineBooster):
     #: a constant rate; also what a model pickled before the option existed reads
     rho_decay = None
     rho_floor = 0.01
+    rho_by_misses = False
+    miss_rate = MISS_REFERENCE
     #: no reward model; also what a model pickled before the option existed reads
     guess_model = None
     reward_model = None
@@ -156,6 +164,7 @@ class OCOBandit(OCOParams, OnlineBooster):
         leaf_prediction: str = "nba",
         rho_decay: float | str | None = "auto",
         rho_floor: float = 0.01,
+        rho_by_misses: bool = True,
         guess_model: str | None = "ridge",
         switch_weight: float = 5.0,
     ):
@@ -163,6 +172,8 @@ class OCOBandit(OCOParams, OnlineBooster):
         self.n_learners = check_int("n_learners", n_learners, 1)
         self.rho = check_rho(rho, self.full_information)
         self.rho_decay, self.rho_floor = check_schedule(rho_decay, rho_floor)
+        self.rho_by_misses = bool(rho_by_misses)
+        self.miss_rate = MISS_REFERENCE
         if update not in UPDATES:
             raise ValueError(f"update must be 'weighted' or 'rounding', got {update!r}")
         self.update = update
@@ -248,9 +259,7 @@ class OCOBandit(OCOParams, OnlineBooster):
 
     def current_rho(self) -> float:
         """The exploration rate of the next decision (:func:`boosters.exploration.decayed_rate`)."""
-        return decayed_rate(
-            self.rho, self.n_updates, self.rho_decay, self.rho_floor, self.n_actions
-        )
+        return scheduled_rate(self)
 
     def _check_decision(self, decision: Decision) -> tuple[np.ndarray, np.ndarray]:
         weak = np.asarray(decision.internals["weak"])
@@ -302,6 +311,7 @@ class OCOBandit(OCOParams, OnlineBooster):
                 if lab:
                     wl.learn_one(x, lab, w=1.0)
             self.n_updates += 1
+            track_misses(self, decision, label == decision.action, label)
             if self.reward_model is not None:
                 self._learn_model(x, decision, label == decision.action, label)
             return
@@ -324,8 +334,12 @@ class OCOBandit(OCOParams, OnlineBooster):
             for wl, lab in zip(self.booster_learners(a), labels.tolist()):
                 if lab:
                     wl.learn_one(x, lab, w=weight)
-        if self.reward_model is not None:  # a fractional reward is rounded, as the template's
-            correct, _ = resolve_feedback(decision, reward, None, self.n_actions, self._rng)
+        if self.reward_model is None and not self.rho_by_misses:
+            return
+        # a fractional reward is rounded, as the template's
+        correct, _ = resolve_feedback(decision, reward, None, self.n_actions, self._rng)
+        track_misses(self, decision, correct, None)
+        if self.reward_model is not None:
             self._learn_model(x, decision, correct, None)
 
     def _learn_model(self, x: dict, decision: Decision, correct: bool, label: int | None) -> None:
@@ -390,4 +404,5 @@ class OCOFull(OCOBandit):
             leaf_prediction=leaf_prediction,
             rho_decay=None,
             guess_model=None,
+            rho_by_misses=False,
         )

@@ -19,8 +19,8 @@ from boosters._params import (
 )
 from boosters.base import Decision, OnlineBooster, check_context
 from boosters.exploration import (
+    MISS_REFERENCE,
     check_allowed,
-    decayed_rate,
     dr_loss_estimate,
     exploration_distribution,
     explore,
@@ -28,6 +28,8 @@ from boosters.exploration import (
     loss_estimate,
     mask_scores,
     naive_loss_estimate,
+    scheduled_rate,
+    track_misses,
 )
 from learners.hoeffding import (
     LEAF_PREDICTIONS,
@@ -47,8 +49,7 @@ __all__ = [
 
 #: the bandit loss estimates: eq. 4, eq. 3, eq. 4 made doubly robust (docs/boosters.md)
 ESTIMATORS = ("proposed", "naive", "dr")
-#: the reward models of the doubly robust estimate: AdaGrad's logistic regressions over the
-#: features, or ridge regressions over the features and their products (docs/boosters.md)
+#: the reward models: AdaGrad's logistic regressions, or ridge regressions (docs/boosters.md)
 GUESS_MODELS = ("linear", "ridge")
 #: per learning round, the forgetting of the doubly robust estimate's hit counts
 GUESS_DECAY = 0.998
@@ -103,10 +104,11 @@ class BoostingTemplate(OnlineBooster):
     #: the doubly robust estimate's reward model and its hit counts (``estimator="dr"`` only)
     reward_model = None
     guess_hits = None
-    #: eq. 2's constant rate (no schedule) and the paper's N experts; also what a model pickled
-    #: before the options existed reads
+    #: eq. 2's constant rate (no schedule, not scaled by misses) and the paper's N experts; also
+    #: what a model pickled before the options existed reads
     rho_decay = None
     rho_floor = 0.01
+    rho_by_misses, miss_rate = False, MISS_REFERENCE
     guess_expert = False
     quadratic_expert = False
     quadratic_model = None
@@ -132,6 +134,7 @@ class BoostingTemplate(OnlineBooster):
         leaf_prediction: str = "mc",
         rho_decay: float | str | None = None,
         rho_floor: float = 0.01,
+        rho_by_misses: bool = False,
         guess_expert: bool | None = False,
         quadratic_expert: bool = False,
         guess_model: str = "linear",
@@ -140,6 +143,7 @@ class BoostingTemplate(OnlineBooster):
         self.n_learners = check_int("n_learners", n_learners, 1)
         self.rho = check_rho(rho, self.full_information)
         self.rho_decay, self.rho_floor = check_schedule(rho_decay, rho_floor)
+        self.rho_by_misses, self.miss_rate = bool(rho_by_misses), MISS_REFERENCE
         self.seed = seed
         self.tree_profile = check_choice(
             "tree_profile", tree_profile or self.default_tree_profile, tuple(TREE_PROFILES)
@@ -177,8 +181,7 @@ class BoostingTemplate(OnlineBooster):
         self._rows = np.arange(self.n_learners)
         self.guess_model = check_choice("guess_model", guess_model, GUESS_MODELS)
         self._init_reward_models(guess_expert, quadratic_expert)
-        self.n_decisions = 0
-        self.n_updates = 0
+        self.n_decisions = self.n_updates = 0
 
     def _init_reward_models(self, guess_expert: bool | None, quadratic_expert: bool) -> None:
         """The doubly robust estimate's reward model (``estimator="dr"``), and the reward models
@@ -201,11 +204,8 @@ class BoostingTemplate(OnlineBooster):
             raise ValueError('guess_expert and quadratic_expert need estimator="dr"')
         if self.quadratic_expert:  # a second reward model, only an expert
             self.quadratic_model = LinearRewards(
-                self.n_actions,
-                learning_rate=QUADRATIC_RATE,
+                self.n_actions, learning_rate=QUADRATIC_RATE, quadratic=True, normalized=True,
                 nominal_attributes=self.nominal_attributes,
-                quadratic=True,
-                normalized=True,
             )
 
     # ---- hooks for the subclasses -------------------------------------------------------------
@@ -270,11 +270,8 @@ class BoostingTemplate(OnlineBooster):
         return int(internals["experts"][self.n_learners - 1])
 
     def current_rho(self) -> float:
-        """The exploration rate of the next decision: ``rho``, or with ``rho_decay`` the rate
-        decayed by the learning rounds so far (:func:`boosters.exploration.decayed_rate`)."""
-        return decayed_rate(
-            self.rho, self.n_updates, self.rho_decay, self.rho_floor, self.n_actions
-        )
+        """The next decision's rate (:func:`boosters.exploration.scheduled_rate`)."""
+        return scheduled_rate(self)
 
     def _learn_costs(self, votes: np.ndarray, omega: np.ndarray) -> np.ndarray:
         """Rows ``i = 0..N-1``: learner ``i``'s estimated cost vector ``C^i omega`` (eq. 5).
@@ -452,6 +449,7 @@ class BoostingTemplate(OnlineBooster):
             tree.learn_one(x, lab, w=w)
             yield
         self.n_updates += 1
+        track_misses(self, decision, correct, known if label is not None else None)
         judged = self._expert_losses(decision, correct, lhat, guess) if label is None else lhat
         self._update(votes, weak, experts, lhat, costs, known, judged)
         if self.reward_model is not None:

@@ -129,7 +129,10 @@ RandomRBF-26 (10 per action without the cap of 100); `pass10`: AdaBandit's, Band
 `oco`'s defaults before the eleventh pass (the ridge model's products unscaled and its offsets
 taught one by one, the rate's decay 10 rounds per action: the code of commit 2f84746; `hits`
 and `offset2` are earlier passes', RESULTS.md's notes say which); `model11` and `d3`: the
-eleventh pass's reward model with 10 and with 3 rounds per action (its notes); `old`: the defaults
+eleventh pass's reward model with 10 and with 3 rounds per action (its notes); `pass11`:
+AdaBandit's, BanditBBM's and `oco`'s defaults before the twelfth pass (the rate not scaled by
+the prediction's misses, `--param rho_by_misses=false`); `miss50`: the twelfth pass with a
+miss reference of 0.5 and `l2-3` with the ridge model's `l2=3` (its notes); `old`: the defaults
 before issue 15
 (rho = 0.1, majority-class leaves and, for AdaBandit, alpha_min = -2: `--param rho=0.1 --param
 alpha_min=-2 --param leaf_prediction=mc --label old`, with `estimator=proposed` and
