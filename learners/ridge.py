@@ -100,7 +100,10 @@ class RidgeRewards:
       then shared by a CRC-32). The offsets of one round learn together, sharing its residual
       by their uncertainty.
     - With ``n`` features in the example, the products are scaled by ``sqrt(pair_weight / n)``
-      (at most 1), so that many numeric features do not drown the features in noisy products.
+      (at most 1), so that many numeric features do not drown the features in noisy products;
+      and the whole map but the constant by ``sqrt(feature_weight / n)`` (at most 1), so that
+      the estimate's prior variance is that of ``feature_weight`` features however many the
+      example has (a penalty growing like ``n``).
     - What a round teaches: the played action learns its reward (1 or 0); every action learns
       only when the caller gives the ``label`` (full information). A correct bandit round
       reveals the label too, but teaching the other actions from it alone would train them on
@@ -136,6 +139,11 @@ class RidgeRewards:
         With ``n`` features in the example, its products are scaled by ``sqrt(pair_weight /
         n)`` (at most 1): their prior weight grows like ``n`` rather than ``n^2``, so many
         numeric features do not drown the linear part in noisy products. None: unscaled.
+    feature_weight
+        With ``n`` features in the example, every coordinate but the constant is scaled by
+        ``sqrt(feature_weight / n)`` (at most 1): the ridge penalty of a wide example grows
+        like ``n / feature_weight``, so the estimate's prior variance does not grow with the
+        number of features. None: unscaled.
     """
 
     #: what a model saved before the offsets had slopes (issue 15's eighth pass) reads
@@ -145,6 +153,8 @@ class RidgeRewards:
     hits_teach_all = True
     #: what a model saved before the products were scaled (issue 15's eleventh pass) reads
     pair_weight = None
+    #: what a model saved before the map was scaled (issue 15's twelfth pass) reads
+    feature_weight = None
 
     def __init__(
         self,
@@ -159,6 +169,7 @@ class RidgeRewards:
         offset_features: int = 4,
         hits_teach_all: bool = False,
         pair_weight: float | None = 4.0,
+        feature_weight: float | None = 8.0,
     ) -> None:
         self.n_actions = int(n_actions)
         self.l2 = float(l2)
@@ -181,6 +192,11 @@ class RidgeRewards:
         if pair_weight is not None and not pair_weight > 0:
             raise ValueError(f"pair_weight must be a positive number or None, got {pair_weight!r}")
         self.pair_weight = None if pair_weight is None else float(pair_weight)
+        if feature_weight is not None and not feature_weight > 0:
+            raise ValueError(
+                f"feature_weight must be a positive number or None, got {feature_weight!r}"
+            )
+        self.feature_weight = None if feature_weight is None else float(feature_weight)
         self.max_offsets = offset_capacity(self.n_actions, self.offset_features)
         self.local_index: dict[Hashable, int] = {}  # numeric feature -> its place in an offset's
         self.offset_rows: dict[Hashable, int] = {}  # a value past its feature's cap -> its row
@@ -289,14 +305,15 @@ class RidgeRewards:
         """``phi(x)`` over the coordinates in use (the model grows first when learning), and
         the offset rows of ``x`` and what they read of it."""
         slots, values, rows, local = self._features(x, learn)
+        scale = self._scale(self.feature_weight, len(slots))
         slots = np.asarray([0, *slots], dtype=np.int64)
-        values = np.asarray([1.0, *values])
+        values = np.asarray([1.0, *(scale * v for v in values)])
         if self.quadratic and slots.size > 1:
             base, vals = slots[1 : PAIR_FEATURES + 1], values[1 : PAIR_FEATURES + 1]
             i, j = np.triu_indices(base.size)
             coords, signs = self._pair_slots(base[i], base[j], learn)
             keep = coords >= 0
-            products = self._pair_scale(base.size) * signs * vals[i] * vals[j]
+            products = self._scale(self.pair_weight, base.size) / scale * signs * vals[i] * vals[j]
             slots = np.concatenate([slots, coords[keep]])
             values = np.concatenate([values, products[keep]])
         width = self.weights.shape[1]
@@ -305,11 +322,13 @@ class RidgeRewards:
         d = self.weights.shape[1]
         return np.bincount(slots, weights=values, minlength=d)[:d], rows, local
 
-    def _pair_scale(self, n: int) -> float:
-        """The factor of the products among ``n`` features: ``sqrt(pair_weight / n)``, at most 1,
-        so that their ``n (n + 1) / 2`` coordinates weigh about ``pair_weight / 2`` times the
-        ``n`` features under one ridge penalty, however many features there are."""
-        return 1.0 if self.pair_weight is None else min(1.0, math.sqrt(self.pair_weight / n))
+    @staticmethod
+    def _scale(weight: float | None, n: int) -> float:
+        """The factor of ``n`` terms of prior weight ``weight``: ``sqrt(weight / n)``, at most 1
+        (1 without a weight). Products among ``n`` features (``pair_weight``): their ``n (n +
+        1) / 2`` coordinates weigh about ``pair_weight / 2`` times the features; the map
+        (``feature_weight``): its ``n`` features weigh as ``feature_weight`` would."""
+        return 1.0 if weight is None or n == 0 else min(1.0, math.sqrt(weight / n))
 
     def _pair_slots(self, a: np.ndarray, b: np.ndarray, learn: bool) -> tuple:
         """Coordinates (-1: none, when only predicting) and signs of the products of the

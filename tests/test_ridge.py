@@ -269,22 +269,28 @@ def test_offsets_learned_together_learn_the_id_stream_better_than_one_by_one():
     assert together >= one_by_one + 0.025
 
 
+def _with_and_without(examples: list, **plain_kwargs) -> tuple:
+    """Two models taught ``examples`` (the default map and one with ``plain_kwargs``) and their
+    maps of the last example."""
+    scaled = RidgeRewards(2, max_dim=1024)
+    plain = RidgeRewards(2, max_dim=1024, **plain_kwargs)
+    for x in examples:
+        scaled.learn_one(x, 0, True)
+        plain.learn_one(x, 0, True)
+    last = examples[-1]
+    return scaled, plain, scaled._encode(last, False)[0], plain._encode(last, False)[0]
+
+
 def test_products_among_many_features_are_scaled_by_pair_weight():
     """With ``n`` features in the example, a product's coordinate is ``sqrt(pair_weight / n)``
-    times the product of the two standardised values; the features themselves are unscaled,
+    times the product of the two standardised values; the features are not scaled by it,
     and with ``n <= pair_weight`` nothing changes."""
     rng = np.random.default_rng(0)
     rows = [{f"x{j}": float(v) for j, v in enumerate(rng.normal(size=16))} for _ in range(20)]
     few = [{f"x{j}": x[f"x{j}"] for j in range(4)} for x in rows]
     for examples, factor in ((rows, math.sqrt(4 / 16)), (few, 1.0)):
-        scaled = RidgeRewards(2, max_dim=1024)
-        plain = RidgeRewards(2, max_dim=1024, pair_weight=None)
-        for x in examples:
-            scaled.learn_one(x, 0, True)
-            plain.learn_one(x, 0, True)
+        scaled, plain, phi, phi_plain = _with_and_without(examples, pair_weight=None)
         n = len(examples[0])
-        phi = scaled._encode(examples[-1], False)[0]
-        phi_plain = plain._encode(examples[-1], False)[0]
         assert scaled.used == plain.used == 1 + n + n * (n + 1) // 2  # every product its own
         np.testing.assert_allclose(phi[: 1 + n], phi_plain[: 1 + n])
         np.testing.assert_allclose(phi[1 + n :], factor * phi_plain[1 + n :])
@@ -295,9 +301,39 @@ def test_products_among_many_features_are_scaled_by_pair_weight():
 
 def test_a_model_pickled_before_the_scale_keeps_unscaled_products():
     model = RidgeRewards(3)
-    old = RidgeRewards.__new__(RidgeRewards)
-    old.__dict__.update({k: v for k, v in model.__dict__.items() if k != "pair_weight"})
-    assert pickle.loads(pickle.dumps(old)).pair_weight is None
+    for name in ("pair_weight", "feature_weight"):
+        old = RidgeRewards.__new__(RidgeRewards)
+        old.__dict__.update({k: v for k, v in model.__dict__.items() if k != name})
+        assert getattr(pickle.loads(pickle.dumps(old)), name) is None
+
+
+def test_a_wide_example_is_scaled_by_feature_weight():
+    """With ``n`` features in the example every coordinate but the constant is ``sqrt(
+    feature_weight / n)`` times what it was (products too); up to ``feature_weight`` features
+    the map is exactly the unscaled one."""
+    rng = np.random.default_rng(1)
+    rows = [{f"x{j}": float(v) for j, v in enumerate(rng.normal(size=16))} for _ in range(20)]
+    few = [{f"x{j}": x[f"x{j}"] for j in range(8)} for x in rows]
+    for examples, factor in ((rows, math.sqrt(8 / 16)), (few, 1.0)):
+        _, _, phi, phi_plain = _with_and_without(examples, feature_weight=None)
+        assert phi[0] == phi_plain[0] == 1.0
+        np.testing.assert_allclose(phi[1:], factor * phi_plain[1:], rtol=1e-12)
+        if factor == 1.0:
+            assert np.array_equal(phi, phi_plain)
+    assert RidgeRewards(2).feature_weight == 8.0
+    with pytest.raises(ValueError, match="feature_weight"):
+        RidgeRewards(2, feature_weight=-1.0)
+
+
+def test_a_scaled_map_learns_wide_numeric_streams_sooner():
+    """On scikit-learn's digits (64 numbers) and Mice (77), 500 rows once, 5% exploration, the
+    scaled map learns the best action better than the unscaled one (measured: digits 0.863
+    against 0.832, Mice 0.777 against 0.715 over the second half, means of three seeds, each
+    seed better)."""
+    for stream in ("digits", "mice"):
+        scaled = [_alone_accuracy(stream, 500, 1, seed) for seed in (1, 2, 3)]
+        plain = [_alone_accuracy(stream, 500, 1, seed, feature_weight=None) for seed in (1, 2, 3)]
+        assert np.mean(scaled) >= np.mean(plain) + 0.02, stream
 
 
 def test_scaled_products_learn_many_numeric_features_sooner():

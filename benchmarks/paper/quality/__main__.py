@@ -132,7 +132,9 @@ and `offset2` are earlier passes', RESULTS.md's notes say which); `model11` and 
 eleventh pass's reward model with 10 and with 3 rounds per action (its notes); `pass11`:
 AdaBandit's, BanditBBM's and `oco`'s defaults before the twelfth pass (the rate not scaled by
 the prediction's misses, `--param rho_by_misses=false`); `miss50`: the twelfth pass with a
-miss reference of 0.5 and `l2-3` with the ridge model's `l2=3` (its notes); `old`: the defaults
+miss reference of 0.5 and `l2-3` with the ridge model's `l2=3`; `fw-none`: the twelfth pass's
+first change alone on the six streams of more than 8 features (the ridge model's map unscaled,
+`feature_weight=None`; its notes); `old`: the defaults
 before issue 15
 (rho = 0.1, majority-class leaves and, for AdaBandit, alpha_min = -2: `--param rho=0.1 --param
 alpha_min=-2 --param leaf_prediction=mc --label old`, with `estimator=proposed` and
