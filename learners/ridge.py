@@ -55,6 +55,13 @@ def _mix32(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(16))
 
 
+def _weight_or_none(name: str, value: float | None) -> float | None:
+    """``value`` as a float, or None; anything but a positive number or None is refused."""
+    if value is not None and not value > 0:
+        raise ValueError(f"{name} must be a positive number or None, got {value!r}")
+    return None if value is None else float(value)
+
+
 def ridge_dim(n_actions: int, max_dim: int) -> int:
     """The dimension a model of ``n_actions`` actions uses: ``max_dim``, lowered so that the
     ``n_actions`` inverse Gram matrices hold at most ``MAX_RIDGE_ENTRIES`` entries (at least 8).
@@ -189,14 +196,8 @@ class RidgeRewards:
         self.offset_l2 = float(offset_l2)
         self.offset_features = int(offset_features)
         self.hits_teach_all = bool(hits_teach_all)
-        if pair_weight is not None and not pair_weight > 0:
-            raise ValueError(f"pair_weight must be a positive number or None, got {pair_weight!r}")
-        self.pair_weight = None if pair_weight is None else float(pair_weight)
-        if feature_weight is not None and not feature_weight > 0:
-            raise ValueError(
-                f"feature_weight must be a positive number or None, got {feature_weight!r}"
-            )
-        self.feature_weight = None if feature_weight is None else float(feature_weight)
+        self.pair_weight = _weight_or_none("pair_weight", pair_weight)
+        self.feature_weight = _weight_or_none("feature_weight", feature_weight)
         self.max_offsets = offset_capacity(self.n_actions, self.offset_features)
         self.local_index: dict[Hashable, int] = {}  # numeric feature -> its place in an offset's
         self.offset_rows: dict[Hashable, int] = {}  # a value past its feature's cap -> its row
