@@ -105,7 +105,7 @@ class RidgeRewards:
       rounds that taught it, on a constant and the first ``offset_features`` numeric features
       the model saw (an id's own intercept and slopes; at most :func:`offset_capacity` rows,
       then shared by a CRC-32). The offsets of one round learn together, sharing its residual
-      by their uncertainty.
+      by their uncertainty; with ``joint_offsets``, together with the map's weights too.
     - With ``n`` features in the example, the products are scaled by ``sqrt(pair_weight / n)``
       (at most 1), so that many numeric features do not drown the features in noisy products;
       and the whole map but the constant by ``sqrt(feature_weight / n)`` (at most 1), so that
@@ -151,6 +151,12 @@ class RidgeRewards:
         ``sqrt(feature_weight / n)`` (at most 1): the ridge penalty of a wide example grows
         like ``n / feature_weight``, so the estimate's prior variance does not grow with the
         number of features. None: unscaled.
+    joint_offsets
+        Whether a round with offsets teaches the map's weights and its offsets in one Kalman
+        step (cross-covariances left out): the residual is shared by their uncertainty, so a
+        new id's reward goes to its own offset, not to the map's coordinates every id shares.
+        False: the map learns first (the exact ridge update), the offsets what it leaves. A
+        round without offsets is the exact ridge update either way.
     """
 
     #: what a model saved before the offsets had slopes (issue 15's eighth pass) reads
@@ -162,6 +168,8 @@ class RidgeRewards:
     pair_weight = None
     #: what a model saved before the map was scaled (issue 15's twelfth pass) reads
     feature_weight = None
+    #: what a model saved before the map and the offsets learned together (thirteenth) reads
+    joint_offsets = False
 
     def __init__(
         self,
@@ -177,6 +185,7 @@ class RidgeRewards:
         hits_teach_all: bool = False,
         pair_weight: float | None = 4.0,
         feature_weight: float | None = 8.0,
+        joint_offsets: bool = True,
     ) -> None:
         self.n_actions = int(n_actions)
         self.l2 = float(l2)
@@ -198,6 +207,7 @@ class RidgeRewards:
         self.hits_teach_all = bool(hits_teach_all)
         self.pair_weight = _weight_or_none("pair_weight", pair_weight)
         self.feature_weight = _weight_or_none("feature_weight", feature_weight)
+        self.joint_offsets = bool(joint_offsets)
         self.max_offsets = offset_capacity(self.n_actions, self.offset_features)
         self.local_index: dict[Hashable, int] = {}  # numeric feature -> its place in an offset's
         self.offset_rows: dict[Hashable, int] = {}  # a value past its feature's cap -> its row
@@ -400,8 +410,11 @@ class RidgeRewards:
         taught = np.asarray([action] if known is None else range(self.n_actions))
         rewards = taught == known if known is not None else np.asarray([correct])
         targets = rewards.astype(float) - self.prior
-        offsets = self._offsets(rows, local)
-        total = offsets.sum(axis=0)
+        total = self._offsets(rows, local).sum(axis=0)
+        if rows and self.joint_offsets:
+            residuals = targets - total[taught] - self.weights[taught] @ v
+            self._update_offsets(np.asarray(rows, dtype=np.int64), taught, local, residuals, v)
+            return
         for a, target in zip(taught.tolist(), targets.tolist(), strict=True):
             self._update(a, v, target - total[a])
         if rows:
@@ -409,15 +422,23 @@ class RidgeRewards:
             self._update_offsets(np.asarray(rows, dtype=np.int64), taught, local, residuals)
 
     def _update_offsets(self, rows: np.ndarray, taught: np.ndarray, local: np.ndarray,
-                        residuals: np.ndarray) -> None:
+                        residuals: np.ndarray, v: np.ndarray | None = None) -> None:
         """One Kalman step of the offsets of ``rows`` together, for the ``taught`` actions: the
         residual is shared among them in proportion to their uncertainty (``P local``), their
         cross-covariances left out. With one row it is that row's Sherman-Morrison update; with
-        two, a new id beside a value seen often takes nearly all of it, whatever their order."""
+        two, a new id beside a value seen often takes nearly all of it, whatever their order.
+        With the map ``v``, its weights take part in the step too (``joint_offsets``)."""
         at = (rows[:, None], taught[None, :])
         weights, inverse = self.offset_weights[at], self.offset_inverse[at]  # (R, t, m[, m])
         pv = inverse @ local
-        gain = pv / (1.0 + (pv @ local).sum(axis=0))[None, :, None]
+        denominator = 1.0 + (pv @ local).sum(axis=0)
+        if v is not None:
+            pv_map = self.inverse[taught] @ v  # (t, d)
+            denominator += pv_map @ v
+            self.weights[taught] += pv_map * (residuals / denominator)[:, None]
+            outer = pv_map[:, :, None] * pv_map[:, None, :]
+            self.inverse[taught] -= outer / denominator[:, None, None]
+        gain = pv / denominator[None, :, None]
         weights += gain * residuals[None, :, None]
         inverse -= gain[..., :, None] * pv[..., None, :]
         self.offset_weights[at], self.offset_inverse[at] = weights, inverse
