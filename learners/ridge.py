@@ -34,8 +34,6 @@ MAX_OFFSETS = 4096
 MAX_OFFSET_ENTRIES = 1 << 20
 #: nominal features whose values are counted (later ones are not capped: the count is bounded)
 MAX_COUNTED = 4096
-#: an example's first nominal features among which pairs of values get offsets
-PAIR_OFFSET_FEATURES = 16
 #: the value standing for a nominal feature's values past its first ``max_values``
 OTHER = "<other>"
 
@@ -88,8 +86,8 @@ def offset_capacity(n_actions: int, offset_features: int) -> int:
 
 class RidgeRewards:
     """One ridge regression of the reward per action, over a feature map of at most ``max_dim``
-    coordinates, solved exactly online (Sherman-Morrison updates of each action's inverse Gram
-    matrix).
+    coordinates, solved online (Sherman-Morrison updates of each action's inverse Gram matrix;
+    exactly on the rounds without offsets, below).
 
     - The map: a constant, every feature of ``x`` (a number standardised with its running mean
       and variance, clipped to ``[-PAIR_CLIP, PAIR_CLIP]``; a string, or a feature named in
@@ -98,8 +96,9 @@ class RidgeRewards:
     - Coordinates are given out in order of first appearance; once all ``dim`` are taken, a new
       feature or product shares one picked by a CRC-32 of its key, with a sign from the same
       hash (signed feature hashing: the map stays bounded and deterministic).
-    - The estimate of action ``a`` is ``prior + w_a . phi(x)``, clipped to [0, 1]; ``w_a``
-      minimises the squared error on the rounds that taught ``a`` plus ``l2 |w_a|^2``.
+    - The estimate of action ``a`` is ``prior + w_a . phi(x)`` plus its offsets, clipped to [0,
+      1]; without offsets ``w_a`` minimises the squared error on the rounds that taught ``a``
+      plus ``l2 |w_a|^2``.
     - A nominal feature's first ``max_values`` values get coordinates of their own while the map
       has room; its later values share one, and each adds an offset of its own to the
       estimate: a small ridge
@@ -108,10 +107,6 @@ class RidgeRewards:
       the model saw (an id's own intercept and slopes; at most :func:`offset_capacity` rows,
       then shared by a CRC-32). The offsets of one round learn together, sharing its residual
       by their uncertainty; with ``joint_offsets``, together with the map's weights too.
-    - With ``pair_offset_l2``, a pair of nominal values of one example, one of them past its
-      cap (an id and a device, say), gets a constant offset of its own in the same rows, of
-      penalty ``pair_offset_l2``: the offsets' counterpart of a product (Vowpal Wabbit's
-      ``-q`` crosses the id with every feature).
     - With ``n`` features in the example, the products are scaled by ``sqrt(pair_weight / n)``
       (at most 1), so that many numeric features do not drown the features in noisy products;
       and the whole map but the constant by ``sqrt(feature_weight / n)`` (at most 1), so that
@@ -163,11 +158,6 @@ class RidgeRewards:
         new id's reward goes to its own offset, not to the map's coordinates every id shares.
         False: the map learns first (the exact ridge update), the offsets what it leaves. A
         round without offsets is the exact ridge update either way.
-    pair_offset_l2
-        The ridge penalty of the constant offset of a pair of nominal values, one of them past
-        its cap (among the example's first ``PAIR_OFFSET_FEATURES`` nominal features); larger
-        than ``offset_l2``, so that a pair seen once takes less of a round's residual than its
-        values' offsets. None: pairs get no offsets.
     """
 
     #: what a model saved before the offsets had slopes (issue 15's eighth pass) reads
@@ -181,8 +171,6 @@ class RidgeRewards:
     feature_weight = None
     #: what a model saved before the map and the offsets learned together (thirteenth) reads
     joint_offsets = False
-    #: what a model saved before pairs of values had offsets (thirteenth pass) reads
-    pair_offset_l2 = None
 
     def __init__(
         self,
@@ -199,7 +187,6 @@ class RidgeRewards:
         pair_weight: float | None = 4.0,
         feature_weight: float | None = 8.0,
         joint_offsets: bool = True,
-        pair_offset_l2: float | None = 0.3,
     ) -> None:
         self.n_actions = int(n_actions)
         self.l2 = float(l2)
@@ -222,7 +209,6 @@ class RidgeRewards:
         self.pair_weight = _weight_or_none("pair_weight", pair_weight)
         self.feature_weight = _weight_or_none("feature_weight", feature_weight)
         self.joint_offsets = bool(joint_offsets)
-        self.pair_offset_l2 = _weight_or_none("pair_offset_l2", pair_offset_l2)
         self.max_offsets = offset_capacity(self.n_actions, self.offset_features)
         self.local_index: dict[Hashable, int] = {}  # numeric feature -> its place in an offset's
         self.offset_rows: dict[Hashable, int] = {}  # a value past its feature's cap -> its row
@@ -265,7 +251,7 @@ class RidgeRewards:
         """Coordinates and values of the features of ``x`` (the constant excluded), the offset
         rows of its values past their features' caps, and what an offset reads of ``x``: a
         constant and the standardised values of the first ``offset_features`` numeric features."""
-        slots, values, rows, nominals = [], [], [], []
+        slots, values, rows = [], [], []
         local = np.zeros(self.offset_features + 1)
         local[0] = 1.0
         for name, value in x.items():
@@ -276,7 +262,6 @@ class RidgeRewards:
                 row = self._offset_row(("=", name, value), learn) if past else None
                 if row is not None:
                     rows.append(row)
-                nominals.append((name, value, past))
             found = self._slot(key, learn)
             if found is None:
                 continue
@@ -289,23 +274,7 @@ class RidgeRewards:
             if v != 0.0:
                 slots.append(slot)
                 values.append(sign * v)
-        if self.pair_offset_l2 is not None:
-            rows += self._pair_rows(nominals[:PAIR_OFFSET_FEATURES], learn)
         return slots, values, list(dict.fromkeys(rows)), local  # a shared row counts once
-
-    def _pair_rows(self, nominals: list[tuple], learn: bool) -> list[int]:
-        """The offset rows of the pairs of ``nominals`` (name, value, past its cap) of which one
-        value is past its cap; a new pair's row is a constant (its slopes' prior variance 0,
-        its constant's ``1 / pair_offset_l2``)."""
-        rows = []
-        for i, (name, value, past) in enumerate(nominals):
-            for other, other_value, other_past in nominals[i + 1 :]:
-                if past or other_past:  # the key whatever the features' order
-                    pair = sorted([(name, value), (other, other_value)], key=repr)
-                    row = self._offset_row(("=", *pair[0], *pair[1]), learn, True)
-                    if row is not None:
-                        rows.append(row)
-        return rows
 
     def _local_place(self, name: Hashable, slot: int, learn: bool) -> int:
         """The place of numeric feature ``name`` in what an offset reads (0: none); the first
@@ -318,10 +287,9 @@ class RidgeRewards:
         place = self.local_index[name] = len(self.local_index) + 1
         return place
 
-    def _offset_row(self, key: Hashable, learn: bool, constant: bool = False) -> int | None:
-        """The offset row of a value past its feature's cap (or of a pair of values: a
-        ``constant`` offset when new); None for a new one when only predicting (its offset is
-        0)."""
+    def _offset_row(self, key: Hashable, learn: bool) -> int | None:
+        """The offset row of a value past its feature's cap; None for a new one when only
+        predicting (its offset is 0)."""
         row = self.offset_rows.get(key)
         if row is not None:
             return row
@@ -332,9 +300,6 @@ class RidgeRewards:
         row = self.offset_rows[key] = len(self.offset_rows)
         if row >= self.offset_weights.shape[0]:  # capacity doubles
             self._grow_offsets(min(max(16, 2 * row), self.max_offsets))
-        if constant:
-            self.offset_inverse[row] = 0.0
-            self.offset_inverse[row, :, 0, 0] = 1.0 / self.pair_offset_l2
         return row
 
     def _grow_offsets(self, rows: int) -> None:
@@ -438,9 +403,11 @@ class RidgeRewards:
         return np.clip(self.prior + self.weights @ v + offsets, 0.0, 1.0)
 
     def learn_one(self, x: dict, action: int, correct: bool, label: int | None = None) -> None:
-        """One exact ridge update from the played ``action`` and whether it was ``correct`` (a
-        known ``label``: every action learns; with ``hits_teach_all`` a correct round is one),
-        then the offsets' from the residuals it leaves."""
+        """Learn the played ``action``'s reward, ``correct`` (a known ``label``: every action
+        learns; with ``hits_teach_all`` a correct round is one). Without offsets, one exact
+        ridge update; with them, one Kalman step of the map and the offsets together
+        (``joint_offsets``), or the map's exact update and then the offsets' from the
+        residuals it leaves."""
         v, rows, local = self._encode(x, learn=True)
         known = action if correct and self.hits_teach_all and label is None else label
         taught = np.asarray([action] if known is None else range(self.n_actions))
@@ -461,9 +428,10 @@ class RidgeRewards:
                         residuals: np.ndarray, v: np.ndarray | None = None) -> None:
         """One Kalman step of the offsets of ``rows`` together, for the ``taught`` actions: the
         residual is shared among them in proportion to their uncertainty (``P local``), their
-        cross-covariances left out. With one row it is that row's Sherman-Morrison update; with
-        two, a new id beside a value seen often takes nearly all of it, whatever their order.
-        With the map ``v``, its weights take part in the step too (``joint_offsets``)."""
+        cross-covariances left out: a new id beside a value seen often takes nearly all of it,
+        whatever their order. Without ``v``, one row's step is its Sherman-Morrison update;
+        with the map ``v``, the map's weights are one more block of the step
+        (``joint_offsets``)."""
         at = (rows[:, None], taught[None, :])
         weights, inverse = self.offset_weights[at], self.offset_inverse[at]  # (R, t, m[, m])
         pv = inverse @ local

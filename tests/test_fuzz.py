@@ -93,6 +93,7 @@ schema = schemathesis.openapi.from_dict(
 schema.app = TARGET
 if os.environ.get("BOOSTBANDIT_FUZZ_SEED"):
     schema.config.seed = int(os.environ["BOOSTBANDIT_FUZZ_SEED"])
+schema.hook("map_case")(spare_model)
 schema.hook("flatmap_case")(steer_case)
 # invalid data answered 413 (a body over max_body_bytes) is rejected too
 schema.config.checks.negative_data_rejection.expected_statuses = NEGATIVE_DATA_STATUSES
@@ -156,8 +157,10 @@ def test_a_generated_delete_spares_the_seeded_model(method: str, name: str, kept
 
     context = SimpleNamespace(operation=SimpleNamespace(method=method))
     case = SimpleNamespace(path_parameters={"name": name})
-    spare_model(context, case)
-    assert case.path_parameters == {"name": kept}
+    assert spare_model(context, case) is case and case.path_parameters == {"name": kept}
+    # registered as map_case, which Schemathesis applies in every generating phase (coverage
+    # included), not only as flatmap_case
+    assert spare_model in schema.hooks.get_all()["map_case"]
 
 
 # --- server errors the fuzzing found (fixed) ---------------------------------------------------

@@ -19,7 +19,6 @@ from learners.ridge import (
     MAX_OFFSETS,
     MAX_RIDGE_ENTRIES,
     OTHER,
-    PAIR_OFFSET_FEATURES,
     RidgeRewards,
     ridge_dim,
 )
@@ -207,15 +206,13 @@ def _id_stream_accuracy(seed: int, cls: type = RidgeRewards, **kwargs) -> float:
 
 
 def test_the_default_offset_penalty_learns_the_id_stream_sooner():
-    """On the id stream, without pairs' offsets, the default penalty of the values' offsets
-    (0.1) learns the users' best actions better than the eighth pass's 2 (measured: 0.804
-    against 0.703, mean of three seeds; with the pairs' offsets 0.823 against 0.805, which
-    take up much of what the values' offsets miss; 0.742 against 0.672 before the map and the
-    offsets learned in one step; 0.696 against 0.682 before the offsets of one round learned
-    together, 0.685 against 0.632 while a hit still taught every action)."""
-    default = np.mean([_id_stream_accuracy(seed, pair_offset_l2=None) for seed in (1, 2, 3)])
-    before = np.mean([_id_stream_accuracy(seed, offset_l2=2.0, pair_offset_l2=None)
-                      for seed in (1, 2, 3)])
+    """On the id stream the default penalty of the offsets (0.1) learns the users' best actions
+    better than the eighth pass's 2 (measured: 0.804 against 0.703, mean of three seeds; 0.742
+    against 0.672 before the map and the offsets learned in one step; 0.696
+    against 0.682 before the offsets of one round learned together, 0.685 against 0.632 while
+    a hit still taught every action)."""
+    default = np.mean([_id_stream_accuracy(seed) for seed in (1, 2, 3)])
+    before = np.mean([_id_stream_accuracy(seed, offset_l2=2.0) for seed in (1, 2, 3)])
     assert RidgeRewards(4).offset_l2 == 0.1
     assert default >= before + 0.03
 
@@ -225,7 +222,7 @@ class _OneByOne(RidgeRewards):
     whole residual, as if the others were not there (after the map learned first)."""
 
     def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **{**kwargs, "joint_offsets": False})
+        super().__init__(*args, joint_offsets=False, **kwargs)
 
     def _update_offsets(self, rows, taught, local, residuals):
         for row in rows.tolist():
@@ -241,8 +238,7 @@ def test_offsets_of_one_round_share_its_residual_by_their_uncertainty():
     """A new user beside a device seen 200 times: one Kalman step of both offsets together
     moves the user's by nearly all of the residual and the device's hardly, the same whichever
     feature comes first. Taught one by one, two new values each took all of it. (The map
-    learns first here, ``joint_offsets=False``, and the pair has no offset: the values'
-    offsets' own rule.)"""
+    learns first here, ``joint_offsets=False``: the offsets' own rule.)"""
     def offset(model: RidgeRewards, name: str, value: str) -> float:
         row = model.offset_rows.get(("=", name, value))
         return 0.0 if row is None else float(model.offset_weights[row, 0, 0])
@@ -250,7 +246,7 @@ def test_offsets_of_one_round_share_its_residual_by_their_uncertainty():
     def step(order: tuple, cls: type = RidgeRewards) -> tuple[float, float]:
         """How the user's and the device's offsets move on the new round."""
         model = cls(2, max_values=0, offset_features=0)  # every value past its cap: offsets
-        model.joint_offsets, model.pair_offset_l2 = False, None
+        model.joint_offsets = False
         for i in range(200):
             model.learn_one({"user": f"old{i}", "device": "d1"}, 0, correct=i % 2 == 0)
         x = {name: {"user": "new", "device": "d1"}[name] for name in order}
@@ -264,8 +260,8 @@ def test_offsets_of_one_round_share_its_residual_by_their_uncertainty():
     # two new values: each takes P / (1 + 2 P) of the residual (P = 1 / offset_l2 = 10), not
     # P / (1 + P) as one by one, when together they moved the estimate by nearly twice it
     fresh = {"user": "new", "device": "new"}
-    together = RidgeRewards(2, max_values=0, joint_offsets=False, pair_offset_l2=None)
-    one_by_one = _OneByOne(2, max_values=0, pair_offset_l2=None)
+    together = RidgeRewards(2, max_values=0, joint_offsets=False)
+    one_by_one = _OneByOne(2, max_values=0)
     together.learn_one(fresh, 0, correct=False)
     one_by_one.learn_one(fresh, 0, correct=False)
     moves = [[offset(m, name, "new") for name in fresh] for m in (together, one_by_one)]
@@ -275,48 +271,56 @@ def test_offsets_of_one_round_share_its_residual_by_their_uncertainty():
 
 def test_offsets_learned_together_learn_the_id_stream_better_than_one_by_one():
     """On the id stream (a user id and a device of 50 values, both past their caps) the offsets
-    of a round learned together beat the older rule, the map learning first in both and no
-    pairs' offsets (measured:
+    of a round learned together beat the older rule, the map learning first in both (measured:
     0.742 against 0.696, mean of three seeds, each seed better)."""
-    def accuracy(seed: int, cls: type = RidgeRewards) -> float:
-        return _id_stream_accuracy(seed, cls, joint_offsets=False, pair_offset_l2=None)
-
-    together = np.mean([accuracy(seed) for seed in (1, 2, 3)])
-    one_by_one = np.mean([accuracy(seed, _OneByOne) for seed in (1, 2, 3)])
+    together = np.mean([_id_stream_accuracy(seed, joint_offsets=False) for seed in (1, 2, 3)])
+    one_by_one = np.mean([_id_stream_accuracy(seed, _OneByOne) for seed in (1, 2, 3)])
     assert together >= one_by_one + 0.025
 
 
-def test_the_map_and_the_offsets_learn_in_one_kalman_step():
-    """With ``joint_offsets`` (the default) a round with offsets is one Kalman step of the map's
-    weights and the offsets together, their covariance block-diagonal: checked against the
-    step computed on the stacked state. A round without offsets is the exact ridge update."""
-    model = RidgeRewards(3, max_values=2, offset_features=1)
-    rng = np.random.default_rng(4)
-    for _ in range(60):
-        x = {"user": f"u{rng.integers(12)}", "x": float(rng.normal())}
-        model.learn_one(x, int(rng.integers(3)), correct=bool(rng.random() < 0.4))
-    x, a = {"user": "u7", "x": 0.3}, 1
+def _stacked_step(model: RidgeRewards, x: dict, a: int, reward: float) -> tuple:
+    """The Kalman step of action ``a`` on ``x`` computed on the stacked state (the map's
+    weights and each offset's), covariance block-diagonal: the blocks as they should be after
+    it, and where each starts."""
     probe = copy.deepcopy(model)  # the state the round starts from, its keys taken
     v, rows, local = probe._encode(x, learn=True)
-    assert rows and v.size > 1
     blocks = [probe.inverse[a], *(probe.offset_inverse[r, a] for r in rows)]
-    sizes = [b.shape[0] for b in blocks]
-    cov = np.zeros((sum(sizes), sum(sizes)))
-    at = np.cumsum([0, *sizes])
+    at = np.cumsum([0, *(b.shape[0] for b in blocks)])
+    cov = np.zeros((at[-1], at[-1]))
     for b, lo in zip(blocks, at, strict=False):
         cov[lo : lo + b.shape[0], lo : lo + b.shape[0]] = b
     z = np.concatenate([v, *(local for _ in rows)])
     theta = np.concatenate([probe.weights[a], *(probe.offset_weights[r, a] for r in rows)])
     gain = cov @ z / (1.0 + z @ cov @ z)
-    theta = theta + gain * (0.0 - model.prior - theta @ z)
-    cov = cov - np.outer(gain, z @ cov)
-    model.learn_one(x, a, correct=False)
-    np.testing.assert_allclose(model.weights[a], theta[: at[1]], atol=1e-12)
-    np.testing.assert_allclose(model.inverse[a], cov[: at[1], : at[1]], atol=1e-12)
-    for i, r in enumerate(rows):
-        lo, hi = at[i + 1], at[i + 2]
-        np.testing.assert_allclose(model.offset_weights[r, a], theta[lo:hi], atol=1e-12)
-        np.testing.assert_allclose(model.offset_inverse[r, a], cov[lo:hi, lo:hi], atol=1e-12)
+    theta = theta + gain * (reward - model.prior - theta @ z)
+    return theta, cov - np.outer(gain, z @ cov), at, rows
+
+
+def test_the_map_and_the_offsets_learn_in_one_kalman_step():
+    """With ``joint_offsets`` (the default) a round with offsets is one Kalman step of the map's
+    weights and the offsets together, their covariance block-diagonal: checked against the
+    step computed on the stacked state, for the played action and, with a label, for every
+    action. A round without offsets is the exact ridge update."""
+    model = RidgeRewards(3, max_values=2, offset_features=1)
+    rng = np.random.default_rng(4)
+    for _ in range(60):
+        x = {"user": f"u{rng.integers(12)}", "dev": f"d{rng.integers(6)}",
+             "x": float(rng.normal())}
+        model.learn_one(x, int(rng.integers(3)), correct=bool(rng.random() < 0.4))
+    x = {"user": "u7", "dev": "d9", "x": 0.3}  # a user seen before, a new device
+    for label in (None, 2):
+        expected = {a: _stacked_step(model, x, a, float(a == label)) for a in range(3)}
+        model.learn_one(x, 1, correct=label == 1, label=label)
+        for a in [1] if label is None else range(3):
+            theta, cov, at, rows = expected[a]
+            assert len(rows) == 2 and model.inverse[a].shape[0] > 1
+            np.testing.assert_allclose(model.weights[a], theta[: at[1]], atol=1e-12)
+            np.testing.assert_allclose(model.inverse[a], cov[: at[1], : at[1]], atol=1e-12)
+            for i, r in enumerate(rows):
+                lo, hi = at[i + 1], at[i + 2]
+                np.testing.assert_allclose(model.offset_weights[r, a], theta[lo:hi], atol=1e-12)
+                np.testing.assert_allclose(model.offset_inverse[r, a], cov[lo:hi, lo:hi],
+                                           atol=1e-12)
     numeric = [({"x": float(i % 5), "y": float(i % 3)}, i % 3, i % 2 == 0) for i in range(40)]
     joint, apart = RidgeRewards(3), RidgeRewards(3, joint_offsets=False)
     for x, action, correct in numeric:
@@ -326,84 +330,34 @@ def test_the_map_and_the_offsets_learn_in_one_kalman_step():
     assert np.array_equal(joint.inverse, apart.inverse)
 
 
-def test_a_model_pickled_before_the_joint_step_keeps_the_map_learning_first():
+def test_a_model_pickled_before_the_joint_step_learns_as_it_did():
+    """A model saved before the joint step (no ``joint_offsets``) loads, learns and predicts as
+    ``joint_offsets=False`` does."""
     old = RidgeRewards.__new__(RidgeRewards)
-    old.__dict__.update({k: v for k, v in RidgeRewards(3).__dict__.items()
+    old.__dict__.update({k: v for k, v in RidgeRewards(4, max_values=2).__dict__.items()
                          if k != "joint_offsets"})
-    assert pickle.loads(pickle.dumps(old)).joint_offsets is False
+    old = pickle.loads(pickle.dumps(old))
+    then = RidgeRewards(4, max_values=2, joint_offsets=False)
+    rng = np.random.default_rng(2)
+    for _ in range(100):
+        x = {"user": f"u{rng.integers(30)}", "dev": f"d{rng.integers(5)}", "x": rng.normal()}
+        action, correct = int(rng.integers(4)), bool(rng.random() < 0.3)
+        old.learn_one(x, action, correct)
+        then.learn_one(x, action, correct)
+        assert np.array_equal(old.predict_one(x), then.predict_one(x))
+    assert old.offset_rows and old.joint_offsets is False
     assert RidgeRewards(3).joint_offsets is True
 
 
 def test_the_joint_step_learns_the_id_stream_better():
-    """On the id stream (300 rows, each five times; no pairs' offsets) the map and the offsets
-    learning together learn the users' best actions better than the map learning first
-    (measured: 0.804 against 0.742, mean of three seeds, each seed better): a user's rewards go
-    to its own offset rather than to the coordinates every user shares."""
-    joint = [_id_stream_accuracy(seed, pair_offset_l2=None) for seed in (1, 2, 3)]
-    apart = [_id_stream_accuracy(seed, joint_offsets=False, pair_offset_l2=None)
-             for seed in (1, 2, 3)]
+    """On the id stream (300 rows, each five times) the map and the offsets learning together
+    learn the users' best actions better than the map learning first (measured: 0.804 against
+    0.742, mean of three seeds, each seed better): a user's rewards go to its own offset rather
+    than to the coordinates every user shares."""
+    joint = [_id_stream_accuracy(seed) for seed in (1, 2, 3)]
+    apart = [_id_stream_accuracy(seed, joint_offsets=False) for seed in (1, 2, 3)]
+    assert all(j > a for j, a in zip(joint, apart, strict=True))
     assert np.mean(joint) >= np.mean(apart) + 0.03
-
-
-def test_a_pair_of_values_one_past_its_cap_gets_a_constant_offset():
-    """With ``pair_offset_l2`` (0.3 by default) a pair of nominal values of which one is past
-    its cap gets an offset row of its own, which stays a constant (its slopes' prior variance
-    is 0, its constant's ``1 / pair_offset_l2``); a pair of values with coordinates gets none,
-    and neither does anything with ``pair_offset_l2=None``."""
-    model = RidgeRewards(2, max_values=1)
-    model.learn_one({"user": "first", "device": "d0", "x": 0.0}, 0, correct=True)
-    for i in range(20):
-        x = {"user": f"u{i}", "device": "d0", "x": float(i % 4)}
-        model.learn_one(x, 0, correct=i % 3 == 0)
-    pairs = [key for key in model.offset_rows if len(key) == 5]
-    assert sorted(pairs) == sorted(("=", "device", "d0", "user", f"u{i}") for i in range(20))
-    assert ("=", "device", "d0", "user", "first") not in model.offset_rows
-    swapped = copy.deepcopy(model)  # the same pair whatever the features' order
-    swapped.learn_one({"x": 1.0, "device": "d0", "user": "u3"}, 0, correct=True)
-    assert len(swapped.offset_rows) == len(model.offset_rows)
-    fresh = model.offset_rows[("=", "device", "d0", "user", "u19")]
-    assert model.offset_inverse[fresh, 1, 0, 0] == pytest.approx(1 / 0.3)  # action 1: untaught
-    row = model.offset_rows[pairs[0]]
-    assert np.all(model.offset_weights[row, :, 1:] == 0.0)
-    assert np.all(model.offset_inverse[row, :, 1:, :] == 0.0)
-    assert np.any(model.offset_weights[row, :, 0] != 0.0)
-    user = model.offset_rows[("=", "user", "u10")]
-    assert np.any(model.offset_weights[user, :, 1:] != 0.0)  # a value's offset keeps slopes
-    without = RidgeRewards(2, max_values=1, pair_offset_l2=None)
-    for i in range(20):
-        without.learn_one({"user": f"u{i}", "device": "d0"}, 0, correct=True)
-    assert all(len(key) == 3 for key in without.offset_rows)
-
-
-def test_pairs_offsets_are_bounded_per_example():
-    """Pairs are formed among the example's first ``PAIR_OFFSET_FEATURES`` nominal features."""
-    model = RidgeRewards(2, max_values=0)
-    x = {f"f{j}": f"v{j}" for j in range(40)}
-    model.learn_one(x, 0, correct=True)
-    n = PAIR_OFFSET_FEATURES
-    assert len(model.offset_rows) == 40 + n * (n - 1) // 2
-
-
-def test_a_model_pickled_before_pair_offsets_has_none():
-    old = RidgeRewards.__new__(RidgeRewards)
-    old.__dict__.update({k: v for k, v in RidgeRewards(3).__dict__.items()
-                         if k != "pair_offset_l2"})
-    assert pickle.loads(pickle.dumps(old)).pair_offset_l2 is None
-    assert RidgeRewards(3).pair_offset_l2 == 0.3
-    with pytest.raises(ValueError, match="pair_offset_l2"):
-        RidgeRewards(3, pair_offset_l2=0.0)
-
-
-def test_pairs_offsets_learn_the_id_stream_better():
-    """On the id stream (300 rows, each five times) an offset per user and device learns the
-    best actions better than the users' and devices' offsets alone (measured: 0.823 against
-    0.804, mean of three seeds, each seed better; 0.839 with the pairs' penalty at 0.1): a
-    user seen on several rows keeps one offset per row, which its slopes on two numbers
-    cannot."""
-    pairs = [_id_stream_accuracy(seed) for seed in (1, 2, 3)]
-    alone = [_id_stream_accuracy(seed, pair_offset_l2=None) for seed in (1, 2, 3)]
-    assert all(p > a for p, a in zip(pairs, alone, strict=True))
-    assert np.mean(pairs) >= np.mean(alone) + 0.01
 
 
 def _with_and_without(examples: list, **plain_kwargs) -> tuple:
@@ -595,8 +549,8 @@ def test_values_arriving_once_the_map_is_full_get_offsets_of_their_own():
 
 def test_an_offset_row_shared_by_two_values_counts_once_per_round():
     """Once the offset rows are all taken, two values of one round may share a row by their
-    hashes: the row is read and taught once, not twice (their pair's offset left out)."""
-    model = RidgeRewards(5000, max_values=1, pair_offset_l2=None)
+    hashes: the row is read and taught once, not twice."""
+    model = RidgeRewards(5000, max_values=1)
     model.learn_one({"a": "a0", "b": "b0"}, 0, correct=False)  # the first values: coordinates
     for i in range(model.max_offsets):  # the rows are taken: later values share them
         model.learn_one({"a": f"v{i}"}, 0, correct=False)

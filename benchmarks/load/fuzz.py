@@ -113,25 +113,25 @@ def steer_body(context: Any, body: Any):  # noqa: ANN201
     return st.one_of(steered, st.just(body))
 
 
-def spare_model(context: Any, case: Any) -> None:
-    """A DELETE of the seeded model goes to :data:`DOOMED` instead, whatever generated it:
-    Hypothesis draws string literals of the code under test (``"fz"`` among them), so the
-    fuzzer itself can name the seeded model, in any phase and mode."""
+def spare_model(context: Any, case: Any) -> Any:
+    """``map_case``: a DELETE of the seeded model goes to :data:`DOOMED` instead, whatever
+    generated it. Hypothesis draws string literals of the code under test (``"fz"`` among
+    them), so the fuzzer itself can name the seeded model; unlike ``flatmap_case``, this hook
+    runs in the coverage phase too, and on invalid cases (the name stays a valid one)."""
     parameters = case.path_parameters
     if (context.operation.method.upper() == "DELETE" and isinstance(parameters, dict)
             and parameters.get("name") == MODEL):
         case.path_parameters = {**parameters, "name": DOOMED}
+    return case
 
 
 def steer_case(context: Any, case: Any):  # noqa: ANN201
     """``flatmap_case``: :func:`steer_path_parameters` and :func:`steer_body` on the cases
     generated as valid ones only, so an invalid case stays invalid (the negative-data checks
-    judge it as generated), and not in the stateful phase (its links choose the resources).
-    In every case, :func:`spare_model`."""
+    judge it as generated), and not in the stateful phase (its links choose the resources)."""
     from schemathesis import GenerationMode
     from schemathesis.core import NOT_SET
 
-    spare_model(context, case)
     meta = getattr(case, "meta", None)
     if meta is not None and (meta.generation.mode != GenerationMode.POSITIVE
                              or meta.phase.name == "stateful"):  # links pick the resources
@@ -171,6 +171,7 @@ def seed_data(client: Any, headers: dict[str, str] | None = None) -> None:
 if os.environ.get("SCHEMATHESIS_HOOKS") == HOOKS_MODULE:  # loaded by `schemathesis run`
     import schemathesis
 
+    schemathesis.hook("map_case")(spare_model)
     schemathesis.hook("flatmap_case")(steer_case)
 
 

@@ -136,10 +136,10 @@ miss reference of 0.5 and `l2-3` with the ridge model's `l2=3`; `fw-none`: the t
 first change alone on the six streams of more than 8 features (the ridge model's map unscaled,
 `feature_weight=None`; its notes); `pass12`: AdaBandit's, BanditBBM's and `oco`'s defaults on
 the id stream and nursery before the thirteenth pass (the ridge model's map learning before its
-offsets and no offsets for pairs of values, `joint_offsets=False` and `pair_offset_l2=None` of
-learners/ridge.py, no booster parameter; no value of the other streams gets an offset, so their
-cells stayed `default`), `joint13` with its first change alone (the code of commit ae9cff8;
-`pair_offset_l2=None`); `old`: the defaults
+offsets, `joint_offsets=False` of learners/ridge.py, no booster parameter; no value of the other
+streams gets an offset, so their cells stayed `default`); `pairs13`: the same three on those
+two streams with the thirteenth pass's second change, reverted (pairs of nominal values, one of
+them past its cap, given constant offsets: the code of commit 551fd30); `old`: the defaults
 before issue 15
 (rho = 0.1, majority-class leaves and, for AdaBandit, alpha_min = -2: `--param rho=0.1 --param
 alpha_min=-2 --param leaf_prediction=mc --label old`, with `estimator=proposed` and
