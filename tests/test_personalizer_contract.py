@@ -16,7 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 
-from benchmarks.load.fuzz import PZ_EVENTS, spare_model, steer_case
+from benchmarks.load.fuzz import PZ_EVENTS, steer_case
 from service.api.app import create_app
 from service.settings import Settings
 from tests.conftest import RedisServer, fuzz_target
@@ -175,7 +175,6 @@ class _Target:
 TARGET = _Target()
 schema = schemathesis.openapi.from_dict(SPEC).include(path_regex=f"^{re.escape(BASE)}/")
 schema.app = TARGET
-schema.hook("map_case")(spare_model)
 schema.hook("flatmap_case")(steer_case)
 # a schema-valid rank may still break a rule JSON Schema cannot state (excluded ids among the
 # actions, distinct ids, at least 2 actions without a configured model, feature limits):
