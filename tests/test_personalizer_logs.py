@@ -105,6 +105,23 @@ def test_delete_keeps_what_the_worker_and_a_renewed_model_need(log: EventLog) ->
     assert log.delete_log(model.config)["joined"] == 4  # the old model's snapshot covers them
 
 
+def test_delete_after_a_snapshot_at_a_millisecond_s_last_sequence(log: EventLog) -> None:
+    """A model renewed with modelRetrainDays learns after ``ms-18446744073709551615`` (the last
+    id of a millisecond), and its snapshot says so: the id after it is the next millisecond's
+    first, not ``ms-18446744073709551616``, which Redis refused (a 500 the Schemathesis run
+    found on ``DELETE /personalizer/v1.0/logs``)."""
+    model = model_of(log)
+    rewarded(log, model, range(4))
+    learner = learner_for(log)
+    run_steps(learner, 2)
+    snapshot(learner)
+    first = log.r.xrange(keys("m")["joined"], count=1)[0][0].decode()
+    ms = int(first.split("-")[0])
+    log.r.hset(keys("m")["snapshot"], "joined_id", f"{ms - 1}-{2**64 - 1}")
+    assert log.delete_log(model.config)["joined"] == 0  # every joined event is after it
+    assert log.stream_length("m", "joined") == 4
+
+
 def test_delete_a_date_range(log: EventLog) -> None:
     model = model_of(log)
     rewarded(log, model, range(3))

@@ -16,6 +16,9 @@ from service.eventlog.keys import keys
 from service.eventlog.replies import LeaseLost, stream_id, text
 from service.events import dumps, loads
 
+#: the last sequence number of a millisecond in a stream id (Redis's unsigned 64 bits)
+MAX_SEQUENCE = 2**64 - 1
+
 __all__ = ["ModelState"]
 
 log = logging.getLogger(__name__)
@@ -258,8 +261,7 @@ class ModelState:
         if info["pending"]:
             first = self.r.xpending(stream, group)["min"]
             return text(first)
-        ms, seq = stream_id(info["last-delivered-id"])
-        return f"{ms}-{seq + 1}"
+        return self._after(text(info["last-delivered-id"]))
 
     def retention(self, name: str) -> dict[str, Any]:
         """Stream lengths and the bounds kept (shown by ``GET /v1/models/{name}``)."""
@@ -328,9 +330,15 @@ class ModelState:
 
     @staticmethod
     def _after(sid: str) -> str:
-        """The stream id right after ``sid``."""
+        """The stream id right after ``sid``: the next millisecond's first after the last
+        sequence number of one (a retrain window starts at ``ms-18446744073709551615``, which
+        plus one is no stream id: Redis refused it, and ``DELETE /logs`` answered 500).
+
+        >>> ModelState._after("5-2"), ModelState._after("5-18446744073709551615")
+        ('5-3', '6-0')
+        """
         ms, seq = stream_id(sid)
-        return f"{ms}-{seq + 1}"
+        return f"{ms + 1}-0" if seq >= MAX_SEQUENCE else f"{ms}-{seq + 1}"
 
     def _unjoined_floor(self, name: str) -> str:
         """The lowest decisions-stream id of an event not joined yet ("+" if none)."""
