@@ -17,6 +17,7 @@ from service.eventlog.connect import connect, connect_async
 from service.eventlog.keys import MODELS_KEY, check_name, event_key, keys
 from service.eventlog.log import EventLog, Limits
 from service.eventlog.replies import (
+    MAX_SEQUENCE,
     DecisionOutcome,
     LeaseLost,
     OutcomeUnknown,
@@ -26,6 +27,7 @@ from service.eventlog.replies import (
 )
 
 __all__ = [
+    "MAX_SEQUENCE",
     "MODELS_KEY",
     "DecisionOutcome",
     "EventLog",

@@ -79,6 +79,10 @@ def feedback_outcome(res: list) -> tuple[str, bool]:
     return ("duplicate" if status == 1 else "new"), late
 
 
+#: the last sequence number of a millisecond in a stream id (Redis's unsigned 64 bits)
+MAX_SEQUENCE = 2**64 - 1
+
+
 def stream_id(sid: str) -> tuple[float, float]:
     """A stream id as ``(milliseconds, sequence)`` (``"+"``: after every id).
 

@@ -13,11 +13,8 @@ import redis
 
 from service.domain import ModelConfig, ServingConfig
 from service.eventlog.keys import keys
-from service.eventlog.replies import LeaseLost, stream_id, text
+from service.eventlog.replies import MAX_SEQUENCE, LeaseLost, stream_id, text
 from service.events import dumps, loads
-
-#: the last sequence number of a millisecond in a stream id (Redis's unsigned 64 bits)
-MAX_SEQUENCE = 2**64 - 1
 
 __all__ = ["ModelState"]
 

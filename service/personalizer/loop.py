@@ -18,7 +18,7 @@ from typing import Any
 
 from boosters.registry import booster_class, booster_params
 from service.domain import ModelConfig, reward_from_client
-from service.eventlog import EventLog
+from service.eventlog import MAX_SEQUENCE, EventLog
 from service.personalizer.errors import PersonalizerFailure
 from service.settings import Settings
 from service.store import ModelStore
@@ -124,7 +124,7 @@ def retrain_start(learn_after: str | None, days: float, now: float) -> str | Non
     ms = int((now - days * 86400.0) * 1000)
     if days <= 0 or ms <= 0:  # all of it (nothing was joined before 1970)
         return learn_after
-    start = (ms - 1, 2**64 - 1)  # after every entry of the millisecond before: from ms on
+    start = (ms - 1, MAX_SEQUENCE)  # after every entry of the millisecond before: from ms on
     if learn_after is not None:
         stored, _, seq = learn_after.partition("-")
         if (int(stored), int(seq or 0)) > start:
