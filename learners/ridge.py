@@ -22,16 +22,18 @@ from collections.abc import Hashable
 import numpy as np
 
 from learners.linear import PAIR_CLIP, PAIR_FEATURES, PAIR_HASH, standardised
+from learners.ridge_offsets import (
+    MAX_OFFSET_ENTRIES,
+    MAX_OFFSETS,
+    OffsetTables,
+    offset_capacity,
+)
 
 __all__ = [
     "MAX_OFFSETS", "MAX_OFFSET_ENTRIES", "MAX_RIDGE_ENTRIES", "OTHER", "RidgeRewards",
     "offset_capacity", "ridge_dim",
 ]
 
-#: rows of the offsets of values past their features' caps (later ones share rows)
-MAX_OFFSETS = 4096
-#: bound on the entries of the offsets' inverse Gram matrices, ``rows x k x (m + 1)^2``
-MAX_OFFSET_ENTRIES = 1 << 20
 #: nominal features whose values are counted (later ones are not capped: the count is bounded)
 MAX_COUNTED = 4096
 #: the value standing for a nominal feature's values past its first ``max_values``
@@ -40,7 +42,7 @@ OTHER = "<other>"
 #: bound on the entries of the inverse Gram matrices, ``k x dim^2`` (8 bytes each: 8 MiB)
 MAX_RIDGE_ENTRIES = 1 << 20
 #: the attributes only learning reads: a serving copy leaves them out
-_LEARNING_STATE = frozenset({"inverse", "offset_inverse"})
+_LEARNING_STATE = frozenset({"inverse", "offset_inverse", "pair_variance"})
 
 
 def _mix32(h: np.ndarray) -> np.ndarray:
@@ -72,19 +74,7 @@ def ridge_dim(n_actions: int, max_dim: int) -> int:
     return max(8, min(int(max_dim), math.isqrt(MAX_RIDGE_ENTRIES // max(1, int(n_actions)))))
 
 
-def offset_capacity(n_actions: int, offset_features: int) -> int:
-    """The offset rows a model of ``n_actions`` actions keeps: ``MAX_OFFSETS``, lowered so that
-    their inverse Gram matrices (``k x (m + 1)^2`` entries a row) hold at most
-    ``MAX_OFFSET_ENTRIES`` entries (at least one row).
-
-    >>> offset_capacity(4, 4), offset_capacity(26, 4), offset_capacity(10_000, 4)
-    (4096, 1613, 4)
-    """
-    per_row = max(1, int(n_actions)) * (int(offset_features) + 1) ** 2
-    return max(1, min(MAX_OFFSETS, MAX_OFFSET_ENTRIES // per_row))
-
-
-class RidgeRewards:
+class RidgeRewards(OffsetTables):
     """One ridge regression of the reward per action, over a feature map of at most ``max_dim``
     coordinates, solved online (Sherman-Morrison updates of each action's inverse Gram matrix;
     exactly on the rounds without offsets, below).
@@ -105,8 +95,11 @@ class RidgeRewards:
       regression (penalty ``offset_l2``) of the residuals the rest of the model leaves on the
       rounds that taught it, on a constant and the first ``offset_features`` numeric features
       the model saw (an id's own intercept and slopes; at most :func:`offset_capacity` rows,
-      then shared by a CRC-32). The offsets of one round learn together, sharing its residual
-      by their uncertainty; with ``joint_offsets``, together with the map's weights too.
+      then shared by a CRC-32). With ``pair_offset_l2``, a pair of nominal values of one
+      example, one of them past its cap (an id and a device, say), gets a constant offset of
+      its own (the offsets' counterpart of a product; Vowpal Wabbit's ``-q`` crosses the id
+      with every feature). The offsets of one round learn together, sharing its residual by
+      their uncertainty; with ``joint_offsets``, together with the map's weights too.
     - With ``n`` features in the example, the products are scaled by ``sqrt(pair_weight / n)``
       (at most 1), so that many numeric features do not drown the features in noisy products;
       and the whole map but the constant by ``sqrt(feature_weight / n)`` (at most 1), so that
@@ -136,7 +129,9 @@ class RidgeRewards:
         Values of a nominal feature with a coordinate of their own; its later values share one.
     offset_l2
         The ridge penalty of a later value's offset (with no numeric features: its residuals'
-        sum over ``offset_l2 + n``); small, so an id's own reward shows after a few rounds.
+        sum over ``offset_l2 + n``); small, so an id's own reward shows after a few rounds,
+        and not so small that an id of noise takes the map's share of every round (0.3 since
+        issue 15's fourteenth pass, 0.1 before; a model saved before keeps its own).
     offset_features
         Numeric features, the first the model saw, that an offset has a slope on (0: a constant
         offset).
@@ -158,6 +153,12 @@ class RidgeRewards:
         new id's reward goes to its own offset, not to the map's coordinates every id shares.
         False: the map learns first (the exact ridge update), the offsets what it leaves. A
         round without offsets is the exact ridge update either way.
+    pair_offset_l2
+        The ridge penalty of the constant offset of a pair of nominal values, one of them past
+        its cap (among the example's first ``PAIR_OFFSET_FEATURES`` nominal features); the
+        example's new pairs share it (each gets ``p`` times it for ``p`` pairs), so that an id
+        beside many features does not take a round's residual ``p`` times over. None: pairs get
+        no offsets.
     """
 
     #: what a model saved before the offsets had slopes (issue 15's eighth pass) reads
@@ -171,6 +172,7 @@ class RidgeRewards:
     feature_weight = None
     #: what a model saved before the map and the offsets learned together (thirteenth) reads
     joint_offsets = False
+    # pair_offset_l2: learners/ridge_offsets.py's class attribute (None: no pairs)
 
     def __init__(
         self,
@@ -181,12 +183,13 @@ class RidgeRewards:
         prior: float = 0.5,
         nominal_attributes: list | None = None,
         max_values: int = 32,
-        offset_l2: float = 0.1,
+        offset_l2: float = 0.3,
         offset_features: int = 4,
         hits_teach_all: bool = False,
         pair_weight: float | None = 4.0,
         feature_weight: float | None = 8.0,
         joint_offsets: bool = True,
+        pair_offset_l2: float | None = 0.3,
     ) -> None:
         self.n_actions = int(n_actions)
         self.l2 = float(l2)
@@ -209,12 +212,8 @@ class RidgeRewards:
         self.pair_weight = _weight_or_none("pair_weight", pair_weight)
         self.feature_weight = _weight_or_none("feature_weight", feature_weight)
         self.joint_offsets = bool(joint_offsets)
-        self.max_offsets = offset_capacity(self.n_actions, self.offset_features)
         self.local_index: dict[Hashable, int] = {}  # numeric feature -> its place in an offset's
-        self.offset_rows: dict[Hashable, int] = {}  # a value past its feature's cap -> its row
-        m = self.offset_features + 1
-        self.offset_weights = np.zeros((0, self.n_actions, m))  # per row and action
-        self.offset_inverse = np.zeros((0, self.n_actions, m, m))  # and its inverse Gram matrix
+        self._init_offsets(_weight_or_none("pair_offset_l2", pair_offset_l2))
 
     # ---- the feature map ----------------------------------------------------------------------
 
@@ -247,11 +246,12 @@ class RidgeRewards:
             self.cardinality[name] = seen + 1
         return key, False
 
-    def _features(self, x: dict, learn: bool) -> tuple[list, list, list, np.ndarray]:
+    def _features(self, x: dict, learn: bool) -> tuple[list, list, list, np.ndarray, list]:
         """Coordinates and values of the features of ``x`` (the constant excluded), the offset
-        rows of its values past their features' caps, and what an offset reads of ``x``: a
-        constant and the standardised values of the first ``offset_features`` numeric features."""
-        slots, values, rows = [], [], []
+        rows of its values past their features' caps, what an offset reads of ``x`` (a constant
+        and the standardised values of the first ``offset_features`` numeric features), and the
+        rows of its pairs' offsets."""
+        slots, values, rows, nominals = [], [], [], []
         local = np.zeros(self.offset_features + 1)
         local[0] = 1.0
         for name, value in x.items():
@@ -259,6 +259,7 @@ class RidgeRewards:
             key = name
             if nominal:
                 key, past = self._nominal_key(name, value, learn)
+                nominals.append((name, value, past))
                 row = self._offset_row(("=", name, value), learn) if past else None
                 if row is not None:
                     rows.append(row)
@@ -274,7 +275,8 @@ class RidgeRewards:
             if v != 0.0:
                 slots.append(slot)
                 values.append(sign * v)
-        return slots, values, list(dict.fromkeys(rows)), local  # a shared row counts once
+        pairs = self._pair_rows(nominals, learn)
+        return slots, values, list(dict.fromkeys(rows)), local, pairs  # a shared row counts once
 
     def _local_place(self, name: Hashable, slot: int, learn: bool) -> int:
         """The place of numeric feature ``name`` in what an offset reads (0: none); the first
@@ -287,36 +289,10 @@ class RidgeRewards:
         place = self.local_index[name] = len(self.local_index) + 1
         return place
 
-    def _offset_row(self, key: Hashable, learn: bool) -> int | None:
-        """The offset row of a value past its feature's cap; None for a new one when only
-        predicting (its offset is 0)."""
-        row = self.offset_rows.get(key)
-        if row is not None:
-            return row
-        if len(self.offset_rows) >= self.max_offsets:  # full: share a row, deterministically
-            return zlib.crc32(repr(key).encode()) % self.max_offsets
-        if not learn:
-            return None
-        row = self.offset_rows[key] = len(self.offset_rows)
-        if row >= self.offset_weights.shape[0]:  # capacity doubles
-            self._grow_offsets(min(max(16, 2 * row), self.max_offsets))
-        return row
-
-    def _grow_offsets(self, rows: int) -> None:
-        """Room for ``rows`` offset rows: a new one is 0, its inverse ``I / offset_l2``."""
-        k, m = self.n_actions, self.offset_features + 1
-        old = self.offset_weights.shape[0]
-        weights = np.zeros((rows, k, m))
-        weights[:old] = self.offset_weights
-        inverse = np.empty((rows, k, m, m))
-        inverse[:old] = self.offset_inverse
-        inverse[old:] = np.eye(m) / self.offset_l2
-        self.offset_weights, self.offset_inverse = weights, inverse
-
-    def _encode(self, x: dict, learn: bool) -> tuple[np.ndarray, list[int], np.ndarray]:
-        """``phi(x)`` over the coordinates in use (the model grows first when learning), and
-        the offset rows of ``x`` and what they read of it."""
-        slots, values, rows, local = self._features(x, learn)
+    def _encode(self, x: dict, learn: bool) -> tuple[np.ndarray, list[int], np.ndarray, list]:
+        """``phi(x)`` over the coordinates in use (the model grows first when learning), the
+        offset rows of ``x`` and what they read of it, and the rows of its pairs' offsets."""
+        slots, values, rows, local, pairs = self._features(x, learn)
         scale = self._scale(self.feature_weight, len(slots))
         slots = np.asarray([0, *slots], dtype=np.int64)
         values = np.asarray([1.0, *(scale * v for v in values)])
@@ -332,7 +308,7 @@ class RidgeRewards:
         if learn and self.used > width:  # capacity doubles, up to dim
             self._grow(min(self.dim, max(self.used, 2 * width)))
         d = self.weights.shape[1]
-        return np.bincount(slots, weights=values, minlength=d)[:d], rows, local
+        return np.bincount(slots, weights=values, minlength=d)[:d], rows, local, pairs
 
     @staticmethod
     def _scale(weight: float | None, n: int) -> float:
@@ -391,15 +367,11 @@ class RidgeRewards:
 
     # ---- estimates and learning ---------------------------------------------------------------
 
-    def _offsets(self, rows: list[int], local: np.ndarray) -> np.ndarray:
-        """The offsets of ``rows`` at ``local``, shape ``(len(rows), k)``."""
-        return self.offset_weights[np.asarray(rows, dtype=np.int64)] @ local
-
     def predict_one(self, x: dict) -> np.ndarray:
         """The estimated reward of every action in context ``x``, shape ``(k,)``, in [0, 1]. The
         model is only read (a feature never learned counts for nothing)."""
-        v, rows, local = self._encode(x, learn=False)
-        offsets = self._offsets(rows, local).sum(axis=0)
+        v, rows, local, pairs = self._encode(x, learn=False)
+        offsets = self._offsets(rows, local, pairs)
         return np.clip(self.prior + self.weights @ v + offsets, 0.0, 1.0)
 
     def learn_one(self, x: dict, action: int, correct: bool, label: int | None = None) -> None:
@@ -408,53 +380,40 @@ class RidgeRewards:
         ridge update; with them, one Kalman step of the map and the offsets together
         (``joint_offsets``), or the map's exact update and then the offsets' from the
         residuals it leaves."""
-        v, rows, local = self._encode(x, learn=True)
+        v, rows, local, pairs = self._encode(x, learn=True)
         known = action if correct and self.hits_teach_all and label is None else label
         taught = np.asarray([action] if known is None else range(self.n_actions))
         rewards = taught == known if known is not None else np.asarray([correct])
         targets = rewards.astype(float) - self.prior
-        total = self._offsets(rows, local).sum(axis=0)
-        if rows and self.joint_offsets:
-            residuals = targets - total[taught] - self.weights[taught] @ v
-            self._update_offsets(np.asarray(rows, dtype=np.int64), taught, local, residuals, v)
+        total = self._offsets(rows, local, pairs)
+        at = (np.asarray(rows, dtype=np.int64), np.asarray(pairs, dtype=np.int64), taught)
+        if (rows or pairs) and self.joint_offsets:
+            spread = self._offset_spread(*at, local)
+            steps = [self._update(a, v, target - total[a], extra)
+                     for a, target, extra in zip(taught.tolist(), targets.tolist(),
+                                                 spread.tolist(), strict=True)]
+            map_spread, residuals = np.asarray(steps).T
+            self._update_offsets(*at, local, residuals, map_spread)
             return
         for a, target in zip(taught.tolist(), targets.tolist(), strict=True):
             self._update(a, v, target - total[a])
-        if rows:
+        if rows or pairs:
             residuals = targets - self.weights[taught] @ v - total[taught]
-            self._update_offsets(np.asarray(rows, dtype=np.int64), taught, local, residuals)
+            self._update_offsets(*at, local, residuals, 0.0)
 
-    def _update_offsets(self, rows: np.ndarray, taught: np.ndarray, local: np.ndarray,
-                        residuals: np.ndarray, v: np.ndarray | None = None) -> None:
-        """One Kalman step of the offsets of ``rows`` together, for the ``taught`` actions: the
-        residual is shared among them in proportion to their uncertainty (``P local``), their
-        cross-covariances left out: a new id beside a value seen often takes nearly all of it,
-        whatever their order. Without ``v``, one row's step is its Sherman-Morrison update;
-        with the map ``v``, the map's weights are one more block of the step
-        (``joint_offsets``)."""
-        at = (rows[:, None], taught[None, :])
-        weights, inverse = self.offset_weights[at], self.offset_inverse[at]  # (R, t, m[, m])
-        pv = inverse @ local
-        denominator = 1.0 + (pv @ local).sum(axis=0)
-        if v is not None:
-            pv_map = self.inverse[taught] @ v  # (t, d)
-            denominator += pv_map @ v
-            self.weights[taught] += pv_map * (residuals / denominator)[:, None]
-            outer = pv_map[:, :, None] * pv_map[:, None, :]
-            self.inverse[taught] -= outer / denominator[:, None, None]
-        gain = pv / denominator[None, :, None]
-        weights += gain * residuals[None, :, None]
-        inverse -= gain[..., :, None] * pv[..., None, :]
-        self.offset_weights[at], self.offset_inverse[at] = weights, inverse
-
-    def _update(self, a: int, v: np.ndarray, target: float) -> None:
-        """Sherman-Morrison: ``inverse_a -= (P v)(P v)^T / (1 + v P v)``, and ``w_a`` moves to
-        the new ridge solution."""
+    def _update(self, a: int, v: np.ndarray, target: float, extra: float = 0.0) -> tuple:
+        """Sherman-Morrison: ``inverse_a -= (P v)(P v)^T / (1 + v P v + extra)``, and ``w_a``
+        moves to the new ridge solution (without ``extra``; with it, the map's block of a
+        Kalman step whose other blocks, the offsets, give ``extra`` variance). Returns ``v P v``
+        and the map's error before the step."""
         inverse = self.inverse[a]
         pv = inverse @ v
-        gain = pv / (1.0 + float(v @ pv))
-        self.weights[a] += gain * (target - float(self.weights[a] @ v))
+        spread = float(v @ pv)
+        gain = pv / (1.0 + spread + extra)
+        error = target - float(self.weights[a] @ v)
+        self.weights[a] += gain * error
         inverse -= np.outer(gain, pv)
+        return spread, error
 
     def __setstate__(self, state: dict) -> None:
         """Restore a pickled model; one saved before the offsets had slopes (its offsets' sums

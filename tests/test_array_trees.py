@@ -280,14 +280,17 @@ def test_memory_limit_deactivates_leaves_by_their_own_size():
 
 @pytest.mark.slow
 def test_a_5000_value_id_costs_adabandit_little_on_car():
-    """The issue's stream: Car with a random 5,000-value id; at most 0.03 of accuracy (mean of
-    three seeds; with River's leaves it falls to chance), a bounded model."""
+    """The issue's stream: Car with a random 5,000-value id; at most 0.02 of accuracy (mean of
+    three seeds; with River's leaves it falls to chance), a bounded model. Measured: 0.015 with
+    the ridge model's pairs and offsets' penalty 0.3 (issue 15's fourteenth pass; 0.010 at
+    1); 0.034 with the pairs and the older penalty 0.1, 0.030 with neither (the thirteenth
+    pass), 0.011 before its joint step."""
     from benchmarks.paper.high_cardinality import run
 
     plain = [run(seed, 2, with_id=False, fast=True) for seed in (1, 2, 3)]
     with_id = [run(seed, 2, with_id=True, fast=True) for seed in (1, 2, 3)]
     drop = np.mean([p["accuracy"] for p in plain]) - np.mean([q["accuracy"] for q in with_id])
-    assert drop <= 0.03
+    assert drop <= 0.02
     assert max(q["pickle_mb"] for q in with_id) < 2 * max(p["pickle_mb"] for p in plain)
 
 

@@ -139,7 +139,10 @@ the id stream and nursery before the thirteenth pass (the ridge model's map lear
 offsets, `joint_offsets=False` of learners/ridge.py, no booster parameter; no value of the other
 streams gets an offset, so their cells stayed `default`); `pairs13`: the same three on those
 two streams with the thirteenth pass's second change, reverted (pairs of nominal values, one of
-them past its cap, given constant offsets: the code of commit 551fd30); `old`: the defaults
+them past its cap, given constant offsets: the code of commit 551fd30); `joint13`: the same
+three on those two streams before the fourteenth pass (the thirteenth's joint step, offsets'
+penalty 0.1, no pairs: `offset_l2=0.1, pair_offset_l2=None` of learners/ridge.py, no booster
+parameter); `old`: the defaults
 before issue 15
 (rho = 0.1, majority-class leaves and, for AdaBandit, alpha_min = -2: `--param rho=0.1 --param
 alpha_min=-2 --param leaf_prediction=mc --label old`, with `estimator=proposed` and

@@ -1,0 +1,202 @@
+"""The ridge reward model's offsets: the own terms of nominal values past their features' caps
+and of pairs of nominal values, kept in two bounded tables and learned by one Kalman step.
+
+A mixin of :class:`learners.ridge.RidgeRewards`, whose state it reads and writes. More:
+docs/boosters.md, "learners/ridge.py".
+
+>>> from learners.ridge import RidgeRewards
+>>> model = RidgeRewards(n_actions=2, max_values=0)   # every value is past its cap
+>>> for _ in range(20):
+...     model.learn_one({"user": "ann", "device": "phone"}, action=1, correct=True)
+>>> sorted(model.offset_rows), len(model.pair_rows)
+([('=', 'device', 'phone'), ('=', 'user', 'ann')], 1)
+>>> bool(model.predict_one({"user": "ann", "device": "phone"})[1] > 0.9)
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Hashable
+
+import numpy as np
+
+__all__ = [
+    "MAX_OFFSETS", "MAX_OFFSET_ENTRIES", "MAX_PAIR_OFFSETS", "PAIR_OFFSET_FEATURES",
+    "OffsetTables", "offset_capacity", "pair_capacity",
+]
+
+#: rows of the offsets of values past their features' caps (later ones share rows)
+MAX_OFFSETS = 4096
+#: bound on the entries of the offsets' inverse Gram matrices, ``rows x k x (m + 1)^2``, and on
+#: those of the pairs' table, ``rows x k``
+MAX_OFFSET_ENTRIES = 1 << 20
+#: rows of the pairs' constant offsets (later pairs share rows)
+MAX_PAIR_OFFSETS = 1 << 16
+#: an example's first nominal features among which pairs of values get offsets
+PAIR_OFFSET_FEATURES = 16
+
+
+def offset_capacity(n_actions: int, offset_features: int) -> int:
+    """The offset rows a model of ``n_actions`` actions keeps: ``MAX_OFFSETS``, lowered so that
+    their inverse Gram matrices (``k x (m + 1)^2`` entries a row) hold at most
+    ``MAX_OFFSET_ENTRIES`` entries (at least one row).
+
+    >>> offset_capacity(4, 4), offset_capacity(26, 4), offset_capacity(10_000, 4)
+    (4096, 1613, 4)
+    """
+    per_row = max(1, int(n_actions)) * (int(offset_features) + 1) ** 2
+    return max(1, min(MAX_OFFSETS, MAX_OFFSET_ENTRIES // per_row))
+
+
+def pair_capacity(n_actions: int) -> int:
+    """The rows of pairs' offsets a model of ``n_actions`` actions keeps: ``MAX_PAIR_OFFSETS``,
+    lowered so that their weights (``k`` floats a row) hold at most ``MAX_OFFSET_ENTRIES``.
+
+    >>> pair_capacity(4), pair_capacity(100), pair_capacity(10_000)
+    (65536, 10485, 104)
+    """
+    return max(1, min(MAX_PAIR_OFFSETS, MAX_OFFSET_ENTRIES // max(1, int(n_actions))))
+
+
+def _row_of(rows: dict, capacity: int, key: Hashable, learn: bool) -> int | None:
+    """``key``'s row in a table of at most ``capacity`` rows: its own (a new one when learning),
+    or once the table is full one shared by a CRC-32 of the key; None for a new key when only
+    predicting."""
+    row = rows.get(key)
+    if row is not None:
+        return row
+    if len(rows) >= capacity:  # full: share a row, deterministically
+        return zlib.crc32(repr(key).encode()) % capacity
+    if not learn:
+        return None
+    row = rows[key] = len(rows)
+    return row
+
+
+def _pair_key(name, value, other, other_value) -> int:
+    """A pair's key in the pairs' table: 64 bits of a BLAKE2b digest of the pair (deterministic
+    across processes; a table of many pairs keeps integers, not the pairs' strings)."""
+    digest = hashlib.blake2b(repr((name, value, other, other_value)).encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "little")
+
+
+class OffsetTables:
+    """The offsets of :class:`learners.ridge.RidgeRewards` (a mixin; the state is the model's).
+
+    - A value past its feature's cap: a small ridge regression per action (penalty
+      ``offset_l2``) on a constant and the first ``offset_features`` numeric features.
+    - A pair of nominal values of one example, one of them past its cap (``pair_offset_l2``): a
+      constant per action, in a table of its own. The example's ``p`` new pairs share one prior
+      variance, ``1 / (p pair_offset_l2)``.
+    """
+
+    #: what a model saved before pairs of values had offsets (fourteenth pass) reads
+    pair_offset_l2 = None
+
+    def _init_offsets(self, pair_offset_l2: float | None) -> None:
+        """The empty tables (``offset_l2``, ``offset_features`` and ``n_actions`` set)."""
+        self.pair_offset_l2 = pair_offset_l2
+        self.max_offsets = offset_capacity(self.n_actions, self.offset_features)
+        self.offset_rows: dict[Hashable, int] = {}  # a value past its feature's cap -> its row
+        m = self.offset_features + 1
+        self.offset_weights = np.zeros((0, self.n_actions, m))  # per row and action
+        self.offset_inverse = np.zeros((0, self.n_actions, m, m))  # and its inverse Gram matrix
+        self.max_pairs = pair_capacity(self.n_actions)
+        self.pair_rows: dict[Hashable, int] = {}  # a pair of values -> its row
+        self.pair_weights = np.zeros((0, self.n_actions))  # its constant offset per action
+        self.pair_variance = np.zeros((0, self.n_actions))  # and that constant's variance
+
+    def _offset_row(self, key: Hashable, learn: bool) -> int | None:
+        """The offset row of a value past its feature's cap; None for a new one when only
+        predicting (its offset is 0)."""
+        row = _row_of(self.offset_rows, self.max_offsets, key, learn)
+        if row is not None and row >= self.offset_weights.shape[0]:  # capacity doubles
+            self._grow_offsets(min(max(16, 2 * row), self.max_offsets))
+        return row
+
+    def _grow_offsets(self, rows: int) -> None:
+        """Room for ``rows`` offset rows: a new one is 0, its inverse ``I / offset_l2``."""
+        k, m = self.n_actions, self.offset_features + 1
+        old = self.offset_weights.shape[0]
+        weights = np.zeros((rows, k, m))
+        weights[:old] = self.offset_weights
+        inverse = np.empty((rows, k, m, m))
+        inverse[:old] = self.offset_inverse
+        inverse[old:] = np.eye(m) / self.offset_l2
+        self.offset_weights, self.offset_inverse = weights, inverse
+
+    def _pair_rows(self, nominals: list[tuple], learn: bool) -> list[int]:
+        """The rows, in the pairs' table, of the pairs of ``nominals`` (name, value, past its
+        cap) of which one value is past its cap. The example's ``p`` pairs share one prior: a
+        new one's variance is ``1 / (p pair_offset_l2)``, so that an id beside many features
+        does not take a round's residual ``p`` times over."""
+        if self.pair_offset_l2 is None:
+            return []
+        nominals = nominals[:PAIR_OFFSET_FEATURES]
+        keys = [
+            _pair_key(*pair[0], *pair[1])
+            for i, (name, value, past) in enumerate(nominals)
+            for other, other_value, other_past in nominals[i + 1 :]
+            if past or other_past
+            # the key whatever the features' order
+            for pair in [sorted([(name, value), (other, other_value)], key=repr)]
+        ]
+        known = len(self.pair_rows)
+        rows = [row for key in keys
+                if (row := _row_of(self.pair_rows, self.max_pairs, key, learn)) is not None]
+        if learn and len(self.pair_rows) > known:  # new pairs: room, and their share
+            if max(rows) >= self.pair_weights.shape[0]:  # capacity doubles
+                self._grow_pairs(min(max(16, 2 * max(rows)), self.max_pairs))
+            self.pair_variance[known : len(self.pair_rows)] /= len(keys)
+        return list(dict.fromkeys(rows))  # a shared row counts once
+
+    def _grow_pairs(self, rows: int) -> None:
+        """Room for ``rows`` rows of pairs' offsets: a new one is 0, of variance ``1 /
+        pair_offset_l2``."""
+        old = self.pair_weights.shape[0]
+        weights = np.zeros((rows, self.n_actions))
+        weights[:old] = self.pair_weights
+        variance = np.full((rows, self.n_actions), 1.0 / self.pair_offset_l2)
+        variance[:old] = self.pair_variance
+        self.pair_weights, self.pair_variance = weights, variance
+
+    def _offsets(self, rows: list[int], local: np.ndarray, pairs: list[int]) -> np.ndarray:
+        """The sum of the offsets of ``rows`` at ``local`` and of the pairs ``pairs``, ``(k,)``."""
+        total = (self.offset_weights[np.asarray(rows, dtype=np.int64)] @ local).sum(axis=0)
+        if pairs:
+            total += self.pair_weights[np.asarray(pairs, dtype=np.int64)].sum(axis=0)
+        return total
+
+    def _offset_spread(self, rows: np.ndarray, pairs: np.ndarray, taught: np.ndarray,
+                       local: np.ndarray) -> np.ndarray:
+        """The variance the offsets of ``rows`` and ``pairs`` give the ``taught`` actions'
+        estimates at ``local``: ``sum local P local`` plus the pairs' variances, ``(t,)``."""
+        inverse = self.offset_inverse[rows[:, None], taught[None, :]]  # (R, t, m, m)
+        spread = ((inverse @ local) @ local).sum(axis=0)
+        if pairs.size:
+            spread += self.pair_variance[pairs[:, None], taught[None, :]].sum(axis=0)
+        return spread
+
+    def _update_offsets(self, rows: np.ndarray, pairs: np.ndarray, taught: np.ndarray,
+                        local: np.ndarray, residuals: np.ndarray, extra) -> None:
+        """One Kalman step of the offsets of ``rows`` and ``pairs`` together, for the ``taught``
+        actions: the residual is shared among them in proportion to their uncertainty (``P
+        local``; a pair's variance), their cross-covariances left out, with ``extra`` more
+        variance in the denominator (the map's ``v P v`` when it learns in the same step). A
+        new id beside a value seen often takes nearly all of it, whatever their order."""
+        at = (rows[:, None], taught[None, :])
+        weights, inverse = self.offset_weights[at], self.offset_inverse[at]  # (R, t, m[, m])
+        pv = inverse @ local
+        pair_at = (pairs[:, None], taught[None, :])
+        variance = self.pair_variance[pair_at] if pairs.size else np.zeros((0, taught.size))
+        denominator = 1.0 + (pv @ local).sum(axis=0) + variance.sum(axis=0) + extra
+        gain = pv / denominator[None, :, None]
+        weights += gain * residuals[None, :, None]
+        inverse -= gain[..., :, None] * pv[..., None, :]
+        self.offset_weights[at], self.offset_inverse[at] = weights, inverse
+        if pairs.size:
+            step = variance / denominator[None, :]
+            self.pair_weights[pair_at] += step * residuals[None, :]
+            self.pair_variance[pair_at] = variance - step * variance
