@@ -156,9 +156,9 @@ class RidgeRewards(OffsetTables):
     pair_offset_l2
         The ridge penalty of the constant offset of a pair of nominal values, one of them past
         its cap (among the example's first ``PAIR_OFFSET_FEATURES`` nominal features); the
-        example's new pairs share it (each gets ``p`` times it for ``p`` pairs), so that an id
-        beside many features does not take a round's residual ``p`` times over. None: pairs get
-        no offsets.
+        example's pairs share it (a new one gets ``p`` times it for the example's ``p`` pairs),
+        so that an id beside many features does not take a round's residual ``p`` times over.
+        None: pairs get no offsets.
     """
 
     #: what a model saved before the offsets had slopes (issue 15's eighth pass) reads

@@ -17,6 +17,7 @@ True
 from __future__ import annotations
 
 import hashlib
+import numbers
 import zlib
 from collections.abc import Hashable
 
@@ -30,7 +31,7 @@ __all__ = [
 #: rows of the offsets of values past their features' caps (later ones share rows)
 MAX_OFFSETS = 4096
 #: bound on the entries of the offsets' inverse Gram matrices, ``rows x k x (m + 1)^2``, and on
-#: those of the pairs' table, ``rows x k``
+#: each of the pairs' two arrays (weights, variances), ``rows x k``
 MAX_OFFSET_ENTRIES = 1 << 20
 #: rows of the pairs' constant offsets (later pairs share rows)
 MAX_PAIR_OFFSETS = 1 << 16
@@ -75,6 +76,24 @@ def _row_of(rows: dict, capacity: int, key: Hashable, learn: bool) -> int | None
     return row
 
 
+def _canonical(value):
+    """A nominal value as a dict tells it apart (by equality), in a form whose ``repr`` is the
+    same for equal values: any string as ``str`` (numpy's too), an integral number as ``int``
+    (``True``, ``1``, ``1.0``, numpy's ``1``), another real number as ``float``.
+
+    >>> [_canonical(v) for v in (np.str_("a"), True, np.int64(1), 2.0, np.float32(0.5))]
+    ['a', 1, 1, 2, 0.5]
+    """
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bool | np.bool_ | numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return int(number) if number.is_integer() else number
+    return value
+
+
 def _pair_key(name, value, other, other_value) -> int:
     """A pair's key in the pairs' table: 64 bits of a BLAKE2b digest of the pair (deterministic
     across processes; a table of many pairs keeps integers, not the pairs' strings)."""
@@ -88,8 +107,8 @@ class OffsetTables:
     - A value past its feature's cap: a small ridge regression per action (penalty
       ``offset_l2``) on a constant and the first ``offset_features`` numeric features.
     - A pair of nominal values of one example, one of them past its cap (``pair_offset_l2``): a
-      constant per action, in a table of its own. The example's ``p`` new pairs share one prior
-      variance, ``1 / (p pair_offset_l2)``.
+      constant per action, in a table of its own. The example's ``p`` pairs share one prior:
+      a new one's variance is ``1 / (p pair_offset_l2)``.
     """
 
     #: what a model saved before pairs of values had offsets (fourteenth pass) reads
@@ -134,7 +153,8 @@ class OffsetTables:
         does not take a round's residual ``p`` times over."""
         if self.pair_offset_l2 is None:
             return []
-        nominals = nominals[:PAIR_OFFSET_FEATURES]
+        nominals = [(name, _canonical(value), past)
+                    for name, value, past in nominals[:PAIR_OFFSET_FEATURES]]
         keys = [
             _pair_key(*pair[0], *pair[1])
             for i, (name, value, past) in enumerate(nominals)

@@ -630,8 +630,8 @@ def test_a_pair_of_values_learns_what_neither_value_explains():
 
 def test_a_pairs_key_and_prior():
     """A pair's row is the same whichever order the features come in; predicting never adds
-    a row (an unseen pair counts 0); the ``p`` new pairs of one example share the prior, each
-    of variance ``1 / (p pair_offset_l2)``."""
+    a row (an unseen pair counts 0); the ``p`` pairs of one example share the prior, a new
+    one of variance ``1 / (p pair_offset_l2)`` (``p`` counts the pairs already known too)."""
     model = RidgeRewards(3, max_values=0, pair_offset_l2=0.5)
     assert _pair_of(model, {"a": "x", "b": "y"}) == [] and not model.pair_rows
     model.learn_one({"a": "x", "b": "y", "c": "z"}, 0, correct=False)  # three pairs, new
@@ -641,6 +641,21 @@ def test_a_pairs_key_and_prior():
     assert len(_pair_of(model, {"a": "x", "b": "y"})) == 1
     model.learn_one({"a": "x", "b": "other"}, 0, correct=False)  # one new pair of its own
     np.testing.assert_allclose(model.pair_variance[3, 1:], 1.0 / 0.5)
+    model.learn_one({"a": "x", "b": "y", "c": "new"}, 0, correct=False)  # 2 new of 3 pairs
+    assert len(model.pair_rows) == 6
+    np.testing.assert_allclose(model.pair_variance[4:6, 1:], 1.0 / (3 * 0.5))
+
+
+def test_a_pairs_values_are_told_apart_by_equality():
+    """numpy's strings are strings, and ``1``, ``1.0``, ``True`` one value, as in the values'
+    offsets: the same pair's row whatever the values' types."""
+    model = RidgeRewards(2, max_values=0, nominal_attributes=["n"])
+    model.learn_one({"user": "ann", "n": 1}, 1, correct=True)
+    row = _pair_of(model, {"user": "ann", "n": 1})
+    assert len(row) == 1
+    for n in (1.0, True, np.int64(1), np.float64(1.0)):
+        assert _pair_of(model, {"user": np.str_("ann"), "n": n}) == row
+    assert _pair_of(model, {"user": "ann", "n": 2}) == []
 
 
 def test_the_pairs_table_is_bounded_and_shares_rows_once_full():
