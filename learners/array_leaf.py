@@ -217,8 +217,14 @@ class ArrayLeaf(SplitScoring, LeafMajorityClass):
     def _update_numeric(self, idx, vals: np.ndarray, col: int, w: float) -> None:
         """River's Gaussian update of class ``col`` on the features ``idx`` (slice or indices).
 
-        n += w; mean += (w / n) * (x - mean); S += w * (x - old mean) * (x - new mean).
+        n += w; mean += (w / n) * (x - mean); S += w * (x - old mean) * (x - new mean). Past
+        float range (a feature of 1e308) they are inf or NaN as in River, whose Python floats
+        overflow silently: NumPy is told not to warn of them.
         """
+        with np.errstate(over="ignore", invalid="ignore"):
+            self._gaussian_update(idx, vals, col, w)
+
+    def _gaussian_update(self, idx, vals: np.ndarray, col: int, w: float) -> None:
         if isinstance(idx, slice):  # in place on contiguous views of the class's rows
             weights, mean, var = self._w[col, idx], self._mean[col, idx], self._s[col, idx]
             if not weights.all():

@@ -87,7 +87,13 @@ class SplitScoring:
 
     def best_split_suggestions(self, criterion, tree) -> list[BranchFactory]:
         """River's suggestions (null split first, one per feature in River's order) for the
-        features that can be among the two best; their merits and child statistics exact."""
+        features that can be among the two best; their merits and child statistics exact.
+        Statistics past float range (a feature of 1e308) are inf or NaN as in River, whose
+        Python floats overflow silently: NumPy is told not to warn of them."""
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return self._suggestions(criterion, tree)
+
+    def _suggestions(self, criterion, tree) -> list[BranchFactory]:
         maj_class = max(self.stats.values())
         if maj_class and maj_class / self.total_weight > tree.max_share_to_split:
             return [BranchFactory()]

@@ -232,8 +232,9 @@ class NaiveBayes:
                 vals = np.array([_number(x.get(name)) for name in names])
             use = ~np.isnan(vals)
             if use.any():
-                z = (vals[use] - self.means[:, use]) ** 2
-                votes = (self.log_norm[:, use] - z * self.half_precision[:, use]).sum(axis=1)
+                with np.errstate(over="ignore", invalid="ignore"):  # handled just below
+                    z = (vals[use] - self.means[:, use]) ** 2
+                    votes = (self.log_norm[:, use] - z * self.half_precision[:, use]).sum(axis=1)
                 if not np.isfinite(votes).all():  # a value past float range: no vote, as unread
                     votes = self._finite_votes(vals, use)
                 log_votes += votes

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -323,3 +324,23 @@ def test_none_values_as_river_leaves_take_them():
     assert [(s.feature, s.merit, s.split_info, s.children_stats) for s in got] == [
         (s.feature, s.merit, s.split_info, s.children_stats) for s in expected
     ]
+
+
+@pytest.mark.parametrize("name", ["adabandit", "banditbbm", "oco"])
+def test_features_near_the_float_limit_learn_without_numpy_warnings(name):
+    """Values of +-1e308 make the trees' Gaussian statistics inf or NaN, as River's Python
+    floats do; the array leaves, their split scoring and their naive Bayes say nothing of it
+    (a service would log a warning per round), and the booster still decides."""
+    from boosters.registry import make_booster
+
+    booster = make_booster(name, n_actions=3, seed=0)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for _ in range(400):
+            x = {"a": float(rng.choice([1e308, -1e308, 1e300, 1.0, 0.5])),
+                 "b": float(rng.normal())}
+            decision = booster.decide_one(x)
+            booster.learn_one(x, decision, reward=float(decision.action == (x["a"] > 0)))
+    p = booster.decide_one({"a": 1e308, "b": 0.0}).probabilities
+    assert np.isfinite(p).all() and p.sum() == pytest.approx(1.0)
