@@ -386,20 +386,20 @@ class RidgeRewards(OffsetTables):
         rewards = taught == known if known is not None else np.asarray([correct])
         targets = rewards.astype(float) - self.prior
         total = self._offsets(rows, local, pairs)
-        at = (np.asarray(rows, dtype=np.int64), np.asarray(pairs, dtype=np.int64), taught)
         if (rows or pairs) and self.joint_offsets:
-            spread = self._offset_spread(*at, local)
+            block = self._offset_block(rows, pairs, taught, local)
+            spread = block.row_spread + block.pair_spread if pairs else block.row_spread
             steps = [self._update(a, v, target - total[a], extra)
                      for a, target, extra in zip(taught.tolist(), targets.tolist(),
                                                  spread.tolist(), strict=True)]
             map_spread, residuals = np.asarray(steps).T
-            self._update_offsets(*at, local, residuals, map_spread)
+            self._update_offsets(block, residuals, map_spread)
             return
         for a, target in zip(taught.tolist(), targets.tolist(), strict=True):
             self._update(a, v, target - total[a])
         if rows or pairs:
             residuals = targets - self.weights[taught] @ v - total[taught]
-            self._update_offsets(*at, local, residuals, 0.0)
+            self._update_offsets(self._offset_block(rows, pairs, taught, local), residuals, 0.0)
 
     def _update(self, a: int, v: np.ndarray, target: float, extra: float = 0.0) -> tuple:
         """Sherman-Morrison: ``inverse_a -= (P v)(P v)^T / (1 + v P v + extra)``, and ``w_a``

@@ -20,6 +20,7 @@ import hashlib
 import numbers
 import zlib
 from collections.abc import Hashable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -76,6 +77,20 @@ def _row_of(rows: dict, capacity: int, key: Hashable, learn: bool) -> int | None
     return row
 
 
+def _room(row: int, capacity: int) -> int:
+    """The rows a table grows to so that ``row`` fits: doubling, at least 16, at most
+    ``capacity``."""
+    return min(max(16, 2 * row), capacity)
+
+
+def _grown(array: np.ndarray, rows: int, fill) -> np.ndarray:
+    """``array`` with ``rows`` rows along its first axis, the new ones ``fill``."""
+    out = np.empty((rows, *array.shape[1:]))
+    out[: array.shape[0]] = array
+    out[array.shape[0] :] = fill
+    return out
+
+
 def _canonical(value):
     """A nominal value as a dict tells it apart (by equality), in a form whose ``repr`` is the
     same for equal values: any string as ``str`` (numpy's too), an integral number as ``int``
@@ -95,10 +110,27 @@ def _canonical(value):
 
 
 def _pair_key(name, value, other, other_value) -> int:
-    """A pair's key in the pairs' table: 64 bits of a BLAKE2b digest of the pair (deterministic
-    across processes; a table of many pairs keeps integers, not the pairs' strings)."""
-    digest = hashlib.blake2b(repr((name, value, other, other_value)).encode(), digest_size=8)
+    """A pair's key in the pairs' table, whatever the features' order: 64 bits of a BLAKE2b
+    digest of the pair in its features' order (deterministic across processes; a table of many
+    pairs keeps integers, not the pairs' strings)."""
+    pair = (name, value, other, other_value)
+    if repr(other) < repr(name):
+        pair = (other, other_value, name, value)
+    digest = hashlib.blake2b(repr(pair).encode(), digest_size=8)
     return int.from_bytes(digest.digest(), "little")
+
+
+class OffsetBlock(NamedTuple):
+    """What the offsets' block of a round's Kalman step reads, for the ``taught`` actions."""
+
+    rows: np.ndarray  # the values' offset rows
+    pairs: np.ndarray  # the pairs' rows
+    taught: np.ndarray
+    local: np.ndarray  # what an offset reads of the example
+    pv: np.ndarray  # P local of each row, (R, t, m)
+    variance: np.ndarray  # each pair's variance, (Q, t)
+    row_spread: np.ndarray  # the variance the rows give the estimates, sum local P local, (t,)
+    pair_spread: np.ndarray  # and the pairs', (t,)
 
 
 class OffsetTables:
@@ -131,92 +163,71 @@ class OffsetTables:
         """The offset row of a value past its feature's cap; None for a new one when only
         predicting (its offset is 0)."""
         row = _row_of(self.offset_rows, self.max_offsets, key, learn)
-        if row is not None and row >= self.offset_weights.shape[0]:  # capacity doubles
-            self._grow_offsets(min(max(16, 2 * row), self.max_offsets))
+        if row is not None and row >= self.offset_weights.shape[0]:  # a new one is 0, its
+            rows = _room(row, self.max_offsets)  # inverse I / offset_l2
+            self.offset_weights = _grown(self.offset_weights, rows, 0.0)
+            eye = np.eye(self.offset_features + 1) / self.offset_l2
+            self.offset_inverse = _grown(self.offset_inverse, rows, eye)
         return row
-
-    def _grow_offsets(self, rows: int) -> None:
-        """Room for ``rows`` offset rows: a new one is 0, its inverse ``I / offset_l2``."""
-        k, m = self.n_actions, self.offset_features + 1
-        old = self.offset_weights.shape[0]
-        weights = np.zeros((rows, k, m))
-        weights[:old] = self.offset_weights
-        inverse = np.empty((rows, k, m, m))
-        inverse[:old] = self.offset_inverse
-        inverse[old:] = np.eye(m) / self.offset_l2
-        self.offset_weights, self.offset_inverse = weights, inverse
 
     def _pair_rows(self, nominals: list[tuple], learn: bool) -> list[int]:
         """The rows, in the pairs' table, of the pairs of ``nominals`` (name, value, past its
         cap) of which one value is past its cap. The example's ``p`` pairs share one prior: a
         new one's variance is ``1 / (p pair_offset_l2)``, so that an id beside many features
         does not take a round's residual ``p`` times over."""
-        if self.pair_offset_l2 is None:
+        if self.pair_offset_l2 is None or not any(past for _, _, past in nominals):
             return []
         nominals = [(name, _canonical(value), past)
                     for name, value, past in nominals[:PAIR_OFFSET_FEATURES]]
         keys = [
-            _pair_key(*pair[0], *pair[1])
+            _pair_key(name, value, other, other_value)
             for i, (name, value, past) in enumerate(nominals)
             for other, other_value, other_past in nominals[i + 1 :]
             if past or other_past
-            # the key whatever the features' order
-            for pair in [sorted([(name, value), (other, other_value)], key=repr)]
         ]
         known = len(self.pair_rows)
         rows = [row for key in keys
                 if (row := _row_of(self.pair_rows, self.max_pairs, key, learn)) is not None]
         if learn and len(self.pair_rows) > known:  # new pairs: room, and their share
-            if max(rows) >= self.pair_weights.shape[0]:  # capacity doubles
-                self._grow_pairs(min(max(16, 2 * max(rows)), self.max_pairs))
+            if max(rows) >= self.pair_weights.shape[0]:  # a new one is 0, of variance
+                size = _room(max(rows), self.max_pairs)  # 1 / pair_offset_l2
+                self.pair_weights = _grown(self.pair_weights, size, 0.0)
+                self.pair_variance = _grown(self.pair_variance, size, 1.0 / self.pair_offset_l2)
             self.pair_variance[known : len(self.pair_rows)] /= len(keys)
         return list(dict.fromkeys(rows))  # a shared row counts once
 
-    def _grow_pairs(self, rows: int) -> None:
-        """Room for ``rows`` rows of pairs' offsets: a new one is 0, of variance ``1 /
-        pair_offset_l2``."""
-        old = self.pair_weights.shape[0]
-        weights = np.zeros((rows, self.n_actions))
-        weights[:old] = self.pair_weights
-        variance = np.full((rows, self.n_actions), 1.0 / self.pair_offset_l2)
-        variance[:old] = self.pair_variance
-        self.pair_weights, self.pair_variance = weights, variance
-
     def _offsets(self, rows: list[int], local: np.ndarray, pairs: list[int]) -> np.ndarray:
         """The sum of the offsets of ``rows`` at ``local`` and of the pairs ``pairs``, ``(k,)``."""
+        if not rows and not pairs:  # most rounds of most streams
+            return np.zeros(self.n_actions)
         total = (self.offset_weights[np.asarray(rows, dtype=np.int64)] @ local).sum(axis=0)
         if pairs:
             total += self.pair_weights[np.asarray(pairs, dtype=np.int64)].sum(axis=0)
         return total
 
-    def _offset_spread(self, rows: np.ndarray, pairs: np.ndarray, taught: np.ndarray,
-                       local: np.ndarray) -> np.ndarray:
-        """The variance the offsets of ``rows`` and ``pairs`` give the ``taught`` actions'
-        estimates at ``local``: ``sum local P local`` plus the pairs' variances, ``(t,)``."""
-        inverse = self.offset_inverse[rows[:, None], taught[None, :]]  # (R, t, m, m)
-        spread = ((inverse @ local) @ local).sum(axis=0)
-        if pairs.size:
-            spread += self.pair_variance[pairs[:, None], taught[None, :]].sum(axis=0)
-        return spread
+    def _offset_block(self, rows: list[int], pairs: list[int], taught: np.ndarray,
+                      local: np.ndarray) -> OffsetBlock:
+        """The offsets' block of a round's Kalman step for the ``taught`` actions."""
+        rows, pairs = np.asarray(rows, dtype=np.int64), np.asarray(pairs, dtype=np.int64)
+        pv = self.offset_inverse[rows[:, None], taught[None, :]] @ local  # (R, t, m)
+        variance = (self.pair_variance[pairs[:, None], taught[None, :]] if pairs.size
+                    else np.zeros((0, taught.size)))
+        return OffsetBlock(rows, pairs, taught, local, pv, variance, (pv @ local).sum(axis=0),
+                           variance.sum(axis=0))
 
-    def _update_offsets(self, rows: np.ndarray, pairs: np.ndarray, taught: np.ndarray,
-                        local: np.ndarray, residuals: np.ndarray, extra) -> None:
-        """One Kalman step of the offsets of ``rows`` and ``pairs`` together, for the ``taught``
-        actions: the residual is shared among them in proportion to their uncertainty (``P
-        local``; a pair's variance), their cross-covariances left out, with ``extra`` more
-        variance in the denominator (the map's ``v P v`` when it learns in the same step). A
-        new id beside a value seen often takes nearly all of it, whatever their order."""
-        at = (rows[:, None], taught[None, :])
-        weights, inverse = self.offset_weights[at], self.offset_inverse[at]  # (R, t, m[, m])
-        pv = inverse @ local
-        pair_at = (pairs[:, None], taught[None, :])
-        variance = self.pair_variance[pair_at] if pairs.size else np.zeros((0, taught.size))
-        denominator = 1.0 + (pv @ local).sum(axis=0) + variance.sum(axis=0) + extra
-        gain = pv / denominator[None, :, None]
-        weights += gain * residuals[None, :, None]
-        inverse -= gain[..., :, None] * pv[..., None, :]
-        self.offset_weights[at], self.offset_inverse[at] = weights, inverse
-        if pairs.size:
-            step = variance / denominator[None, :]
+    def _update_offsets(self, block: OffsetBlock, residuals: np.ndarray, extra) -> None:
+        """One Kalman step of the offsets of ``block`` together: the residual is shared among
+        them in proportion to their uncertainty (``P local``; a pair's variance), their
+        cross-covariances left out, with ``extra`` more variance in the denominator (the map's
+        ``v P v`` when it learns in the same step). A new id beside a value seen often takes
+        nearly all of it, whatever their order."""
+        denominator = 1.0 + block.row_spread + block.pair_spread + extra
+        gain = block.pv / denominator[None, :, None]
+        at = (block.rows[:, None], block.taught[None, :])
+        self.offset_weights[at] += gain * residuals[None, :, None]
+        self.offset_inverse[at] -= gain[..., :, None] * block.pv[..., None, :]
+        if block.pairs.size:
+            step = block.variance / denominator[None, :]
+            pair_at = (block.pairs[:, None], block.taught[None, :])
             self.pair_weights[pair_at] += step * residuals[None, :]
-            self.pair_variance[pair_at] = variance - step * variance
+            self.pair_variance[pair_at] = block.variance - step * block.variance

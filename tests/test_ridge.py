@@ -242,8 +242,9 @@ class _OneByOne(RidgeRewards):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, joint_offsets=False, **kwargs)
 
-    def _update_offsets(self, rows, pairs, taught, local, residuals, extra):
-        for row in rows.tolist():
+    def _update_offsets(self, block, residuals, extra):
+        taught, local = block.taught, block.local
+        for row in block.rows.tolist():
             weights, inverse = self.offset_weights[row, taught], self.offset_inverse[row, taught]
             pv = inverse @ local
             gain = pv / (1.0 + pv @ local)[:, None]
