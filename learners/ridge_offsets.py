@@ -16,13 +16,12 @@ True
 
 from __future__ import annotations
 
-import hashlib
-import numbers
-import zlib
 from collections.abc import Hashable
 from typing import NamedTuple
 
 import numpy as np
+
+from learners.tables import canonical, digest, grown, room, row_of
 
 __all__ = [
     "MAX_OFFSETS", "MAX_OFFSET_ENTRIES", "MAX_PAIR_OFFSETS", "PAIR_OFFSET_FEATURES",
@@ -62,53 +61,6 @@ def pair_capacity(n_actions: int) -> int:
     return max(1, min(MAX_PAIR_OFFSETS, MAX_OFFSET_ENTRIES // max(1, int(n_actions))))
 
 
-def _row_of(rows: dict, capacity: int, key: Hashable, learn: bool) -> int | None:
-    """``key``'s row in a table of at most ``capacity`` rows: its own (a new one when learning),
-    or once the table is full one shared by a CRC-32 of the key; None for a new key when only
-    predicting."""
-    row = rows.get(key)
-    if row is not None:
-        return row
-    if len(rows) >= capacity:  # full: share a row, deterministically
-        return zlib.crc32(repr(key).encode()) % capacity
-    if not learn:
-        return None
-    row = rows[key] = len(rows)
-    return row
-
-
-def _room(row: int, capacity: int) -> int:
-    """The rows a table grows to so that ``row`` fits: doubling, at least 16, at most
-    ``capacity``."""
-    return min(max(16, 2 * row), capacity)
-
-
-def _grown(array: np.ndarray, rows: int, fill) -> np.ndarray:
-    """``array`` with ``rows`` rows along its first axis, the new ones ``fill``."""
-    out = np.empty((rows, *array.shape[1:]))
-    out[: array.shape[0]] = array
-    out[array.shape[0] :] = fill
-    return out
-
-
-def _canonical(value):
-    """A nominal value as a dict tells it apart (by equality), in a form whose ``repr`` is the
-    same for equal values: any string as ``str`` (numpy's too), an integral number as ``int``
-    (``True``, ``1``, ``1.0``, numpy's ``1``), another real number as ``float``.
-
-    >>> [_canonical(v) for v in (np.str_("a"), True, np.int64(1), 2.0, np.float32(0.5))]
-    ['a', 1, 1, 2, 0.5]
-    """
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, bool | np.bool_ | numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        number = float(value)
-        return int(number) if number.is_integer() else number
-    return value
-
-
 def _pair_key(name, value, other, other_value) -> int:
     """A pair's key in the pairs' table, whatever the features' order: 64 bits of a BLAKE2b
     digest of the pair in its features' order (deterministic across processes; a table of many
@@ -116,8 +68,7 @@ def _pair_key(name, value, other, other_value) -> int:
     pair = (name, value, other, other_value)
     if repr(other) < repr(name):
         pair = (other, other_value, name, value)
-    digest = hashlib.blake2b(repr(pair).encode(), digest_size=8)
-    return int.from_bytes(digest.digest(), "little")
+    return digest(pair)
 
 
 class OffsetBlock(NamedTuple):
@@ -162,12 +113,12 @@ class OffsetTables:
     def _offset_row(self, key: Hashable, learn: bool) -> int | None:
         """The offset row of a value past its feature's cap; None for a new one when only
         predicting (its offset is 0)."""
-        row = _row_of(self.offset_rows, self.max_offsets, key, learn)
+        row = row_of(self.offset_rows, self.max_offsets, key, learn)
         if row is not None and row >= self.offset_weights.shape[0]:  # a new one is 0, its
-            rows = _room(row, self.max_offsets)  # inverse I / offset_l2
-            self.offset_weights = _grown(self.offset_weights, rows, 0.0)
+            rows = room(row, self.max_offsets)  # inverse I / offset_l2
+            self.offset_weights = grown(self.offset_weights, rows, 0.0)
             eye = np.eye(self.offset_features + 1) / self.offset_l2
-            self.offset_inverse = _grown(self.offset_inverse, rows, eye)
+            self.offset_inverse = grown(self.offset_inverse, rows, eye)
         return row
 
     def _pair_rows(self, nominals: list[tuple], learn: bool) -> list[int]:
@@ -177,7 +128,7 @@ class OffsetTables:
         does not take a round's residual ``p`` times over."""
         if self.pair_offset_l2 is None or not any(past for _, _, past in nominals):
             return []
-        nominals = [(name, _canonical(value), past)
+        nominals = [(name, canonical(value), past)
                     for name, value, past in nominals[:PAIR_OFFSET_FEATURES]]
         keys = [
             _pair_key(name, value, other, other_value)
@@ -187,12 +138,12 @@ class OffsetTables:
         ]
         known = len(self.pair_rows)
         rows = [row for key in keys
-                if (row := _row_of(self.pair_rows, self.max_pairs, key, learn)) is not None]
+                if (row := row_of(self.pair_rows, self.max_pairs, key, learn)) is not None]
         if learn and len(self.pair_rows) > known:  # new pairs: room, and their share
             if max(rows) >= self.pair_weights.shape[0]:  # a new one is 0, of variance
-                size = _room(max(rows), self.max_pairs)  # 1 / pair_offset_l2
-                self.pair_weights = _grown(self.pair_weights, size, 0.0)
-                self.pair_variance = _grown(self.pair_variance, size, 1.0 / self.pair_offset_l2)
+                size = room(max(rows), self.max_pairs)  # 1 / pair_offset_l2
+                self.pair_weights = grown(self.pair_weights, size, 0.0)
+                self.pair_variance = grown(self.pair_variance, size, 1.0 / self.pair_offset_l2)
             self.pair_variance[known : len(self.pair_rows)] /= len(keys)
         return list(dict.fromkeys(rows))  # a shared row counts once
 

@@ -15,6 +15,7 @@ from river import bandit, proba, tree
 from boosters._params import check_int, check_real
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
 from boosters.exploration import check_allowed, mask_scores
+from learners.value_offsets import ValueOffsets
 
 __all__ = ["UniformPolicy", "EpsilonGreedyTree", "RiverPolicy"]
 
@@ -114,6 +115,15 @@ class EpsilonGreedyTree(OnlineBooster):
     propensity would only add variance. A true label trains every action's tree (reward 1 for
     the label, 0 for the others). A tree is built the first time its action learns.
 
+    With ``offset_l2`` (the default), each nominal value (a user id, a device) also has a constant
+    offset per action (:class:`learners.value_offsets.ValueOffsets`, ridge penalty
+    ``offset_l2``): action ``a``'s estimate is its tree's plus the offsets of the example's
+    values. A round first gives its residual (the reward less that estimate) to the offsets, by
+    one Kalman step, then teaches the tree the reward less the offsets (backfitting), so the two
+    add up. A tree needs many rounds at a leaf before it splits on an id; an offset learns from
+    the id's first round. Rounds without nominal values have no offsets, so on numeric streams
+    the trees learn as with ``offset_l2=None``.
+
     Deciding: the greedy set is the argmax of the predicted rewards (an action that never
     learned scores 0, so an untrained policy ties everywhere). Every action gets ``epsilon / k``
     and the greedy set shares ``1 - epsilon``; spreading the greedy mass over ties is exactly
@@ -135,6 +145,9 @@ class EpsilonGreedyTree(OnlineBooster):
         most of a 10,000-round stream (docs/boosters.md).
     nominal_attributes
         Feature names to treat as nominal (strings are nominal anyway).
+    offset_l2
+        The values' offsets' ridge penalty (a new offset has variance ``1 / offset_l2``), or
+        None for trees alone (the policy before issue 15's fifteenth pass).
 
     >>> policy = EpsilonGreedyTree(n_actions=3, epsilon=0.3, seed=0)
     >>> d = policy.decide_one({"f": 1.0})
@@ -155,6 +168,7 @@ class EpsilonGreedyTree(OnlineBooster):
         delta: float = 0.01,
         tau: float = 0.05,
         nominal_attributes: list[str] | None = None,
+        offset_l2: float | None = 1.0,
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.epsilon = check_real("epsilon", epsilon, 0.0, 1.0)
@@ -171,10 +185,16 @@ class EpsilonGreedyTree(OnlineBooster):
                 )
             nominal_attributes = list(nominal_attributes)
         self.nominal_attributes = nominal_attributes
+        if offset_l2 is not None:
+            offset_l2 = check_real("offset_l2", offset_l2, 0.0, open_low=True)
+        self.offset_l2 = offset_l2
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         #: action -> its reward tree, built when the action first learns
         self.trees: dict[int, tree.HoeffdingTreeRegressor] = {}
+        #: the nominal values' offsets (None: trees alone)
+        self.offsets = (None if offset_l2 is None
+                        else ValueOffsets(self.n_actions, offset_l2, nominal_attributes))
 
     def __setstate__(self, state: dict) -> None:
         if "trees" not in state:  # pickled with the one classifier tree of earlier versions
@@ -182,6 +202,8 @@ class EpsilonGreedyTree(OnlineBooster):
                 "this egreedy_tree was pickled by an earlier version (one classifier tree); its "
                 "state cannot become reward trees: rebuild the model from its events"
             )
+        state.setdefault("offset_l2", None)  # pickled before the values' offsets: trees alone
+        state.setdefault("offsets", None)
         self.__dict__.update(state)
 
     def _tree(self, action: int) -> tree.HoeffdingTreeRegressor:
@@ -202,7 +224,20 @@ class EpsilonGreedyTree(OnlineBooster):
         scores = np.zeros(self.n_actions)
         for action, model in self.trees.items():
             scores[action] = model.predict_one(x)
+        if self.offsets is not None:
+            scores += self.offsets.predict(self.offsets.rows(x, learn=False))
         return scores
+
+    def _learn(self, action: int, x: dict, reward: float) -> None:
+        """Teach ``action`` one reward: its offsets the residual, then its tree the rest."""
+        model = self._tree(action)
+        if self.offsets is None:
+            model.learn_one(x, reward)
+            return
+        rows = self.offsets.rows(x, learn=True)
+        offset = self.offsets.predict(rows)[action]
+        self.offsets.learn(rows, action, reward - model.predict_one(x) - offset)
+        model.learn_one(x, reward - self.offsets.predict(rows)[action])
 
     def decide_one(
         self,
@@ -224,10 +259,10 @@ class EpsilonGreedyTree(OnlineBooster):
         _played_propensity(decision, self.n_actions)
         r, known = validate_feedback(decision, reward, label, self.n_actions)
         if known is None:
-            self._tree(int(decision.action)).learn_one(x, r)
+            self._learn(int(decision.action), x, r)
             return
         for action in range(self.n_actions):
-            self._tree(action).learn_one(x, float(action == known))
+            self._learn(action, x, float(action == known))
 
 
 class RiverPolicy(OnlineBooster):
