@@ -91,3 +91,22 @@ def test_hedge_trace_plays_the_duplicated_protocol():
         assert 0.0 <= r["played"] <= 1.0 and 0.0 <= r["model_played"] <= 1.0
     plain = trace("wine", 1, {"n_learners": 3}, every=50, max_rows=30)
     assert plain == []  # 30 rounds: no full window of 50
+
+
+@pytest.mark.parametrize("duplicated", [False, True])
+def test_misses_split_the_last_20_percent_of_a_cell(duplicated):
+    """benchmarks/paper/quality/misses.py: exploration + prediction misses are exactly the
+    wrong rounds of the same cell's last 20% (the same seed plays the same rounds)."""
+    from benchmarks.paper.quality.misses import misses
+    from benchmarks.paper.quality.streams import dup_of, load_stream
+    from boosters.registry import make_booster
+    from service.sim.loop import simulate
+
+    row = misses("wine", 2, "adabandit", {"n_learners": 3}, duplicated, max_rows=60)
+    data = load_stream("wine", 60)
+    model = make_booster("adabandit", n_actions=3, seed=2, n_learners=3)
+    result = simulate(model, data, dup=dup_of("wine") if duplicated else 1, seed=2)
+    wrong = row["exploration"] + row["prediction"]
+    assert row["rounds"] == result.rounds - int(0.8 * result.rounds)
+    assert wrong == round((1 - result.last20_accuracy) * row["rounds"])
+    assert 0 < row["expected_exploration"] <= row["rounds"]

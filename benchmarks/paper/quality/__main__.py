@@ -142,7 +142,9 @@ two streams with the thirteenth pass's second change, reverted (pairs of nominal
 them past its cap, given constant offsets: the code of commit 551fd30); `joint13`: the same
 three on those two streams before the fourteenth pass (the thirteenth's joint step, offsets'
 penalty 0.1, no pairs: `offset_l2=0.1, pair_offset_l2=None` of learners/ridge.py, no booster
-parameter); `old`: the defaults
+parameter); `pass14`: `egreedy_tree` on Car, nursery and the id stream before the fifteenth
+pass (trees alone, `--param offset_l2=null`; the streams without nominal values are the same
+to the bit); `old`: the defaults
 before issue 15
 (rho = 0.1, majority-class leaves and, for AdaBandit, alpha_min = -2: `--param rho=0.1 --param
 alpha_min=-2 --param leaf_prediction=mc --label old`, with `estimator=proposed` and
