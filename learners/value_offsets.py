@@ -27,12 +27,16 @@ import numpy as np
 
 from learners.tables import canonical, digest, grown, room, row_of
 
-__all__ = ["MAX_VALUE_ENTRIES", "MAX_VALUE_OFFSETS", "ValueOffsets", "value_capacity"]
+__all__ = [
+    "MAX_VALUE_ENTRIES", "MAX_VALUE_OFFSETS", "MIN_OFFSET_L2", "ValueOffsets", "value_capacity",
+]
 
 #: rows of the values' table (later values share rows)
 MAX_VALUE_OFFSETS = 1 << 16
 #: floats of each of the table's two arrays (``rows x k``)
 MAX_VALUE_ENTRIES = 1 << 20
+#: the smallest penalty: a new offset's variance ``1 / l2`` stays finite (at most 10^12)
+MIN_OFFSET_L2 = 1e-12
 
 
 def value_capacity(n_actions: int) -> int:
@@ -71,6 +75,7 @@ class ValueOffsets:
         self.variance = np.zeros((0, self.n_actions))
 
     def _key(self, name: str, value) -> int:
+        """A value's key: the digest of its feature's name and its canonical value."""
         return digest((name, canonical(value)))
 
     def rows(self, x: dict, learn: bool) -> list[int]:
@@ -93,6 +98,13 @@ class ValueOffsets:
         if not rows:
             return np.zeros(self.n_actions)
         return self.weights[np.asarray(rows, dtype=np.int64)].sum(axis=0)
+
+    def predict_action(self, rows: list[int], action: int) -> float:
+        """``action``'s entry of :meth:`predict`, without the other actions' columns (summed in
+        the same order, so the same float)."""
+        if not rows:
+            return 0.0
+        return float(np.cumsum(self.weights[np.asarray(rows, dtype=np.int64), action])[-1])
 
     def learn(self, rows: list[int], action: int, residual: float) -> None:
         """One Kalman step of ``action``'s offsets of ``rows`` on ``residual`` (the reward less

@@ -322,6 +322,7 @@ def test_river_policy_label_feedback():
         ({"tau": -1.0}, "tau"),
         ({"nominal_attributes": "f"}, "nominal_attributes"),
         ({"offset_l2": 0.0}, "offset_l2"),
+        ({"offset_l2": 1e-310}, "offset_l2"),  # 1 / l2 would be infinite
         ({"offset_l2": float("inf")}, "offset_l2"),
         ({"offset_l2": "1"}, "offset_l2"),
     ],

@@ -15,7 +15,7 @@ from river import bandit, proba, tree
 from boosters._params import check_int, check_real
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
 from boosters.exploration import check_allowed, mask_scores
-from learners.value_offsets import ValueOffsets
+from learners.value_offsets import MIN_OFFSET_L2, ValueOffsets
 
 __all__ = ["UniformPolicy", "EpsilonGreedyTree", "RiverPolicy"]
 
@@ -185,8 +185,8 @@ class EpsilonGreedyTree(OnlineBooster):
                 )
             nominal_attributes = list(nominal_attributes)
         self.nominal_attributes = nominal_attributes
-        if offset_l2 is not None:
-            offset_l2 = check_real("offset_l2", offset_l2, 0.0, open_low=True)
+        if offset_l2 is not None:  # 1 / offset_l2, a new offset's variance, must be finite
+            offset_l2 = check_real("offset_l2", offset_l2, MIN_OFFSET_L2)
         self.offset_l2 = offset_l2
         self.seed = seed
         self._rng = np.random.default_rng(seed)
@@ -228,16 +228,17 @@ class EpsilonGreedyTree(OnlineBooster):
             scores += self.offsets.predict(self.offsets.rows(x, learn=False))
         return scores
 
-    def _learn(self, action: int, x: dict, reward: float) -> None:
-        """Teach ``action`` one reward: its offsets the residual, then its tree the rest."""
+    def _learn(self, action: int, x: dict, reward: float, rows: list[int] | None) -> None:
+        """Teach ``action`` one reward: its offsets of ``rows`` (None: no offsets) the residual,
+        then its tree the rest."""
         model = self._tree(action)
-        if self.offsets is None:
+        if rows is None:
             model.learn_one(x, reward)
             return
-        rows = self.offsets.rows(x, learn=True)
-        offset = self.offsets.predict(rows)[action]
-        self.offsets.learn(rows, action, reward - model.predict_one(x) - offset)
-        model.learn_one(x, reward - self.offsets.predict(rows)[action])
+        offsets = self.offsets
+        residual = reward - model.predict_one(x) - offsets.predict_action(rows, action)
+        offsets.learn(rows, action, residual)
+        model.learn_one(x, reward - offsets.predict_action(rows, action))
 
     def decide_one(
         self,
@@ -258,11 +259,12 @@ class EpsilonGreedyTree(OnlineBooster):
         check_context(x)
         _played_propensity(decision, self.n_actions)
         r, known = validate_feedback(decision, reward, label, self.n_actions)
+        rows = None if self.offsets is None else self.offsets.rows(x, learn=True)
         if known is None:
-            self._learn(int(decision.action), x, r)
+            self._learn(int(decision.action), x, r, rows)
             return
         for action in range(self.n_actions):
-            self._learn(action, x, float(action == known))
+            self._learn(action, x, float(action == known), rows)
 
 
 class RiverPolicy(OnlineBooster):

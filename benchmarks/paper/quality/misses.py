@@ -1,7 +1,8 @@
 """Where a booster's misses in the last 20% of a quality cell come from: exploration or the vote.
 
 A round of the last 20% that plays a wrong action is an *exploration* miss when the booster's
-most probable action (its prediction, ``1 - rho`` for the bandit boosters) was the row's class
+most probable action (its prediction, ``1 - rho`` for the bandit boosters; the lowest index
+among ties, as of ``egreedy_tree``'s greedy set) was the row's class
 and the draw took another, and a *prediction* miss when the most probable action was wrong
 itself. The expected number of exploration misses is printed beside the count: the sum over the
 last 20% of the probability of drawing anything else when the prediction was right.
