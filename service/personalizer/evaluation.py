@@ -25,7 +25,7 @@ log in order by :func:`service.replay.offline.replay_events`, importance-weighte
 ...                    Candidate("greedy", "Custom", "--booster egreedy_tree --epsilon 0.05",
 ...                              "egreedy_tree", {"epsilon": 0.05})])
 >>> [(r["name"], round(r["totalSummary"]["averageReward"], 2)) for r in results]
-[('greedy', 0.78), ('Baseline', 0.35), ('Random', 0.33)]
+[('greedy', 0.96), ('Baseline', 0.35), ('Random', 0.33)]
 """
 
 from __future__ import annotations
