@@ -78,7 +78,11 @@ def test_the_target_table_counts_against_the_shown_figures():
     assert "| t | plain | 0.700 | 0.690 | yes | – | – | – (0.250) |" in lines
     # -0.100 as shown is within 0.1 (float arithmetic alone would say 0.42 < 0.52 - 0.1)
     assert lines[-1].startswith("AdaBandit's defaults at or above VW's best of grid: 1 of 2 ")
-    assert lines[-1].endswith("within 0.1 of AdaBandit (or above): 1 of 4.")
+    assert lines[-1].endswith(
+        "within 0.1 of AdaBandit (or above): 1 of 4; `egreedy_tree` above chance: 1 of 2.")
+    chance = [r if r["method"] != "egreedy_tree" else {**r, "last20_accuracy": 0.2502}
+              for r in rows]  # 0.250 as shown: not above chance
+    assert target_table(chance)[-1].endswith("above chance: 0 of 2.")
 
 
 def test_hedge_trace_plays_the_duplicated_protocol():

@@ -115,7 +115,7 @@ def target_table(rows: list[dict]) -> list[str]:
         "| oco - AdaBandit | egreedy_tree (chance) |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    wins = within = total = 0
+    wins = within = total = above = 0
     for stream, protocol in pairs:
         ada = _median_last20(cells[(stream, protocol, "adabandit:default")])
         _, best = _vw_best(cells[(stream, protocol, "vw")])
@@ -131,6 +131,7 @@ def target_table(rows: list[dict]) -> list[str]:
             within += other is not None and round(other - ada, 3) >= -0.1  # as shown
         egreedy = _median_last20(cells[(stream, protocol, "egreedy_tree:default")])
         k = next(r["n_actions"] for r in cells[(stream, protocol, "vw")])
+        above += egreedy is not None and round(egreedy, 3) > round(1 / k, 3)  # as shown
         lines.append(
             f"| {stream} | {protocol} | {ada:.3f} | {vw:.3f} | {'yes' if ada >= vw else 'no'} | "
             + " | ".join(gaps)
@@ -139,7 +140,8 @@ def target_table(rows: list[dict]) -> list[str]:
     lines += [
         "",
         f"AdaBandit's defaults at or above VW's best of grid: {wins} of {total} stream/protocol "
-        f"cells; BanditBBM or `oco` within 0.1 of AdaBandit (or above): {within} of {2 * total}.",
+        f"cells; BanditBBM or `oco` within 0.1 of AdaBandit (or above): {within} of {2 * total}; "
+        f"`egreedy_tree` above chance: {above} of {total}.",
     ]
     return lines
 
