@@ -388,7 +388,7 @@ class RidgeRewards(OffsetTables):
         total = self._offsets(rows, local, pairs)
         if (rows or pairs) and self.joint_offsets:
             block = self._offset_block(rows, pairs, taught, local)
-            spread = block.row_spread + block.pair_spread if pairs else block.row_spread
+            spread = block.row_spread + block.pair_spread  # no pairs: + 0.0, exact
             steps = [self._update(a, v, target - total[a], extra)
                      for a, target, extra in zip(taught.tolist(), targets.tolist(),
                                                  spread.tolist(), strict=True)]
