@@ -49,6 +49,14 @@ def test_quick_run_learns_resumes_and_reports(tmp_path):
     text = results.read_text()
     assert "<!-- quality:start -->" in text and "| balance (3, 300) |" in text
     assert "adabandit default" in text and "squarecb" in text
+    # a labelled setting goes to the history block, beside the defaults, not to the main tables
+    main([*args, "--boosters", "adabandit", "--param", "n_learners=3", "--label", "small"])
+    main([*args, "--report", "--results", str(results)])
+    text = results.read_text()
+    quality = text[text.index("<!-- quality:start -->"):text.index("<!-- quality:end -->")]
+    history = text[text.index("<!-- quality-history:start -->"):]
+    assert "adabandit small" not in quality and "adabandit default" in quality
+    assert "| adabandit default | adabandit small | VW best of grid |" in history
 
 
 def test_streams_have_their_shape():

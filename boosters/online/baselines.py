@@ -140,9 +140,12 @@ class EpsilonGreedyTree(OnlineBooster):
         Seed of the numpy generator that makes every random choice (the trees have none).
     grace_period, delta, tau
         Each tree's grace period (rewards seen at a leaf between split attempts), split
-        confidence and tie threshold. The defaults (50, 0.01, 0.05) let a tree split within a
-        few hundred plays of its action; River's 200 and 1e-7 kept the trees at one leaf for
-        most of a 10,000-round stream (docs/boosters.md).
+        confidence and tie threshold. With the defaults (20, 0.01, 0.5) the Hoeffding bound is
+        under ``tau`` at a leaf's first attempt, so a leaf splits on its best split every 20
+        rewards (as the boosters' "bandit" trees do). A smaller ``tau`` waits for the bound to
+        separate the two best features: at 0.05, about 900 rewards at a leaf when features are
+        correlated, which kept the trees of the actions played by exploration at one leaf
+        (docs/boosters.md, "boosters/online/baselines.py").
     nominal_attributes
         Feature names to treat as nominal (strings are nominal anyway).
     offset_l2
@@ -164,9 +167,9 @@ class EpsilonGreedyTree(OnlineBooster):
         n_actions: int,
         epsilon: float = 0.1,
         seed: int | None = None,
-        grace_period: int = 50,
+        grace_period: int = 20,
         delta: float = 0.01,
-        tau: float = 0.05,
+        tau: float = 0.5,
         nominal_attributes: list[str] | None = None,
         offset_l2: float | None = 1.0,
     ):

@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.report:
         kwargs = {"path": args.results} if args.results else {}
         replace_block("quality", report(out, INTRO), **kwargs)
+        replace_block("quality-history", report(out, HISTORY_INTRO, history=True), **kwargs)
         return
     ran = run_cells(cells_of(args), out, jobs=args.jobs, progress=None)
     print(f"{ran} cells run into {out}", file=sys.stderr)
@@ -100,65 +101,71 @@ def main(argv: list[str] | None = None) -> None:
 INTRO = """Quality without tuning (issue 15; `python -m benchmarks.paper.quality`, module docstrings
 in benchmarks/paper/quality/ say how each stream is made). Cells: last-20% / whole-stream accuracy
 of the played action, median over seeds; `(n)`: only n seeds ran. Boosters as a new user gets them
-(`make_booster(name, n_actions=k, seed=s)`, the defaults of docs/boosters.md, "Defaults"); `mc`:
-the same with majority-class leaves (`--param leaf_prediction=mc --label mc`, the defaults before
-naive-Bayes leaves); `dr`: the defaults of issue 15's fourth pass (the doubly robust estimate
-at a constant rate and no reward-model expert: AdaBandit at rho = 0.05, `--param rho=0.05
---param rho_decay=null --param guess_expert=false --label dr`, BanditBBM at rho = 0.1,
-`--param rho_decay=null --param guess_expert=false`); `rho0.1`: `oco`'s defaults before the
-sixth pass (a constant rate, `--param rho_decay=null`); `no-model`: `oco`'s defaults before
-the eighth pass (no reward model: `--param guess_model=null`; every earlier `oco` row records
-it); `pass6`: the defaults of AdaBandit and
-BanditBBM before the seventh pass (the logistic reward model, the paper's Hedge and the switch
-on hit counts: `--param guess_model=linear --param hedge_weight=null`, for BanditBBM
-`switch_weight=null`; every earlier row of the two with the doubly robust estimate records
-them); `pass7`: AdaBandit's and BanditBBM's defaults on the id stream and nursery before the
-eighth pass (the ridge model's offsets a constant per value; no parameter: the code of commit
-baefff7; on the other streams no value passes its feature's cap or arrives once the model's map
-is full, so the eighth pass left their cells as they were); `pass5`: AdaBandit's defaults of the
-fifth pass, whose doubly robust switch also used the guess on a tie of its hit counts (the code
-before the sixth pass; no parameter; every earlier row of the two boosters with the doubly
-robust estimate ran with that rule), and BanditBBM's `gx-d100` the same rule with today's
-BanditBBM defaults; `pass8`: AdaBandit's, BanditBBM's and `oco`'s defaults before the ninth
-pass on the streams of fewer than 10 actions (the rate's decay 100 rounds whatever the number of
-actions, `--param rho_decay=100`; every earlier row of the three records the `rho_decay` it ran
-with; from 10 actions on `rho_decay="auto"` is those 100 rounds, so those cells stayed
-`default`); `d5k`: AdaBandit with the decay at 5 rounds per action (`--param rho_decay=15` on
-balance and wine, 20 on car and the id stream, 25 on nursery), `d260`: at 260 rounds on
-RandomRBF-26 (10 per action without the cap of 100); `pass10`: AdaBandit's, BanditBBM's and
-`oco`'s defaults before the eleventh pass (the ridge model's products unscaled and its offsets
-taught one by one, the rate's decay 10 rounds per action: the code of commit 2f84746; `hits`
-and `offset2` are earlier passes', RESULTS.md's notes say which); `model11` and `d3`: the
-eleventh pass's reward model with 10 and with 3 rounds per action (its notes); `pass11`:
-AdaBandit's, BanditBBM's and `oco`'s defaults before the twelfth pass (the rate not scaled by
-the prediction's misses, `--param rho_by_misses=false`); `miss50`: the twelfth pass with a
-miss reference of 0.5 and `l2-3` with the ridge model's `l2=3`; `fw-none`: the twelfth pass's
-first change alone on the six streams of more than 8 features (the ridge model's map unscaled,
-`feature_weight=None`; its notes); `pass12`: AdaBandit's, BanditBBM's and `oco`'s defaults on
-the id stream and nursery before the thirteenth pass (the ridge model's map learning before its
-offsets, `joint_offsets=False` of learners/ridge.py, no booster parameter; no value of the other
-streams gets an offset, so their cells stayed `default`); `pairs13`: the same three on those
-two streams with the thirteenth pass's second change, reverted (pairs of nominal values, one of
-them past its cap, given constant offsets: the code of commit 551fd30); `joint13`: the same
-three on those two streams before the fourteenth pass (the thirteenth's joint step, offsets'
-penalty 0.1, no pairs: `offset_l2=0.1, pair_offset_l2=None` of learners/ridge.py, no booster
-parameter); `pass14`: `egreedy_tree` on Car, nursery and the id stream before the fifteenth
-pass (trees alone, `--param offset_l2=null`; the streams without nominal values are the same
-to the bit); `old`: the defaults
-before issue 15
-(rho = 0.1, majority-class leaves and, for AdaBandit, alpha_min = -2: `--param rho=0.1 --param
-alpha_min=-2 --param leaf_prediction=mc --label old`, with `estimator=proposed` and
-`rho_decay=null` since those options came); other labels: the `--param` settings their rows
-record (majority-class leaves unless the label says `nba`; AdaBandit's rows before the fifth
-pass, BanditBBM's and `oco`'s before the sixth, record `rho`, `rho_decay` and `guess_expert`
-as they ran); `paper`: the per-dataset
-settings of benchmarks/paper/table1.py;
-`adaboostolm`: AdaBandit's full-information twin, which sees the label every round (a ceiling for
-trees that learn from bandit feedback; `default` with the authors' majority-class leaves, `nba`
-with naive-Bayes leaves). VW: the best of its grid per stream and protocol by median
-last-20% accuracy (chosen on the same stream: optimistic for VW), numeric features standardised with
-running statistics, strings as indicator features. Duplicated protocol: the paper's x10/x6/x4/x8 on
-its four sets, x5 elsewhere; plain: each row once; both shuffled by the seed."""
+(`make_booster(name, n_actions=k, seed=s)`, the defaults of docs/boosters.md, "Defaults");
+`old`: the defaults before issue 15 (rho = 0.1, majority-class leaves and, for AdaBandit,
+alpha_min = -2: `--param rho=0.1 --param alpha_min=-2 --param leaf_prediction=mc --label old`,
+with `estimator=proposed` and `rho_decay=null` since those options came); `paper`: the
+per-dataset settings of benchmarks/paper/table1.py; `adaboostolm`: AdaBandit's full-information
+twin, which sees the label every round (a ceiling for trees that learn from bandit feedback;
+the authors' majority-class leaves).
+VW: the best of its grid per stream and protocol by median last-20% accuracy (chosen on the same
+stream: optimistic for VW), numeric features standardised with running statistics, strings as
+indicator features. Duplicated protocol: the paper's x10/x6/x4/x8 on its four sets, x5
+elsewhere; plain: each row once; both shuffled by the seed. The settings each pass of issue 15
+tried are in the history tables below the notes ("quality-history")."""
+
+HISTORY_INTRO = """The settings issue 15's passes tried on the quality benchmark (the same cells
+as the tables of "quality", `python -m benchmarks.paper.quality --report` writes both), beside
+the defaults and VW. Labels: `mc`: the same with majority-class leaves (`--param
+leaf_prediction=mc --label mc`, the defaults before naive-Bayes leaves); `dr`: the defaults of
+issue 15's fourth pass (the doubly robust estimate at a constant rate and no reward-model
+expert: AdaBandit at rho = 0.05, `--param rho=0.05 --param rho_decay=null --param
+guess_expert=false --label dr`, BanditBBM at rho = 0.1, `--param rho_decay=null --param
+guess_expert=false`); `rho0.1`: `oco`'s defaults before the sixth pass (a constant rate,
+`--param rho_decay=null`); `no-model`: `oco`'s defaults before the eighth pass (no reward model:
+`--param guess_model=null`; every earlier `oco` row records it); `pass6`: the defaults of
+AdaBandit and BanditBBM before the seventh pass (the logistic reward model, the paper's Hedge
+and the switch on hit counts: `--param guess_model=linear --param hedge_weight=null`, for
+BanditBBM `switch_weight=null`; every earlier row of the two with the doubly robust estimate
+records them); `pass7`: AdaBandit's and BanditBBM's defaults on the id stream and nursery before
+the eighth pass (the ridge model's offsets a constant per value; no parameter: the code of
+commit baefff7; on the other streams no value passes its feature's cap or arrives once the
+model's map is full, so the eighth pass left their cells as they were); `pass5`: AdaBandit's
+defaults of the fifth pass, whose doubly robust switch also used the guess on a tie of its hit
+counts (the code before the sixth pass; no parameter; every earlier row of the two boosters with
+the doubly robust estimate ran with that rule), and BanditBBM's `gx-d100` the same rule with
+today's BanditBBM defaults; `pass8`: AdaBandit's, BanditBBM's and `oco`'s defaults before the
+ninth pass on the streams of fewer than 10 actions (the rate's decay 100 rounds whatever the
+number of actions, `--param rho_decay=100`; every earlier row of the three records the
+`rho_decay` it ran with; from 10 actions on `rho_decay="auto"` is those 100 rounds, so those
+cells stayed `default`); `d5k`: AdaBandit with the decay at 5 rounds per action (`--param
+rho_decay=15` on balance and wine, 20 on car and the id stream, 25 on nursery), `d260`: at 260
+rounds on RandomRBF-26 (10 per action without the cap of 100); `pass10`: AdaBandit's,
+BanditBBM's and `oco`'s defaults before the eleventh pass (the ridge model's products unscaled
+and its offsets taught one by one, the rate's decay 10 rounds per action: the code of commit
+2f84746; `hits` and `offset2` are earlier passes', RESULTS.md's notes say which); `model11` and
+`d3`: the eleventh pass's reward model with 10 and with 3 rounds per action (its notes);
+`pass11`: AdaBandit's, BanditBBM's and `oco`'s defaults before the twelfth pass (the rate not
+scaled by the prediction's misses, `--param rho_by_misses=false`); `miss50`: the twelfth pass
+with a miss reference of 0.5 and `l2-3` with the ridge model's `l2=3`; `fw-none`: the twelfth
+pass's first change alone on the six streams of more than 8 features (the ridge model's map
+unscaled, `feature_weight=None`; its notes); `pass12`: AdaBandit's, BanditBBM's and `oco`'s
+defaults on the id stream and nursery before the thirteenth pass (the ridge model's map learning
+before its offsets, `joint_offsets=False` of learners/ridge.py, no booster parameter; no value
+of the other streams gets an offset, so their cells stayed `default`); `pairs13`: the same three
+on those two streams with the thirteenth pass's second change, reverted (pairs of nominal
+values, one of them past its cap, given constant offsets: the code of commit 551fd30);
+`joint13`: the same three on those two streams before the fourteenth pass (the thirteenth's
+joint step, offsets' penalty 0.1, no pairs: `offset_l2=0.1, pair_offset_l2=None` of
+learners/ridge.py, no booster parameter); `pass14`: `egreedy_tree` on Car, nursery and the id
+stream before the fifteenth pass (trees alone, `--param offset_l2=null`; the streams without
+nominal values are the same to the bit); `pass15`: `egreedy_tree` before the sixteenth pass (a
+grace period of 50 and a tie threshold of 0.05: `--param grace_period=50 --param tau=0.05`; its
+grid of grace periods and tie thresholds is in `benchmarks/out/quality-egreedy-grid.jsonl`,
+docs/boosters.md); other labels: the `--param` settings their rows record (majority-class leaves
+unless the label says `nba`; AdaBandit's rows before the fifth pass, BanditBBM's and `oco`'s
+before the sixth, record `rho`, `rho_decay` and `guess_expert` as they ran); `adaboostolm nba`:
+the full-information twin with naive-Bayes leaves."""
 
 
 if __name__ == "__main__":

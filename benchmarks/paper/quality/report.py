@@ -5,6 +5,10 @@ that ran; ``(n)`` after it when fewer seeds ran than for the stream's most compl
 dash when none). The VW column is the best configuration of the grid per stream and protocol
 (the highest median last-20% accuracy), its name beside it; ``VW eps0.1`` is VW with the
 boosters' old default exploration rate (rho = 0.1), whatever won.
+
+The main tables show the columns a user compares (:data:`MAIN_LABELS`: the defaults, the old
+defaults, the paper's settings); every other label (the passes of issue 15 and the settings they
+tried) goes to the history tables (``report(..., history=True)``), beside the defaults.
 """
 
 from __future__ import annotations
@@ -16,11 +20,13 @@ from pathlib import Path
 from benchmarks.paper.quality.run import row_key
 from benchmarks.stats import median
 
-__all__ = ["columns_of", "report"]
+__all__ = ["MAIN_LABELS", "columns_of", "report"]
 
 ORDER = ["adabandit", "banditbbm", "oco", "egreedy_tree"]
 #: the VW configuration also shown on its own: the exploration rate of the boosters' old rho
 VW_FIXED = "eps0.1"
+#: the labels of the main tables: the defaults, the defaults before issue 15, the paper's settings
+MAIN_LABELS = ("default", "old", "paper")
 
 
 def load_rows(path: Path) -> list[dict]:
@@ -181,13 +187,30 @@ def _column(row: dict) -> str:
     return "vw" if row["method"] == "vw" else f"{row['method']}:{row['label']}"
 
 
-def report(path: Path, intro: str = "") -> str:
-    """The markdown body of the block, from the JSON lines at ``path``."""
+def shown_columns(columns: list[str], history: bool) -> list[str]:
+    """The main tables' columns (labels of :data:`MAIN_LABELS`, and VW), or the history's (the
+    defaults, every other label, and VW).
+
+    >>> cols = ["adabandit:default", "adabandit:old", "adabandit:pass6", "vw"]
+    >>> shown_columns(cols, False), shown_columns(cols, True)
+    (['adabandit:default', 'adabandit:old', 'vw'], ['adabandit:default', 'adabandit:pass6', 'vw'])
+    """
+    def main(column: str) -> bool:
+        return column == "vw" or column.split(":", 1)[1] in MAIN_LABELS
+
+    keep = {"vw", *(c for c in columns if c.endswith(":default"))} if history else set()
+    return [c for c in columns if c in keep or main(c) != history]
+
+
+def report(path: Path, intro: str = "", history: bool = False) -> str:
+    """The markdown body of the block, from the JSON lines at ``path``: the targets and the main
+    tables, or with ``history`` the tables of every other label."""
     rows = load_rows(path)
-    columns = columns_of(rows)
+    columns = shown_columns(columns_of(rows), history)
     lines = [intro] if intro else []
-    lines += ["", "**The targets** (median last-20% accuracy of the default columns)", ""]
-    lines += target_table(rows)
+    if not history:
+        lines += ["", "**The targets** (median last-20% accuracy of the default columns)", ""]
+        lines += target_table(rows)
     for protocol in ("duplicated", "plain"):
         if any(r["protocol"] == protocol for r in rows):
             lines += ["", f"**{protocol}**", "", *protocol_table(rows, protocol, columns)]
