@@ -63,7 +63,7 @@ MAX_BBM_LEARNERS = 32
 MAX_WEAK_LEARNERS = 20_000
 #: ``n_learners x n_actions**2`` cost-matrix entries of the Zhang et al. 2019 ensembles per round
 MAX_COST_MATRIX_ENTRIES = 25_000_000
-#: grace period of ``egreedy_tree``'s reward trees (its default is 50, River's 200)
+#: grace period of ``egreedy_tree``'s reward trees (its default is 20, River's 200)
 MAX_GRACE_PERIOD = 1_000_000
 #: feature names declared nominal (the service's default ``max_feature_names``)
 MAX_NOMINAL_ATTRIBUTES = 10_000

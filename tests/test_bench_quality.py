@@ -56,6 +56,8 @@ def test_quick_run_learns_resumes_and_reports(tmp_path):
     quality = text[text.index("<!-- quality:start -->"):text.index("<!-- quality:end -->")]
     history = text[text.index("<!-- quality-history:start -->"):]
     assert "adabandit small" not in quality and "adabandit default" in quality
+    assert "VW best of grid" in quality and "**The targets**" in quality
+    assert "**The targets**" not in history
     assert "| adabandit default | adabandit small | VW best of grid |" in history
 
 

@@ -142,8 +142,8 @@ class EpsilonGreedyTree(OnlineBooster):
         Each tree's grace period (rewards seen at a leaf between split attempts), split
         confidence and tie threshold. With the defaults (20, 0.01, 0.5) the Hoeffding bound is
         under ``tau`` at a leaf's first attempt, so a leaf splits on its best split every 20
-        rewards (as the boosters' "bandit" trees do). A smaller ``tau`` waits for the bound to
-        separate the two best features: at 0.05, about 900 rewards at a leaf when features are
+        rewards (as many of the boosters' "bandit" trees do). A smaller ``tau`` waits for the bound
+        to separate the two best features: at 0.05, about 920 rewards at a leaf when features are
         correlated, which kept the trees of the actions played by exploration at one leaf
         (docs/boosters.md, "boosters/online/baselines.py").
     nominal_attributes

@@ -1,4 +1,4 @@
-"""Run the quality benchmark's cells, resumably, and write its RESULTS.md block.
+"""Run the quality benchmark's cells, resumably, and write its RESULTS.md blocks.
 
 One JSON line per (stream, protocol, seed, column) is appended to ``--out`` (cells already there
 are skipped). Columns: ``--boosters`` with the current defaults (label ``default``: only the
@@ -9,7 +9,7 @@ only); ``--vw`` adds VW's grid (all of it, or the configurations named).
     python -m benchmarks.paper.quality --vw --boosters                  # VW only, all streams
     python -m benchmarks.paper.quality --streams balance car --boosters adabandit --max-rows 2000
     python -m benchmarks.paper.quality --boosters adabandit --param rho=0.05 --label rho0.05
-    python -m benchmarks.paper.quality --report                         # the RESULTS.md block
+    python -m benchmarks.paper.quality --report                         # the RESULTS.md blocks
     python -m benchmarks.paper.quality --quick                          # a smoke test
 """
 
@@ -60,7 +60,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", type=Path, help="JSON lines (default benchmarks/out/quality.jsonl)")
     p.add_argument("--quick", action="store_true", help="150 rows, seed 1, dup <= 2: a smoke test")
-    p.add_argument("--report", action="store_true", help="only write the RESULTS.md block")
+    p.add_argument("--report", action="store_true", help="only write the RESULTS.md blocks")
     p.add_argument("--results", type=Path, help="the RESULTS.md to write (default the project's)")
     return p
 
@@ -116,7 +116,7 @@ tried are in the history tables below the notes ("quality-history")."""
 
 HISTORY_INTRO = """The settings issue 15's passes tried on the quality benchmark (the same cells
 as the tables of "quality", `python -m benchmarks.paper.quality --report` writes both), beside
-the defaults and VW. Labels: `mc`: the same with majority-class leaves (`--param
+the defaults and VW. Labels: `mc`: the defaults with majority-class leaves (`--param
 leaf_prediction=mc --label mc`, the defaults before naive-Bayes leaves); `dr`: the defaults of
 issue 15's fourth pass (the doubly robust estimate at a constant rate and no reward-model
 expert: AdaBandit at rho = 0.05, `--param rho=0.05 --param rho_decay=null --param
@@ -161,11 +161,12 @@ learners/ridge.py, no booster parameter); `pass14`: `egreedy_tree` on Car, nurse
 stream before the fifteenth pass (trees alone, `--param offset_l2=null`; the streams without
 nominal values are the same to the bit); `pass15`: `egreedy_tree` before the sixteenth pass (a
 grace period of 50 and a tie threshold of 0.05: `--param grace_period=50 --param tau=0.05`; its
-grid of grace periods and tie thresholds is in `benchmarks/out/quality-egreedy-grid.jsonl`,
-docs/boosters.md); other labels: the `--param` settings their rows record (majority-class leaves
-unless the label says `nba`; AdaBandit's rows before the fifth pass, BanditBBM's and `oco`'s
-before the sixth, record `rho`, `rho_decay` and `guess_expert` as they ran); `adaboostolm nba`:
-the full-information twin with naive-Bayes leaves."""
+rows record no parameter, as they ran with the defaults of their day; its grid of grace periods
+and tie thresholds is in `benchmarks/out/quality-egreedy-grid.jsonl`, docs/boosters.md); other
+labels: the `--param` settings their rows record (majority-class leaves unless the label says
+`nba`; AdaBandit's rows before the fifth pass, BanditBBM's and `oco`'s before the sixth, record
+`rho`, `rho_decay` and `guess_expert` as they ran); `adaboostolm nba`: the full-information twin
+with naive-Bayes leaves."""
 
 
 if __name__ == "__main__":

@@ -191,9 +191,11 @@ def shown_columns(columns: list[str], history: bool) -> list[str]:
     """The main tables' columns (labels of :data:`MAIN_LABELS`, and VW), or the history's (the
     defaults, every other label, and VW).
 
-    >>> cols = ["adabandit:default", "adabandit:old", "adabandit:pass6", "vw"]
-    >>> shown_columns(cols, False), shown_columns(cols, True)
-    (['adabandit:default', 'adabandit:old', 'vw'], ['adabandit:default', 'adabandit:pass6', 'vw'])
+    >>> cols = ["adabandit:default", "adabandit:paper", "adabandit:old", "adabandit:pass6", "vw"]
+    >>> shown_columns(cols, False)
+    ['adabandit:default', 'adabandit:paper', 'adabandit:old', 'vw']
+    >>> shown_columns(cols, True)
+    ['adabandit:default', 'adabandit:pass6', 'vw']
     """
     def main(column: str) -> bool:
         return column == "vw" or column.split(":", 1)[1] in MAIN_LABELS
