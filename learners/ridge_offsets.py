@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from learners.tables import canonical, digest, grown, room, row_of
+from learners.tables import canonical, constant_step, digest, grown, room, row_of
 
 __all__ = [
     "MAX_OFFSETS", "MAX_OFFSET_ENTRIES", "MAX_PAIR_OFFSETS", "PAIR_OFFSET_FEATURES",
@@ -178,7 +178,6 @@ class OffsetTables:
         self.offset_weights[at] += gain * residuals[None, :, None]
         self.offset_inverse[at] -= gain[..., :, None] * block.pv[..., None, :]
         if block.pairs.size:
-            step = block.variance / denominator[None, :]
             pair_at = (block.pairs[:, None], block.taught[None, :])
-            self.pair_weights[pair_at] += step * residuals[None, :]
-            self.pair_variance[pair_at] = block.variance - step * block.variance
+            constant_step(self.pair_weights, self.pair_variance, pair_at, block.variance,
+                          denominator[None, :], residuals[None, :])

@@ -21,7 +21,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-__all__ = ["canonical", "digest", "grown", "room", "row_of"]
+__all__ = ["canonical", "constant_step", "digest", "grown", "room", "row_of"]
 
 
 def row_of(rows: dict, capacity: int, key: Hashable, learn: bool) -> int | None:
@@ -51,6 +51,22 @@ def grown(array: np.ndarray, rows: int, fill) -> np.ndarray:
     out[: array.shape[0]] = array
     out[array.shape[0] :] = fill
     return out
+
+
+def constant_step(weights: np.ndarray, variance: np.ndarray, at, prior: np.ndarray,
+                  denominator, residual) -> None:
+    """The Kalman step of constant offsets ``weights[at]`` of variances ``prior``
+    (``variance[at]``), their cross-covariances left out: each takes ``prior / denominator`` of
+    the ``residual``, and its variance shrinks by the same share.
+
+    >>> w, v = np.zeros(2), np.ones(2)
+    >>> constant_step(w, v, [0, 1], v[[0, 1]], 1.0 + 2.0, 1.5)
+    >>> w.tolist(), v.round(4).tolist()
+    ([0.5, 0.5], [0.6667, 0.6667])
+    """
+    step = prior / denominator
+    weights[at] += step * residual
+    variance[at] = prior - step * prior
 
 
 def canonical(value):

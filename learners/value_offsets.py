@@ -25,7 +25,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from learners.tables import canonical, digest, grown, room, row_of
+from learners.tables import canonical, constant_step, digest, grown, room, row_of
 
 __all__ = [
     "MAX_VALUE_ENTRIES", "MAX_VALUE_OFFSETS", "MIN_OFFSET_L2", "ValueOffsets", "value_capacity",
@@ -113,6 +113,4 @@ class ValueOffsets:
             return
         at = (np.asarray(rows, dtype=np.int64), action)
         variance = self.variance[at]
-        step = variance / (1.0 + variance.sum())
-        self.weights[at] += step * residual
-        self.variance[at] = variance - step * variance
+        constant_step(self.weights, self.variance, at, variance, 1.0 + variance.sum(), residual)

@@ -232,10 +232,10 @@ class EpsilonGreedyTree(OnlineBooster):
         return scores
 
     def _learn(self, action: int, x: dict, reward: float, rows: list[int] | None) -> None:
-        """Teach ``action`` one reward: its offsets of ``rows`` (None: no offsets) the residual,
-        then its tree the rest."""
+        """Teach ``action`` one reward: its offsets of ``rows`` (None or empty: none, and the
+        tree is not asked for the residual) the residual, then its tree the rest."""
         model = self._tree(action)
-        if rows is None:
+        if not rows:
             model.learn_one(x, reward)
             return
         offsets = self.offsets
