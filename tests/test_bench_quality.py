@@ -124,3 +124,42 @@ def test_misses_split_the_last_20_percent_of_a_cell(duplicated):
     assert row["rounds"] == result.rounds - int(0.8 * result.rounds)
     assert wrong == round((1 - result.last20_accuracy) * row["rounds"])
     assert 0 < row["expected_exploration"] <= row["rounds"]
+
+
+def test_heldout_report_judges_vw_choice_on_other_seeds(tmp_path):
+    from benchmarks.paper.quality.heldout import heldout_report
+
+    def lines(path, rows):
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
+
+    def row(method, label, seed, last20):
+        return {"stream": "s", "protocol": "plain", "seed": seed, "method": method,
+                "label": label, "last20_accuracy": last20, "max_rows": 10, "max_dup": None,
+                "params": {}}
+
+    # on the main seeds eps0.01 wins; on the held-out seeds bag5 would, by luck of those seeds
+    main_rows = [row("vw", "eps0.01", s, 0.9) for s in (1, 2, 3)]
+    main_rows += [row("vw", "bag5", s, 0.8) for s in (1, 2, 3)]
+    held = [row("adabandit", "default", s, a) for s, a in ((10, 0.85), (11, 0.9), (12, 0.8))]
+    held += [row("vw", "eps0.01", s, a) for s, a in ((10, 0.8), (11, 0.9), (12, 0.85))]
+    held += [row("vw", "bag5", s, 0.95) for s in (10, 11, 12)]
+    text = heldout_report(lines(tmp_path / "m.jsonl", main_rows),
+                          lines(tmp_path / "h.jsonl", held))
+    # medians 0.85 and 0.85; paired differences +0.05, 0, -0.05
+    assert ("| s | plain | 3 | eps0.01 | 0.850 / 0.850 | 0.850 / 0.850 | +0.000 ± 0.029 "
+            "(1 / 1) | yes | 0.950 bag5 |") in text
+    assert text.endswith("chosen on the main seeds: 1 of 1 cells; at or above VW's best of grid "
+                         "chosen on the held-out seeds themselves: 0 of 1.")
+    assert "Not run yet" in heldout_report(tmp_path / "m.jsonl", tmp_path / "none.jsonl")
+
+
+def test_userid_bounds_rule_is_far_above_a_table_of_users():
+    from benchmarks.paper.quality.userid_bounds import play
+
+    table, _ = play("table", seeds=[1, 2])
+    rule, _ = play("rule", seeds=[1, 2])
+    assert 0.25 < table < 0.45  # the user alone: its best constant action is right half the time
+    assert rule > 0.6 and rule > table + 0.2
+    with pytest.raises(ValueError, match="player must be one of"):
+        play("oracle")

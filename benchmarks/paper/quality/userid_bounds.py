@@ -1,0 +1,87 @@
+"""Two reference players of the id stream played once: what a per-user table gets, and what
+knowing the stream's rule gets.
+
+The id stream's class is ``(g(u) + [x1 > 0.5] + [x2 > 0.5]) mod 4`` (streams.py). Both players
+see the same rows in the same order as the quality benchmark's plain protocol, play one action a
+round and learn from its reward alone:
+
+- ``table``: a table of each user's hit rate per action (shrunk towards 0.5 with one pseudo-count),
+  greedy with 1% uniform exploration. It ignores the numbers: the best a model of the user alone
+  can do, whose best constant action (``g + 1``, right when exactly one number is above 0.5) is
+  right half the time.
+- ``rule``: knows the rule and keeps, per user, the offsets ``g`` its rewards have not ruled
+  out, playing ``g + s(x)`` for one of them drawn at random: a ceiling for any learner.
+
+    python -m benchmarks.paper.quality.userid_bounds --seeds 1 2 3
+
+>>> [round(x, 3) for x in play("rule", seeds=[1])]
+[0.655, 0.655]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import numpy as np
+
+from benchmarks.paper.quality.streams import load_stream
+from service.sim.loop import shuffled_order
+
+__all__ = ["PLAYERS", "play"]
+
+K = 4
+PLAYERS = ("table", "rule")
+
+
+def _shift(x: dict) -> int:
+    return int(x["x1"] > 0.5) + int(x["x2"] > 0.5)
+
+
+def _table_round(state: dict, x: dict, rng: np.random.Generator, epsilon: float) -> tuple:
+    hits, plays = state.setdefault(x["user"], (np.zeros(K), np.zeros(K)))
+    if rng.random() < epsilon:
+        return int(rng.integers(K)), (hits, plays)
+    mean = (hits + 0.5) / (plays + 1.0)
+    return int(rng.choice(np.flatnonzero(mean == mean.max()))), (hits, plays)
+
+
+def _last20(player: str, seed: int, max_rows: int, epsilon: float) -> float:
+    data = load_stream("userid", max_rows)
+    rng, state, hits = np.random.default_rng(seed), {}, []
+    for i in shuffled_order(len(data), 1, seed).tolist():
+        x, label = data.X[i], int(data.y[i])
+        if player == "table":
+            action, (wins, plays) = _table_round(state, x, rng, epsilon)
+            wins[action] += action == label
+            plays[action] += 1
+        else:
+            left = state.setdefault(x["user"], list(range(K)))
+            g = left[int(rng.integers(len(left)))]
+            action = (g + _shift(x)) % K
+            state[x["user"]] = [g] if action == label else [v for v in left if v != g]
+        hits.append(action == label)
+    tail = hits[len(hits) - len(hits) // 5:]
+    return float(np.mean(tail))
+
+
+def play(player: str, seeds=range(1, 28), max_rows: int = 1000, epsilon: float = 0.01):
+    """Median and mean last-20% accuracy of ``player`` over ``seeds``."""
+    if player not in PLAYERS:
+        raise ValueError(f"player must be one of {PLAYERS}, got {player!r}")
+    values = [_last20(player, seed, max_rows, epsilon) for seed in seeds]
+    return statistics.median(values), statistics.fmean(values)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", nargs="+", type=int, default=list(range(1, 28)))
+    p.add_argument("--max-rows", type=int, default=1000)
+    args = p.parse_args(argv)
+    for player in PLAYERS:
+        median, mean = play(player, args.seeds, args.max_rows)
+        print(f"{player}: median {median:.3f}, mean {mean:.3f} over {len(args.seeds)} seeds")
+
+
+if __name__ == "__main__":
+    main()
