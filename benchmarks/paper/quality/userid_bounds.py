@@ -38,12 +38,19 @@ def _shift(x: dict) -> int:
     return int(x["x1"] > 0.5) + int(x["x2"] > 0.5)
 
 
-def _table_round(state: dict, x: dict, rng: np.random.Generator, epsilon: float) -> tuple:
-    hits, plays = state.setdefault(x["user"], (np.zeros(K), np.zeros(K)))
+def _table_action(hits: np.ndarray, plays: np.ndarray, rng: np.random.Generator, epsilon: float):
+    """The table player's action: uniform with probability ``epsilon``, else the best hit rate
+    (shrunk towards 0.5), ties drawn at random."""
     if rng.random() < epsilon:
-        return int(rng.integers(K)), (hits, plays)
+        return int(rng.integers(K))
     mean = (hits + 0.5) / (plays + 1.0)
-    return int(rng.choice(np.flatnonzero(mean == mean.max()))), (hits, plays)
+    return int(rng.choice(np.flatnonzero(mean == mean.max())))
+
+
+def _rule_action(left: list[int], x: dict, rng: np.random.Generator) -> tuple[int, int]:
+    """The rule player's offset (drawn among those not ruled out) and action."""
+    g = left[int(rng.integers(len(left)))]
+    return g, (g + _shift(x)) % K
 
 
 def _last20(player: str, seed: int, max_rows: int, epsilon: float) -> float:
@@ -52,13 +59,13 @@ def _last20(player: str, seed: int, max_rows: int, epsilon: float) -> float:
     for i in shuffled_order(len(data), 1, seed).tolist():
         x, label = data.X[i], int(data.y[i])
         if player == "table":
-            action, (wins, plays) = _table_round(state, x, rng, epsilon)
+            wins, plays = state.setdefault(x["user"], (np.zeros(K), np.zeros(K)))
+            action = _table_action(wins, plays, rng, epsilon)
             wins[action] += action == label
             plays[action] += 1
         else:
             left = state.setdefault(x["user"], list(range(K)))
-            g = left[int(rng.integers(len(left)))]
-            action = (g + _shift(x)) % K
+            g, action = _rule_action(left, x, rng)
             state[x["user"]] = [g] if action == label else [v for v in left if v != g]
         hits.append(action == label)
     tail = hits[len(hits) - len(hits) // 5:]
