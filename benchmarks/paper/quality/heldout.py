@@ -11,17 +11,18 @@ and VW's best of grid chosen again on the held-out seeds themselves (the main ta
 
 >>> rows = [{"seed": s, "last20_accuracy": a} for s, a in [(1, 0.5), (2, 0.7), (3, 0.6)]]
 >>> other = [{"seed": s, "last20_accuracy": a} for s, a in [(1, 0.4), (2, 0.7), (4, 0.9)]]
->>> paired(rows, other)
-(0.05, 0.05, 1, 0)
+>>> [round(v, 6) for v in paired(rows, other)]
+[0.05, 0.05, 1, 0]
 """
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from pathlib import Path
 
-from benchmarks.paper.quality.report import _stream_order, _vw_best, load_rows
+import numpy as np
+
+from benchmarks.paper.quality.report import by_column, load_rows, stream_order, vw_best
 from benchmarks.stats import median
 
 __all__ = ["heldout_report", "paired"]
@@ -33,13 +34,13 @@ def paired(ours: list[dict], theirs: list[dict]) -> tuple[float, float, int, int
     """Mean and standard error of ``ours - theirs`` over the seeds both ran, and the number of
     seeds ours is ahead on and behind on."""
     by_seed = {r["seed"]: r["last20_accuracy"] for r in theirs}
-    diffs = [r["last20_accuracy"] - by_seed[r["seed"]] for r in ours if r["seed"] in by_seed]
-    if not diffs:
+    diffs = np.array(
+        [r["last20_accuracy"] - by_seed[r["seed"]] for r in ours if r["seed"] in by_seed]
+    )
+    if diffs.size == 0:
         return math.nan, math.nan, 0, 0
-    mean = sum(diffs) / len(diffs)
-    var = sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1) if len(diffs) > 1 else math.nan
-    se = math.sqrt(var / len(diffs))
-    return round(mean, 6), round(se, 6), sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+    se = float(diffs.std(ddof=1) / math.sqrt(diffs.size)) if diffs.size > 1 else math.nan
+    return float(diffs.mean()), se, int((diffs > 0).sum()), int((diffs < 0).sum())
 
 
 def _summary(rows: list[dict]) -> str:
@@ -47,21 +48,13 @@ def _summary(rows: list[dict]) -> str:
     return f"{median(values):.3f} / {sum(values) / len(values):.3f}"
 
 
-def _cells(rows: list[dict]) -> dict:
-    cells = defaultdict(list)
-    for r in rows:
-        column = "vw" if r["method"] == "vw" else f"{r['method']}:{r['label']}"
-        cells[(r["stream"], r["protocol"], column)].append(r)
-    return cells
-
-
 def heldout_report(main: Path, heldout: Path, intro: str = "") -> str:
     """The markdown body of the held-out block, or a line saying it has not run."""
     if not heldout.exists():
         return f"{intro}\n\nNot run yet: `{heldout.name}` is missing.".strip()
     main_rows, rows = load_rows(main), load_rows(heldout)
-    chosen_from, cells = _cells(main_rows), _cells(rows)
-    order = _stream_order(main_rows + rows)  # the main tables' order
+    chosen_from, cells = by_column(main_rows), by_column(rows)
+    order = stream_order(main_rows + rows)  # the main tables' order
     lines = [
         "| stream | protocol | seeds | VW's choice (main seeds) | AdaBandit median / mean "
         "| VW median / mean | AdaBandit - VW (mean ± se; seeds ahead / behind) | AdaBandit >= VW "
@@ -72,11 +65,11 @@ def heldout_report(main: Path, heldout: Path, intro: str = "") -> str:
     pairs = sorted({(r["stream"], r["protocol"]) for r in rows}, key=lambda sp: (order[sp[0]], sp))
     for stream, protocol in pairs:
         ours = cells[(stream, protocol, BOOSTER)]
-        config, _ = _vw_best(chosen_from[(stream, protocol, "vw")])
+        config, _ = vw_best(chosen_from[(stream, protocol, "vw")])
         theirs = [r for r in cells[(stream, protocol, "vw")] if r["label"] == config]
         if not ours or not theirs:
             continue
-        best_config, best = _vw_best(cells[(stream, protocol, "vw")])
+        best_config, best = vw_best(cells[(stream, protocol, "vw")])
         mean, se, ahead, behind = paired(ours, theirs)
         ada, vw = (median(r["last20_accuracy"] for r in rs) for rs in (ours, theirs))
         best_median = median(r["last20_accuracy"] for r in best)

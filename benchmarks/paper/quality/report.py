@@ -20,7 +20,7 @@ from pathlib import Path
 from benchmarks.paper.quality.run import row_key
 from benchmarks.stats import median
 
-__all__ = ["MAIN_LABELS", "columns_of", "report"]
+__all__ = ["MAIN_LABELS", "by_column", "columns_of", "report", "stream_order", "vw_best"]
 
 ORDER = ["adabandit", "banditbbm", "oco", "egreedy_tree"]
 #: the VW configuration also shown on its own: the exploration rate of the boosters' old rho
@@ -63,7 +63,7 @@ def _fmt(values: list[dict], n_max: int) -> str:
     return f"{last:.3f} / {whole:.3f}{more}"
 
 
-def _vw_best(rows: list[dict]) -> tuple[str, list[dict]]:
+def vw_best(rows: list[dict]) -> tuple[str, list[dict]]:
     by_config = defaultdict(list)
     for r in rows:
         by_config[r["label"]].append(r)
@@ -79,7 +79,7 @@ def protocol_table(rows: list[dict], protocol: str, columns: list[str]) -> list[
     for r in rows:
         if r["protocol"] == protocol:
             cells[(r["stream"], _column(r))].append(r)
-    order = _stream_order(rows)
+    order = stream_order(rows)
     streams = sorted({s for s, _ in cells}, key=order.__getitem__)
     names = [
         f"VW best of grid | VW {VW_FIXED}" if c == "vw" else c.replace(":", " ") for c in columns
@@ -92,7 +92,7 @@ def protocol_table(rows: list[dict], protocol: str, columns: list[str]) -> list[
         out = [f"{stream} ({some['n_actions']}, {some['rounds']})", f"{some['majority']:.3f}"]
         for column in columns:
             if column == "vw":
-                config, best = _vw_best(cells[(stream, "vw")])
+                config, best = vw_best(cells[(stream, "vw")])
                 out.append(f"{_fmt(best, len(best))} {config}" if best else "–")
                 fixed = [r for r in cells[(stream, "vw")] if r["label"] == VW_FIXED]
                 out.append(_fmt(fixed, len(fixed)))
@@ -109,10 +109,8 @@ def _median_last20(rows: list[dict]) -> float | None:
 def target_table(rows: list[dict]) -> list[str]:
     """The issue's targets per stream and protocol, on the default columns: AdaBandit against
     VW's best of grid, BanditBBM and ``oco`` against AdaBandit, ``egreedy_tree`` against chance."""
-    cells = defaultdict(list)
-    for r in rows:
-        cells[(r["stream"], r["protocol"], _column(r))].append(r)
-    order = _stream_order(rows)
+    cells = by_column(rows)
+    order = stream_order(rows)
     pairs = sorted(
         {(r["stream"], r["protocol"]) for r in rows}, key=lambda sp: (order[sp[0]], sp[1])
     )
@@ -124,7 +122,7 @@ def target_table(rows: list[dict]) -> list[str]:
     wins = within = total = above = 0
     for stream, protocol in pairs:
         ada = _median_last20(cells[(stream, protocol, "adabandit:default")])
-        _, best = _vw_best(cells[(stream, protocol, "vw")])
+        _, best = vw_best(cells[(stream, protocol, "vw")])
         vw = _median_last20(best)
         if ada is None or vw is None:
             continue
@@ -175,12 +173,20 @@ def missing(rows: list[dict], columns: list[str]) -> list[str]:
     return out
 
 
-def _stream_order(rows: list[dict]) -> dict[str, int]:
+def stream_order(rows: list[dict]) -> dict[str, int]:
     """Each stream's rank by its first row (the tables list streams in the order they ran)."""
     order: dict[str, int] = {}
     for r in rows:
         order.setdefault(r["stream"], len(order))
     return order
+
+
+def by_column(rows: list[dict]) -> defaultdict:
+    """The rows by ``(stream, protocol, column)``, the column ``method:label`` or ``vw``."""
+    cells = defaultdict(list)
+    for r in rows:
+        cells[(r["stream"], r["protocol"], _column(r))].append(r)
+    return cells
 
 
 def _column(row: dict) -> str:

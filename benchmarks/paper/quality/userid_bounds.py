@@ -26,11 +26,10 @@ import statistics
 import numpy as np
 
 from benchmarks.paper.quality.streams import load_stream
-from service.sim.loop import shuffled_order
+from service.sim.loop import SimulationResult, shuffled_order
 
 __all__ = ["PLAYERS", "play"]
 
-K = 4
 PLAYERS = ("table", "rule")
 
 
@@ -42,41 +41,40 @@ def _table_action(hits: np.ndarray, plays: np.ndarray, rng: np.random.Generator,
     """The table player's action: uniform with probability ``epsilon``, else the best hit rate
     (shrunk towards 0.5), ties drawn at random."""
     if rng.random() < epsilon:
-        return int(rng.integers(K))
+        return int(rng.integers(hits.size))
     mean = (hits + 0.5) / (plays + 1.0)
     return int(rng.choice(np.flatnonzero(mean == mean.max())))
 
 
-def _rule_action(left: list[int], x: dict, rng: np.random.Generator) -> tuple[int, int]:
+def _rule_action(left: list[int], x: dict, rng: np.random.Generator, k: int) -> tuple[int, int]:
     """The rule player's offset (drawn among those not ruled out) and action."""
     g = left[int(rng.integers(len(left)))]
-    return g, (g + _shift(x)) % K
+    return g, (g + _shift(x)) % k
 
 
-def _last20(player: str, seed: int, max_rows: int, epsilon: float) -> float:
-    data = load_stream("userid", max_rows)
-    rng, state, hits = np.random.default_rng(seed), {}, []
+def _last20(player: str, data, seed: int, epsilon: float) -> float:
+    k, rng, state, hits = data.n_classes, np.random.default_rng(seed), {}, []
     for i in shuffled_order(len(data), 1, seed).tolist():
         x, label = data.X[i], int(data.y[i])
         if player == "table":
-            wins, plays = state.setdefault(x["user"], (np.zeros(K), np.zeros(K)))
+            wins, plays = state.setdefault(x["user"], (np.zeros(k), np.zeros(k)))
             action = _table_action(wins, plays, rng, epsilon)
             wins[action] += action == label
             plays[action] += 1
         else:
-            left = state.setdefault(x["user"], list(range(K)))
-            g, action = _rule_action(left, x, rng)
+            left = state.setdefault(x["user"], list(range(k)))
+            g, action = _rule_action(left, x, rng, k)
             state[x["user"]] = [g] if action == label else [v for v in left if v != g]
         hits.append(action == label)
-    tail = hits[len(hits) - len(hits) // 5:]
-    return float(np.mean(tail))
+    return SimulationResult.from_correct(np.array(hits), 0.0).last20_accuracy
 
 
 def play(player: str, seeds=range(1, 28), max_rows: int = 1000, epsilon: float = 0.01):
     """Median and mean last-20% accuracy of ``player`` over ``seeds``."""
     if player not in PLAYERS:
         raise ValueError(f"player must be one of {PLAYERS}, got {player!r}")
-    values = [_last20(player, seed, max_rows, epsilon) for seed in seeds]
+    data = load_stream("userid", max_rows)
+    values = [_last20(player, data, seed, epsilon) for seed in seeds]
     return statistics.median(values), statistics.fmean(values)
 
 
