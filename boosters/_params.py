@@ -90,7 +90,7 @@ OTHER_PARAMS = frozenset({
     "reduction_order", "estimator", "loss_clip", "alpha_min", "weak_prediction", "update",
     "realizable", "optimizer", "leaf_prediction", "rho_decay", "rho_floor", "guess_expert",
     "quadratic_expert", "hedge_discount", "guess_play", "guess_model", "hedge_weight",
-    "switch_weight", "rho_by_misses", "offset_l2",
+    "switch_weight", "rho_by_misses", "offset_l2", "rho_min",
 })
 #: booster parameters that are flags: booleans only
 FLAG_PARAMS = frozenset({
@@ -236,13 +236,20 @@ def check_rho(rho: Any, full_information: bool) -> float:
     return check_real("rho", rho, 0.0, 1.0, open_low=not full_information, open_high=True)
 
 
-def check_schedule(rho_decay: Any, rho_floor: Any) -> tuple[float | str | None, float]:
-    """The exploration schedule's ``rho_decay`` (None: a constant rate; ``"auto"``: 10 learning
-    rounds per action, at most 100; else a positive number of rounds) and ``rho_floor`` (in (0, 1));
-    :func:`boosters.exploration.decayed_rate` applies them.
+def check_schedule(
+    rho_decay: Any, rho_floor: Any, rho_min: Any = None
+) -> tuple[float | str | None, float, float | None]:
+    """The exploration schedule's ``rho_decay`` (None: a constant rate; ``"auto"``: 5 learning
+    rounds per action, at most 100; else a positive number of rounds), ``rho_floor`` (in (0, 1))
+    and ``rho_min`` (None: the floor holds; else in (0, rho_floor]: how far the floor follows the
+    prediction's misses down); :func:`boosters.exploration.decayed_rate` applies them.
 
-    >>> check_schedule(None, 0.01), check_schedule(100, 0.01), check_schedule("auto", 0.01)
-    ((None, 0.01), (100.0, 0.01), ('auto', 0.01))
+    >>> check_schedule(None, 0.01), check_schedule(100, 0.01), check_schedule("auto", 0.01, 0.002)
+    ((None, 0.01, None), (100.0, 0.01, None), ('auto', 0.01, 0.002))
+    >>> check_schedule("auto", 0.01, 0.05)
+    Traceback (most recent call last):
+    ...
+    ValueError: rho_min must be in (0.0, 0.01], got 0.05
     >>> check_schedule(0, 0.01)
     Traceback (most recent call last):
     ...
@@ -259,7 +266,10 @@ def check_schedule(rho_decay: Any, rho_floor: Any) -> tuple[float | str | None, 
             )
     elif rho_decay is not None:
         rho_decay = check_real("rho_decay", rho_decay, 0.0, math.inf, open_low=True)
-    return rho_decay, check_real("rho_floor", rho_floor, 0.0, 1.0, open_low=True, open_high=True)
+    rho_floor = check_real("rho_floor", rho_floor, 0.0, 1.0, open_low=True, open_high=True)
+    if rho_min is not None:
+        rho_min = check_real("rho_min", rho_min, 0.0, rho_floor, open_low=True)
+    return rho_decay, rho_floor, rho_min
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:

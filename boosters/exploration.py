@@ -119,7 +119,7 @@ def missed_rate(miss: float, missed: bool, decay: float | str, k: int) -> float:
 
 def decayed_rate(
     rho: float, t: int, decay: float | str | None, floor: float, k: int | None = None,
-    miss: float | None = None,
+    miss: float | None = None, low: float | None = None,
 ) -> float:
     """The exploration rate after ``t`` learning rounds: ``rho`` when ``decay`` is None (eq. 2's
     constant rate), else ``rho / sqrt(1 + t / decay)`` kept at or above ``min(floor, rho)``
@@ -127,7 +127,9 @@ def decayed_rate(
     actions, at most 100: the rate falls with the rounds each action has had on average. With
     the prediction's ``miss`` rate (:func:`missed_rate`), the decayed rate is scaled by
     ``min(1, miss / MISS_REFERENCE)``: a prediction that is rarely wrong has little to learn
-    from exploring. Every propensity of eq. 2 stays at least ``min(floor, rho) / (k - 1)``.
+    from exploring. With ``low`` too, the floor itself follows the miss rate down to ``low``
+    (``min(floor, max(low, miss))``): at the floor, exploring at most doubles the misses. Every
+    propensity of eq. 2 stays at least ``min(floor, rho, low) / (k - 1)``.
 
     >>> decayed_rate(0.1, 0, 100.0, 0.01), decayed_rate(0.1, 300, 100.0, 0.01)
     (0.1, 0.05)
@@ -137,23 +139,30 @@ def decayed_rate(
     (0.05, 0.05)
     >>> decayed_rate(0.1, 60, "auto", 0.01, 4, miss=0.125), decayed_rate(0.1, 0, 10.0, 0.01, 3, 0.0)
     (0.025, 0.01)
+    >>> decayed_rate(0.1, 10**6, 10.0, 0.01, 3, miss=0.004, low=0.002)
+    0.004
+    >>> decayed_rate(0.1, 10**6, 10.0, 0.01, 3, miss=0.0, low=0.002)
+    0.002
     """
     if decay is None:
         return rho
     rate = rho / math.sqrt(1.0 + t / decay_rounds(decay, k))
+    floor = min(floor, rho)
     if miss is not None:
         rate *= min(1.0, miss / MISS_REFERENCE)
-    return max(min(floor, rho), rate)
+        if low is not None:
+            floor = min(floor, max(low, miss))
+    return max(floor, rate)
 
 
 def scheduled_rate(booster) -> float:
     """The exploration rate of ``booster``'s next decision: its schedule after its learning
-    rounds, scaled by its prediction's miss rate with ``rho_by_misses``
-    (:func:`decayed_rate`)."""
+    rounds, scaled by its prediction's miss rate with ``rho_by_misses``, the floor following
+    that rate down to ``rho_min`` (:func:`decayed_rate`)."""
     miss = booster.miss_rate if booster.rho_by_misses else None
     return decayed_rate(
         booster.rho, booster.n_updates, booster.rho_decay, booster.rho_floor,
-        booster.n_actions, miss,
+        booster.n_actions, miss, booster.rho_min,
     )
 
 

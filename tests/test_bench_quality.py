@@ -163,3 +163,15 @@ def test_userid_bounds_rule_is_far_above_a_table_of_users():
     assert rule > 0.6 and rule > table + 0.2
     with pytest.raises(ValueError, match="player must be one of"):
         play("oracle")
+
+
+def test_drift_shifts_every_class_at_the_change_and_the_booster_finds_them_again():
+    """benchmarks/paper/quality/drift.py: the learned action is wrong after the change, and the
+    booster's misses bring its exploration back until it plays the new classes."""
+    from benchmarks.paper.quality.drift import drift_run, shifted
+
+    assert [shifted(y, 3) for y in range(3)] == [1, 2, 0]
+    row = drift_run("wine", 1, "adabandit", {"n_learners": 3}, window=50, max_rows=60)
+    assert (row["rounds"], row["at"], len(row["after"])) == (300, 150, 3)
+    assert row["before"] > 0.8 and row["after"][0] < row["before"] - 0.3
+    assert row["after"][-1] > row["after"][0] + 0.1

@@ -59,13 +59,36 @@ def test_the_rate_shrinks_with_the_predictions_misses(cls):
     for x, y in _stream(400):
         d = booster.decide_one(x)
         decayed = 0.2 / np.sqrt(1.0 + booster.n_updates / 20.0)
-        rate = max(0.02, decayed * min(1.0, misses / MISS_REFERENCE))
+        floor = min(0.02, max(0.002, misses))  # the floor follows the misses to rho_min
+        rate = max(floor, decayed * min(1.0, misses / MISS_REFERENCE))
         assert d.probabilities.max() == pytest.approx(1.0 - rate)
         booster.learn_one(x, d, reward=float(d.action == y))
         if d.action == d.internals["yhat"]:  # only the rounds that play the prediction count
             misses = 0.95 * misses + 0.05 * (d.action != y)
         assert booster.miss_rate == pytest.approx(misses)
     assert misses < MISS_REFERENCE / 2  # the stream is learned: below half the schedule's rate
+
+
+@pytest.mark.parametrize("cls", [AdaBandit, BanditBBM, OCOBandit])
+def test_the_floor_follows_the_misses_down_to_rho_min(cls):
+    booster = cls(4, n_learners=3, seed=4, rho_decay=5.0)
+    assert (booster.rho_floor, booster.rho_min) == (0.01, 0.002)
+    fixed = cls(4, n_learners=3, seed=4, rho_decay=5.0, rho_min=None)  # the floor holds
+    lows = {}
+    for name, b in (("follows", booster), ("fixed", fixed)):
+        _, decisions = _run(b, 600)
+        lows[name] = min(d.probabilities.min() for d in decisions)
+    assert lows["fixed"] == pytest.approx(0.01 / 3)  # a stream the prediction learns
+    assert lows["follows"] < 0.01 / 3 and lows["follows"] >= 0.002 / 3 - 1e-15
+    m = booster.miss_rate
+    scheduled = 0.1 / np.sqrt(1.0 + booster.n_updates / 5.0) * min(1.0, m / MISS_REFERENCE)
+    assert booster.current_rho() == pytest.approx(max(min(0.01, max(0.002, m)), scheduled))
+    old = cls(4, n_learners=3, seed=4)
+    del old.__dict__["rho_min"]  # a model pickled before the option: the floor holds
+    old = pickle.loads(pickle.dumps(old))
+    assert old.rho_min is None
+    with pytest.raises(ValueError, match=r"rho_min must be in \(0.0, 0.01\], got 0.05"):
+        cls(3, rho_min=0.05)
 
 
 def test_a_rate_without_misses_is_the_schedule_and_a_label_counts_every_round():

@@ -60,7 +60,8 @@ class AdaBandit(BoostingTemplate):
     Defaults (docs/boosters.md, "Defaults"): ``rho=0.1`` decaying with ``rho_decay="auto"``
     (over ``min(5 k, 100)`` learning rounds for k actions; halved after three times that) to
     ``rho_floor=0.01`` and scaled by the prediction's recent miss rate over 0.25
-    (``rho_by_misses``), ``alpha_min=0``, ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves),
+    (``rho_by_misses``), the floor following that miss rate down to ``rho_min=0.002``,
+    ``alpha_min=0``, ``leaf_prediction="nba"`` (adaptive naive-Bayes leaves),
     ``estimator="dr"`` (eq. 4 made doubly robust by a reward model) and that reward model as one
     more expert of the Hedge (``guess_expert``), chosen on the quality benchmark;
     ``alpha_min=-2, leaf_prediction="mc", estimator="proposed", rho_decay=None`` with the
@@ -105,6 +106,7 @@ class AdaBandit(BoostingTemplate):
         rho_decay: float | str | None = "auto",
         rho_floor: float = 0.01,
         rho_by_misses: bool = True,
+        rho_min: float | None = 0.002,
         guess_expert: bool | None = None,
         quadratic_expert: bool = False,
         hedge_discount: float = 1.0,
@@ -131,6 +133,7 @@ class AdaBandit(BoostingTemplate):
             rho_decay=rho_decay,
             rho_floor=rho_floor,
             rho_by_misses=rho_by_misses,
+            rho_min=rho_min,
             guess_expert=guess_expert,
             quadratic_expert=quadratic_expert,
             guess_model=guess_model,

@@ -31,7 +31,8 @@ class BanditBBM(BoostingTemplate):
     doubly robust by default (``estimator="dr"``); the paper's is ``"proposed"``. Like
     AdaBandit's, its exploration decays with evidence (``rho_decay="auto"``: 0.1 down to 0.01 over
     ``min(5 k, 100)`` learning rounds for k actions, scaled by the prediction's recent miss rate
-    over 0.25 with ``rho_by_misses``) and it plays its reward model's
+    over 0.25 with ``rho_by_misses``, the floor following that miss rate down to
+    ``rho_min=0.002``) and it plays its reward model's
     best action while that model's estimated losses are below the vote's
     (``guess_expert``, on whenever there is a reward model; ``switch_weight``: the losses' clipped
     importance weights, docs/boosters.md "The Hedge's losses"; None compares the hit counts of
@@ -67,6 +68,7 @@ class BanditBBM(BoostingTemplate):
         rho_decay: float | str | None = "auto",
         rho_floor: float = 0.01,
         rho_by_misses: bool = True,
+        rho_min: float | None = 0.002,
         guess_expert: bool | None = None,
         guess_model: str = "ridge",
         switch_weight: float | None = 5.0,
@@ -90,6 +92,7 @@ class BanditBBM(BoostingTemplate):
             rho_decay=rho_decay,
             rho_floor=rho_floor,
             rho_by_misses=rho_by_misses,
+            rho_min=rho_min,
             guess_expert=guess_expert,
             guess_model=guess_model,
         )

@@ -122,6 +122,10 @@ class OCOBandit(OCOParams, OnlineBooster):
         Whether the scheduled rate is scaled by ``min(1, miss / 0.25)``, ``miss`` the moving
         average of the prediction's misses on the rounds that played it (the default; False:
         the schedule alone, as before issue 15's twelfth pass).
+    rho_min
+        How far the floor follows those misses down: with ``rho_by_misses`` the rate is never
+        below ``min(rho_floor, max(rho_min, miss))`` (0.002 by default; None: never below
+        ``rho_floor``, as before issue 15's eighteenth pass).
     guess_model
         The reward model (``"ridge"``, the default, or ``"linear"``; docs/boosters.md,
         "learners/ridge.py") whose best action the booster plays while that model's estimated
@@ -135,7 +139,7 @@ class OCOBandit(OCOParams, OnlineBooster):
     default_tree_profile = "bandit"
     #: a constant rate; also what a model pickled before the option existed reads
     rho_decay = None
-    rho_floor = 0.01
+    rho_floor, rho_min = 0.01, None
     rho_by_misses = False
     miss_rate = MISS_REFERENCE
     #: no reward model; also what a model pickled before the option existed reads
@@ -165,13 +169,14 @@ class OCOBandit(OCOParams, OnlineBooster):
         rho_decay: float | str | None = "auto",
         rho_floor: float = 0.01,
         rho_by_misses: bool = True,
+        rho_min: float | None = 0.002,
         guess_model: str | None = "ridge",
         switch_weight: float = 5.0,
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
         self.rho = check_rho(rho, self.full_information)
-        self.rho_decay, self.rho_floor = check_schedule(rho_decay, rho_floor)
+        self.rho_decay, self.rho_floor, self.rho_min = check_schedule(rho_decay, rho_floor, rho_min)
         self.rho_by_misses = bool(rho_by_misses)
         self.miss_rate = MISS_REFERENCE
         if update not in UPDATES:

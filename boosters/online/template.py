@@ -107,7 +107,7 @@ class BoostingTemplate(OnlineBooster):
     #: eq. 2's constant rate (no schedule, not scaled by misses) and the paper's N experts; also
     #: what a model pickled before the options existed reads
     rho_decay = None
-    rho_floor = 0.01
+    rho_floor, rho_min = 0.01, None
     rho_by_misses, miss_rate = False, MISS_REFERENCE
     guess_expert = False
     quadratic_expert = False
@@ -135,6 +135,7 @@ class BoostingTemplate(OnlineBooster):
         rho_decay: float | str | None = None,
         rho_floor: float = 0.01,
         rho_by_misses: bool = False,
+        rho_min: float | None = None,
         guess_expert: bool | None = False,
         quadratic_expert: bool = False,
         guess_model: str = "linear",
@@ -142,7 +143,7 @@ class BoostingTemplate(OnlineBooster):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
         self.rho = check_rho(rho, self.full_information)
-        self.rho_decay, self.rho_floor = check_schedule(rho_decay, rho_floor)
+        self.rho_decay, self.rho_floor, self.rho_min = check_schedule(rho_decay, rho_floor, rho_min)
         self.rho_by_misses, self.miss_rate = bool(rho_by_misses), MISS_REFERENCE
         self.seed = seed
         self.tree_profile = check_choice(

@@ -1,0 +1,82 @@
+"""A change of the world halfway through a quality cell: how fast a booster finds the new labels.
+
+The duplicated protocol's stream of a quality cell plays as usual until the change; from then
+on every row's class is shifted, ``y -> (y + 1) mod k``, so the action the booster learned to
+play is wrong on every row and the right one must be found again by exploring. Per seed: the
+played action's accuracy over the ``window`` rounds before the change, over consecutive
+windows after it, and over the last 20% of the run. Comparing exploration settings (``--param``
+per column, e.g. ``rho_min=null``, the floor that does not follow the misses) shows what a low
+floor costs when the world moves.
+
+    python -m benchmarks.paper.quality.drift --stream car --seeds 1 2 3 --compare rho_min=null
+
+>>> shifted(2, 3), shifted(0, 3)
+(0, 1)
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from benchmarks.paper.quality.__main__ import parse_param
+from benchmarks.paper.quality.streams import STREAMS, dup_of, load_stream
+from benchmarks.stats import median
+from boosters.registry import make_booster
+from service.sim.loop import shuffled_order
+
+__all__ = ["drift_run", "shifted"]
+
+
+def shifted(y: int, k: int) -> int:
+    """The class of a row after the change."""
+    return (y + 1) % k
+
+
+def drift_run(stream: str, seed: int, booster: str = "adabandit", params: dict | None = None,
+              change: float = 0.5, window: int = 100, max_rows: int = 500) -> dict:
+    """One seed: the hits of the played action, summed per ``window`` rounds before and after
+    the change at the fraction ``change`` of the duplicated stream."""
+    data = load_stream(stream, max_rows)
+    model = make_booster(booster, n_actions=data.n_classes, seed=seed, **(params or {}))
+    order = shuffled_order(len(data), dup_of(stream), seed)
+    at = int(change * len(order))
+    hits = np.zeros(len(order), dtype=bool)
+    for t, i in enumerate(order.tolist()):
+        x, y = data.X[i], int(data.y[i])
+        if t >= at:
+            y = shifted(y, data.n_classes)
+        d = model.decide_one(x)
+        hits[t] = d.action == y
+        model.learn_one(x, d, reward=float(hits[t]))
+    after = hits[at:]
+    windows = [float(after[s:s + window].mean()) for s in range(0, len(after) - window + 1, window)]
+    return {"seed": seed, "before": float(hits[at - window:at].mean()), "after": windows,
+            "last20": float(hits[int(0.8 * len(hits)):].mean()), "rounds": len(hits), "at": at}
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--stream", required=True, choices=STREAMS)
+    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--booster", default="adabandit")
+    p.add_argument("--compare", type=parse_param, action="append", default=[],
+                   metavar="NAME=VALUE", help="a second column with this parameter (repeatable)")
+    p.add_argument("--window", type=int, default=100)
+    args = p.parse_args(argv)
+    columns = {"defaults": {}}
+    columns.update({f"{n}={v}": {n: v} for n, v in args.compare})
+    for label, params in columns.items():
+        runs = [drift_run(args.stream, s, args.booster, params, window=args.window)
+                for s in args.seeds]
+        after = np.array([r["after"] for r in runs])
+        print(f"{label}: {runs[0]['rounds']} rounds, change at {runs[0]['at']}; medians over "
+              f"seeds {args.seeds}: before {median([r['before'] for r in runs]):.3f}, "
+              f"windows of {args.window} after "
+              f"{' '.join(f'{v:.3f}' for v in np.median(after, axis=0))}, "
+              f"last 20% {median([r['last20'] for r in runs]):.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
