@@ -443,17 +443,18 @@ class ByName(pickle.Pickler):  # a class of boosters/ by its name, wherever its 
 ADDED = {"loss_clip": None, "alpha_min": -2.0, "leaf_prediction": "mc", "rho_decay": None,
          "rho_floor": 0.01, "guess_expert": False, "quadratic_expert": False,
          "hedge_discount": 1.0, "guess_play": "hedge", "guess_model": "linear",
-         "hedge_weight": None, "rho_by_misses": False, "miss_rate": 0.25}
+         "hedge_weight": None, "rho_by_misses": False, "miss_rate": 0.25, "rho_min": None}
 #: defaults changed since the reference commit (issue 15), given as the reference's values
 OLD_DEFAULTS = {
     "adabandit": {
         "rho": 0.1, "alpha_min": -2.0, "leaf_prediction": "mc", "estimator": "proposed",
         "rho_decay": None, "guess_model": "linear", "hedge_weight": None, "rho_by_misses": False,
+        "rho_min": None,
     },
     "banditbbm": {"leaf_prediction": "mc", "estimator": "proposed", "rho_decay": None,
-                  "guess_model": "linear", "rho_by_misses": False},
+                  "guess_model": "linear", "rho_by_misses": False, "rho_min": None},
     "oco": {"leaf_prediction": "mc", "rho_decay": None, "guess_model": None,
-            "rho_by_misses": False},
+            "rho_by_misses": False, "rho_min": None},
 }
 
 

@@ -253,6 +253,7 @@ class AdaBoostOLM(AdaBandit):
             alpha_min=PAPER_ALPHA_MIN,  # the authors' Adaboost.OLM
             rho_decay=None,
             rho_by_misses=False,
+            rho_min=None,
             guess_expert=False,
             guess_model="linear",
             hedge_weight=None,

@@ -187,6 +187,7 @@ class OnlineMBBM(BanditBBM):
             leaf_prediction=leaf_prediction,
             rho_decay=None,  # the authors' OnlineMBBM: a constant rate, the N experts
             rho_by_misses=False,
+            rho_min=None,
             guess_expert=False,
             guess_model="linear",
         )

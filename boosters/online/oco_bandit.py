@@ -410,4 +410,5 @@ class OCOFull(OCOBandit):
             rho_decay=None,
             guess_model=None,
             rho_by_misses=False,
+            rho_min=None,
         )

@@ -7,6 +7,8 @@ so that a change in the machine's load hits both (medians of the repeats):
     python -m benchmarks.paper.quality.speed --stream digits --repeats 3
     python -m benchmarks.paper.quality.speed --stream car --against pass6
     python -m benchmarks.paper.quality.speed --booster oco --stream car --against no-model
+    python -m benchmarks.paper.quality.speed --stream car --duplicated --max-rows 500 \
+        --against floor17
 """
 
 from __future__ import annotations
@@ -14,37 +16,41 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from benchmarks.paper.quality.streams import STREAMS, load_stream
+from benchmarks.paper.quality.streams import STREAMS, dup_of, load_stream
 from boosters.registry import make_booster
 from service.sim.loop import simulate
 
 #: the settings the defaults are compared with: the fourth and sixth passes' defaults of issue 15
-#: (AdaBandit), and a booster without a reward model (``oco`` before the eighth pass)
+#: (AdaBandit), a booster without a reward model (``oco`` before the eighth pass) and the fixed
+#: exploration floor (the three bandit boosters before the eighteenth pass)
 SETTINGS = {
     "dr": {"rho": 0.05, "rho_decay": None, "guess_expert": False, "guess_model": "linear",
            "hedge_weight": None},
     "pass6": {"guess_model": "linear", "hedge_weight": None},
     "no-model": {"guess_model": None},
+    "floor17": {"rho_min": None},
 }
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--booster", default="adabandit", choices=["adabandit", "oco"])
+    p.add_argument("--booster", default="adabandit", choices=["adabandit", "banditbbm", "oco"])
     p.add_argument("--stream", default="digits", choices=STREAMS)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--max-rows", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--duplicated", action="store_true", help="the duplicated protocol")
     p.add_argument("--against", default="dr", choices=list(SETTINGS))
     args = p.parse_args(argv)
     data = load_stream(args.stream, args.max_rows)
+    dup = dup_of(args.stream) if args.duplicated else 1
     settings = {"default": {}, args.against: SETTINGS[args.against]}
     speeds: dict[str, list[float]] = {name: [] for name in settings}
     for _ in range(args.repeats):
         for name, params in settings.items():
             booster = make_booster(args.booster, n_actions=data.n_classes, seed=args.seed,
                                    **params)
-            speeds[name].append(simulate(booster, data, dup=1, seed=args.seed).rounds_per_second)
+            speeds[name].append(simulate(booster, data, dup=dup, seed=args.seed).rounds_per_second)
     medians = {name: statistics.median(values) for name, values in speeds.items()}
     for name, values in speeds.items():
         print(f"{name}: {medians[name]:.1f} rounds/s (repeats {[round(v, 1) for v in values]})")
