@@ -4,9 +4,9 @@ The duplicated protocol's stream of a quality cell plays as usual until the chan
 on every row's class is shifted, ``y -> (y + 1) mod k``, so the action the booster learned to
 play is wrong on every row and the right one must be found again by exploring. Per seed: the
 played action's accuracy over the ``window`` rounds before the change, over consecutive
-windows after it, and over the last 20% of the run. Comparing exploration settings (``--param``
-per column, e.g. ``rho_min=null``, the floor that does not follow the misses) shows what a low
-floor costs when the world moves.
+windows after it, and over the last 20% of the run. Comparing exploration settings (a column
+per ``--compare``, e.g. ``rho_min=null``, the floor that does not follow the misses) shows what
+a low floor costs when the world moves.
 
     python -m benchmarks.paper.quality.drift --stream car --seeds 1 2 3 --compare rho_min=null
 
@@ -24,7 +24,7 @@ from benchmarks.paper.quality.__main__ import parse_param
 from benchmarks.paper.quality.streams import STREAMS, dup_of, load_stream
 from benchmarks.stats import median
 from boosters.registry import make_booster
-from service.sim.loop import shuffled_order
+from service.sim.loop import SimulationResult, shuffled_order
 
 __all__ = ["drift_run", "shifted"]
 
@@ -36,8 +36,8 @@ def shifted(y: int, k: int) -> int:
 
 def drift_run(stream: str, seed: int, booster: str = "adabandit", params: dict | None = None,
               change: float = 0.5, window: int = 100, max_rows: int = 500) -> dict:
-    """One seed: the hits of the played action, summed per ``window`` rounds before and after
-    the change at the fraction ``change`` of the duplicated stream."""
+    """One seed: the played action's hit rate over ``window`` rounds before and per ``window``
+    rounds after the change at the fraction ``change`` of the duplicated stream."""
     data = load_stream(stream, max_rows)
     model = make_booster(booster, n_actions=data.n_classes, seed=seed, **(params or {}))
     order = shuffled_order(len(data), dup_of(stream), seed)
@@ -53,7 +53,8 @@ def drift_run(stream: str, seed: int, booster: str = "adabandit", params: dict |
     after = hits[at:]
     windows = [float(after[s:s + window].mean()) for s in range(0, len(after) - window + 1, window)]
     return {"seed": seed, "before": float(hits[at - window:at].mean()), "after": windows,
-            "last20": float(hits[int(0.8 * len(hits)):].mean()), "rounds": len(hits), "at": at}
+            "last20": SimulationResult.from_correct(hits, 0.0).last20_accuracy,
+            "rounds": len(hits), "at": at}
 
 
 def main(argv: list[str] | None = None) -> None:
