@@ -90,7 +90,7 @@ OTHER_PARAMS = frozenset({
     "reduction_order", "estimator", "loss_clip", "alpha_min", "weak_prediction", "update",
     "realizable", "optimizer", "leaf_prediction", "rho_decay", "rho_floor", "guess_expert",
     "quadratic_expert", "hedge_discount", "guess_play", "guess_model", "hedge_weight",
-    "switch_weight", "rho_by_misses", "offset_l2", "rho_min",
+    "switch_weight", "rho_by_misses", "offset_l2", "rho_min", "tree_core", "grace_by",
 })
 #: booster parameters that are flags: booleans only
 FLAG_PARAMS = frozenset({

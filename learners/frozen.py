@@ -38,6 +38,7 @@ from river.tree.nodes.branch import (
 )
 from river.utils.norm import normalize_values_in_dict
 
+from learners.compiled import TreeEnsemble, from_state
 from learners.linear import LinearRewards
 from learners.nb_leaf import NaiveBayes, NaiveBayesLeaf
 from learners.ridge import RidgeRewards
@@ -214,6 +215,8 @@ class _ServingPickler(pickle.Pickler):
             except ValueError:  # a node River may add one day: pickled whole, still exact
                 return NotImplemented
             return _thaw, (pickle.dumps(frozen, protocol=self._protocol),)
+        if isinstance(obj, TreeEnsemble) and not obj.frozen:  # the compiled core's copy
+            return from_state, (obj.serving_copy().__getstate__(),)
         if isinstance(obj, LinearRewards | RidgeRewards):  # without its learning state
             return _predictor, (type(obj), obj.serving_state())
         return NotImplemented

@@ -251,6 +251,67 @@ class RidgeRewards(OffsetTables):
         rows of its values past their features' caps, what an offset reads of ``x`` (a constant
         and the standardised values of the first ``offset_features`` numeric features), and the
         rows of its pairs' offsets."""
+        fast = self._numeric_features(x, learn)
+        if fast is not None:
+            return fast
+        out = self._features_one_by_one(x, learn)
+        self._remember_layout(x)
+        return out
+
+    def _remember_layout(self, x: dict) -> None:
+        """Keep ``x``'s layout for :meth:`_numeric_features` when every feature is numeric with
+        a coordinate of its own and its place in the offsets' reading is settled."""
+        slots, places = [], []
+        settled = len(self.local_index) >= self.offset_features
+        for name, value in x.items():
+            if isinstance(value, str) or name in self.nominal_attributes:
+                return
+            slot = self.slots.get(name)
+            if slot is None or not (settled or name in self.local_index):
+                return
+            slots.append(slot)
+            places.append(self.local_index.get(name, 0))
+        self._layout = (tuple(x), np.array(slots, dtype=np.int64), np.array(places))
+
+    def _numeric_features(self, x: dict, learn: bool):
+        """:meth:`_features_one_by_one` in array operations for a context of the last numeric
+        layout (the same floats: Welford's update and the standardisation in the same order);
+        None where it does not apply."""
+        layout = getattr(self, "_layout", None)
+        if layout is None or layout[0] != tuple(x):
+            return None
+        v = np.array(list(x.values()))
+        if v.dtype.kind not in "fiub":  # a string, a None, an int past float range: one by one
+            return None
+        v = v.astype(float)
+        slots, places = layout[1], layout[2]
+        n, mean, m2 = self.moments[slots].T
+        if learn:
+            with np.errstate(over="ignore", invalid="ignore"):  # an overflow keeps the moments
+                n1, delta = n + 1.0, v - mean
+                mean1 = mean + delta / n1
+                m21 = m2 + delta * (v - mean1)
+            ok = np.isfinite(v) & np.isfinite(mean1) & np.isfinite(m21)
+            n, mean, m2 = (np.where(ok, a, b) for a, b in ((n1, n), (mean1, mean), (m21, m2)))
+            self.moments[slots] = np.stack([n, mean, m2], axis=1)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            sd = np.sqrt(np.where(n > 1.0, m2 / np.where(n > 1.0, n, 1.0), 0.0))
+            z = np.where(sd > 0.0, (v - mean) / np.where(sd > 0.0, sd, 1.0), 0.0)
+        z = np.clip(np.where(np.isnan(z), 0.0, z), -PAIR_CLIP, PAIR_CLIP)
+        local = np.zeros(self.offset_features + 1)
+        local[0] = 1.0
+        placed = places > 0
+        local[places[placed]] = z[placed]
+        keep = z != 0.0
+        return slots[keep].tolist(), z[keep].tolist(), [], local, []
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_layout", None)  # a cache
+        return state
+
+    def _features_one_by_one(self, x: dict, learn: bool):
+        """:meth:`_features`, feature by feature."""
         slots, values, rows, nominals = [], [], [], []
         local = np.zeros(self.offset_features + 1)
         local[0] = 1.0
@@ -428,6 +489,6 @@ class RidgeRewards(OffsetTables):
     def serving_state(self) -> dict:
         """The attributes prediction reads: the state of a read-only copy (learners/frozen.py),
         which predicts exactly as this model does (the moments cut to the coordinates in use)."""
-        state = {k: v for k, v in vars(self).items() if k not in _LEARNING_STATE}
+        state = {k: v for k, v in vars(self).items() if k not in _LEARNING_STATE | {"_layout"}}
         state["moments"] = self.moments[: self.used]
         return state

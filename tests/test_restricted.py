@@ -443,7 +443,8 @@ class ByName(pickle.Pickler):  # a class of boosters/ by its name, wherever its 
 ADDED = {"loss_clip": None, "alpha_min": -2.0, "leaf_prediction": "mc", "rho_decay": None,
          "rho_floor": 0.01, "guess_expert": False, "quadratic_expert": False,
          "hedge_discount": 1.0, "guess_play": "hedge", "guess_model": "linear",
-         "hedge_weight": None, "rho_by_misses": False, "miss_rate": 0.25, "rho_min": None}
+         "hedge_weight": None, "rho_by_misses": False, "miss_rate": 0.25, "rho_min": None,
+         "tree_core": "river", "grace_by": "weight", "forest": None}
 #: defaults changed since the reference commit (issue 15), given as the reference's values
 OLD_DEFAULTS = {
     "adabandit": {
@@ -481,6 +482,8 @@ for name in names():
     for key, value in OLD_DEFAULTS.get(name, {}).items():
         if key in booster_params(name):  # the reference lacks the options added since
             params[key] = value
+    if "tree_core" in booster_params(name):  # River's trees, as the reference's
+        params["tree_core"] = "river"
     booster = make_booster(name, n_actions=len(classes), **params)
     digest, actions = hashlib.sha256(), []
     for x, y in rows:

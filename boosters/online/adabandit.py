@@ -100,6 +100,8 @@ class AdaBandit(BoostingTemplate):
         estimator: str = "dr",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
+        tree_core: str = "compiled",
+        grace_by: str = "weight",
         leaf_prediction: str = "nba",
         loss_clip: float | None = None,
         alpha_min: float = 0.0,
@@ -128,6 +130,8 @@ class AdaBandit(BoostingTemplate):
             estimator=estimator,
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
+            tree_core=tree_core,
+            grace_by=grace_by,
             leaf_prediction=leaf_prediction,
             loss_clip=loss_clip,
             rho_decay=rho_decay,
@@ -232,6 +236,8 @@ class AdaBoostOLM(AdaBandit):
         estimator: str = "proposed",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
+        tree_core: str = "compiled",
+        grace_by: str = "weight",
         leaf_prediction: str = "mc",
     ):
         super().__init__(
@@ -249,6 +255,8 @@ class AdaBoostOLM(AdaBandit):
             estimator=estimator,
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
+            tree_core=tree_core,
+            grace_by=grace_by,
             leaf_prediction=leaf_prediction,
             alpha_min=PAPER_ALPHA_MIN,  # the authors' Adaboost.OLM
             rho_decay=None,

@@ -64,6 +64,8 @@ class BanditBBM(BoostingTemplate):
         estimator: str = "dr",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
+        tree_core: str = "compiled",
+        grace_by: str = "weight",
         leaf_prediction: str = "nba",
         rho_decay: float | str | None = "auto",
         rho_floor: float = 0.01,
@@ -88,6 +90,8 @@ class BanditBBM(BoostingTemplate):
             estimator=estimator,
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
+            tree_core=tree_core,
+            grace_by=grace_by,
             leaf_prediction=leaf_prediction,
             rho_decay=rho_decay,
             rho_floor=rho_floor,
@@ -167,6 +171,8 @@ class OnlineMBBM(BanditBBM):
         estimator: str = "proposed",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
+        tree_core: str = "compiled",
+        grace_by: str = "weight",
         leaf_prediction: str = "mc",
     ):
         super().__init__(
@@ -184,6 +190,8 @@ class OnlineMBBM(BanditBBM):
             estimator=estimator,
             weak_prediction=weak_prediction,
             fast_trees=fast_trees,
+            tree_core=tree_core,
+            grace_by=grace_by,
             leaf_prediction=leaf_prediction,
             rho_decay=None,  # the authors' OnlineMBBM: a constant rate, the N experts
             rho_by_misses=False,

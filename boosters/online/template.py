@@ -31,6 +31,7 @@ from boosters.exploration import (
     scheduled_rate,
     track_misses,
 )
+from learners.compiled import TreeEnsemble
 from learners.hoeffding import (
     LEAF_PREDICTIONS,
     TREE_PROFILES,
@@ -47,6 +48,10 @@ __all__ = [
     "model_leads", "record_switch",
 ]
 
+#: the trees: the compiled core (:mod:`learners.compiled`) or River's (:mod:`learners.hoeffding`)
+TREE_CORES = ("compiled", "river")
+#: what a split attempt waits for: more weight (River's rule) or more examples
+GRACE_BY = ("weight", "count")
 #: the bandit loss estimates: eq. 4, eq. 3, eq. 4 made doubly robust (docs/boosters.md)
 ESTIMATORS = ("proposed", "naive", "dr")
 #: the reward models: AdaGrad's logistic regressions, or ridge regressions (docs/boosters.md)
@@ -114,6 +119,8 @@ class BoostingTemplate(OnlineBooster):
     quadratic_model = None
     #: the logistic reward model; also what a model pickled before the option existed reads
     guess_model = "linear"
+    #: River's trees, as every model pickled before the compiled core
+    tree_core, grace_by, forest = "river", "weight", None
 
     def __init__(
         self,
@@ -130,6 +137,8 @@ class BoostingTemplate(OnlineBooster):
         estimator: str = "proposed",
         weak_prediction: str | None = None,
         fast_trees: bool = True,
+        tree_core: str = "compiled",
+        grace_by: str = "weight",
         loss_clip: float | None = None,
         leaf_prediction: str = "mc",
         rho_decay: float | str | None = None,
@@ -167,18 +176,36 @@ class BoostingTemplate(OnlineBooster):
 
         self.fast_trees = bool(fast_trees)
         self.leaf_prediction = check_choice("leaf_prediction", leaf_prediction, LEAF_PREDICTIONS)
+        self.tree_core = check_choice("tree_core", tree_core, TREE_CORES)
+        self.grace_by = check_choice("grace_by", grace_by, GRACE_BY)
+        if self.grace_by == "count" and self.tree_core == "river":
+            raise ValueError('grace_by="count" needs tree_core="compiled"')
         self._rng = np.random.default_rng(seed)
-        self.learners = [
-            CostSensitiveTree(
-                self.n_actions,
-                nominal_attributes=self.nominal_attributes,
-                fast_trees=self.fast_trees,
-                leaf_prediction=self.leaf_prediction,
-                **sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees),
-            )
+        params = [
+            sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees)
             for _ in range(self.n_learners)
         ]
-        self._trees = [wl.tree for wl in self.learners]
+        if self.tree_core == "compiled":
+            self.forest = TreeEnsemble(
+                self.n_learners, self.n_actions,
+                grace_periods=[p["grace_period"] for p in params],
+                deltas=[p["delta"] for p in params], taus=[p["tau"] for p in params],
+                nominal_attributes=self.nominal_attributes,
+                leaf_prediction=self.leaf_prediction, grace_by=self.grace_by,
+            )
+            self.learners = self._trees = []
+        else:
+            self.learners = [
+                CostSensitiveTree(
+                    self.n_actions,
+                    nominal_attributes=self.nominal_attributes,
+                    fast_trees=self.fast_trees,
+                    leaf_prediction=self.leaf_prediction,
+                    **p,
+                )
+                for p in params
+            ]
+            self._trees = [wl.tree for wl in self.learners]
         self._rows = np.arange(self.n_learners)
         self.guess_model = check_choice("guess_model", guess_model, GUESS_MODELS)
         self._init_reward_models(guess_expert, quadratic_expert)
@@ -321,19 +348,33 @@ class BoostingTemplate(OnlineBooster):
         np.cumsum(votes, axis=0, out=votes)
         return votes
 
+    def tree_proba(self, x: dict) -> np.ndarray:
+        """The trees' class probabilities for ``x`` (N, k); an untrained tree's row is zeros."""
+        if self.forest is not None:
+            return self.forest.predict_proba(self.forest.transform(x))
+        return proba_matrix(self._trees, x, self.n_actions)
+
     def _weak_predictions(self, x: dict, u: np.ndarray, alpha: np.ndarray) -> np.ndarray:
         """Each learner's label; ``u`` (N, k) are the uniform draws for random ties."""
         k = self.n_actions
         if self.weak_prediction == "argmax":  # App. B.3: argmax of the tree's class distribution
-            return argmax_random_ties(proba_matrix(self._trees, x, k), u)
+            return argmax_random_ties(self.tree_proba(x), u)
         # cost-sensitive rule of the twins (authors' code): h^i = argmin_l sum_r P(r | x) C^i[l, r]
         weak = np.empty(self.n_learners, dtype=np.int64)
         s = np.zeros((1, k), dtype=alpha.dtype)
-        for i, wl in enumerate(self.learners):
-            expected = self._cost_matrices(s, first=i)[0] @ wl.predict_proba(x)
+        for i, proba in enumerate(self._learner_probas(x)):
+            expected = self._cost_matrices(s, first=i)[0] @ proba
             weak[i] = argmax_random_ties(-expected[None, :], u[i : i + 1])[0]
             s[0, weak[i]] += alpha[i]
         return weak
+
+    def _learner_probas(self, x: dict):
+        """Each learner's class probabilities, uniform while untrained (the twins' rule)."""
+        if self.forest is None:
+            return [wl.predict_proba(x) for wl in self.learners]
+        proba = self.tree_proba(x)
+        proba[~self.forest.trained()] = 1.0 / self.n_actions
+        return proba
 
     def decide_one(
         self,
@@ -446,6 +487,9 @@ class BoostingTemplate(OnlineBooster):
         labels, weights = self._labels_weights(
             costs[: self.n_learners], self._rng.random((self.n_learners, self.n_actions)), known
         )
+        if self.forest is not None:  # one compiled call teaches every tree
+            self.forest.learn(self.forest.transform(x, learn=True), labels, weights)
+            yield
         for tree, lab, w in zip(self._trees, labels.tolist(), weights.tolist()):
             tree.learn_one(x, lab, w=w)
             yield

@@ -9,6 +9,7 @@ so that a change in the machine's load hits both (medians of the repeats):
     python -m benchmarks.paper.quality.speed --booster oco --stream car --against no-model
     python -m benchmarks.paper.quality.speed --stream car --duplicated --max-rows 500 \
         --against floor17
+    python -m benchmarks.paper.quality.speed --stream mice --against river
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ SETTINGS = {
     "pass6": {"guess_model": "linear", "hedge_weight": None},
     "no-model": {"guess_model": None},
     "floor17": {"rho_min": None},
+    "river": {"tree_core": "river"},
+    "count": {"grace_by": "count"},
 }
 
 

@@ -1,0 +1,437 @@
+"""The compiled tree core: N Hoeffding trees in flat arrays, learned and read in one call each.
+
+More: docs/boosters.md, "The compiled core". River's ``HoeffdingTreeClassifier`` is the
+reference; :mod:`learners._core` holds the compiled loops, imported on the first call that
+needs them (help and the CLI commands that do not learn never load numba).
+
+>>> import numpy as np
+>>> trees = TreeEnsemble(n_trees=2, n_classes=2, grace_periods=[10, 20], deltas=[0.1, 0.1])
+>>> for i in range(200):
+...     x = trees.features.transform({"v": float(i % 10), "c": "pq"[i % 2]}, learn=True)
+...     _ = trees.learn(x, np.array([int(i % 10 > 4)] * 2), np.ones(2))
+>>> trees.n_leaves().tolist()
+[2, 2]
+>>> trees.predict_proba(trees.features.transform({"v": 8.0, "c": "p"})).argmax(axis=1).tolist()
+[1, 1]
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import import_module
+
+import numpy as np
+
+from learners.features import NOMINAL, FeatureIndex
+
+__all__ = ["FORMAT", "TreeEnsemble", "CompiledHoeffdingTreeClassifier", "from_state"]
+
+#: the version of :meth:`TreeEnsemble.__getstate__`'s data-only form
+FORMAT = 1
+#: River's defaults the ensemble shares (``max_size`` in MB per tree, as River's)
+N_SPLITS = 10
+_KERNELS = None
+
+
+def kernels():
+    """The compiled kernels (:mod:`learners._core`), imported on first use."""
+    global _KERNELS
+    if _KERNELS is None:
+        _KERNELS = import_module("learners._core")
+    return _KERNELS
+
+
+def _grow(a: np.ndarray, n: int, fill: float = 0.0, axis: int = 0) -> np.ndarray:
+    """``a`` with at least ``n`` entries along ``axis`` (doubling), new entries ``fill``."""
+    have = a.shape[axis]
+    if n <= have:
+        return a
+    shape = list(a.shape)
+    shape[axis] = max(n, 2 * have, 4)
+    out = np.full(shape, fill, dtype=a.dtype)
+    index = [slice(None)] * a.ndim
+    index[axis] = slice(0, have)
+    out[tuple(index)] = a
+    return out
+
+
+class TreeEnsemble:
+    """``n_trees`` Hoeffding tree classifiers over ``n_classes`` labels, in flat arrays.
+
+    Tree ``t`` has its own grace period, split confidence and tie threshold; they share the
+    feature index (:class:`learners.features.FeatureIndex`), the leaf prediction (``"mc"``:
+    majority class; ``"nba"``: adaptive naive Bayes) and River's other settings. ``grace_by``:
+    ``"weight"`` (River: a split attempt after ``grace_period`` more weight) or ``"count"``
+    (after ``grace_period`` more examples, whatever their weights).
+
+    The arrays: nodes (kind, feature, children, depth, statistics slot, tree, parent; threshold,
+    subtree weight, last attempt, the adaptive rule's scores, examples learned; class weights),
+    multiway edges (value row, child, next), and per statistics slot (one per active leaf) the
+    weighted mean, variance, min and max per (numeric feature, class) and weights per (nominal
+    value row, class).
+    """
+
+    def __init__(
+        self,
+        n_trees: int,
+        n_classes: int,
+        grace_periods=200.0,
+        deltas=1e-7,
+        taus=0.05,
+        nominal_attributes: list | None = None,
+        leaf_prediction: str = "mc",
+        max_depth: int | None = None,
+        min_branch_fraction: float = 0.01,
+        max_share_to_split: float = 0.99,
+        merit_preprune: bool = True,
+        binary_split: bool = False,
+        max_size: float = 100.0,
+        max_nominal_values: int | None = 64,
+        max_multiway_values: int | None = 32,
+        grace_by: str = "weight",
+    ):
+        if leaf_prediction not in ("mc", "nba"):
+            raise ValueError(f"leaf_prediction must be 'mc' or 'nba', got {leaf_prediction!r}")
+        if grace_by not in ("weight", "count"):
+            raise ValueError(f"grace_by must be 'weight' or 'count', got {grace_by!r}")
+        if n_trees < 1 or n_classes < 2:
+            raise ValueError(f"need n_trees >= 1 and n_classes >= 2, got {n_trees}, {n_classes}")
+        self.n_trees, self.n_classes = int(n_trees), int(n_classes)
+        self.leaf_prediction, self.grace_by = leaf_prediction, grace_by
+        self.max_depth, self.max_size = max_depth, float(max_size)
+        self.features = FeatureIndex(nominal_attributes, max_nominal_values, max_multiway_values)
+        tree_f = np.empty((self.n_trees, 3))
+        for column, values in ((0, grace_periods), (1, deltas), (2, taus)):
+            tree_f[:, column] = np.broadcast_to(np.asarray(values, dtype=float), (self.n_trees,))
+        if not ((tree_f[:, 0] > 0).all() and ((tree_f[:, 1] > 0) & (tree_f[:, 1] < 1)).all()
+                and (tree_f[:, 2] >= 0).all()):
+            raise ValueError("need grace_period > 0, 0 < delta < 1, tau >= 0 for every tree")
+        self.tree_f = tree_f
+        self.cfg = np.array([
+            min_branch_fraction, max_share_to_split,
+            math.inf if max_depth is None else float(max_depth),
+            float(leaf_prediction == "nba"), float(merit_preprune), float(N_SPLITS),
+            float(grace_by == "count"), float(binary_split),
+        ])
+        self.tree_i = np.zeros((self.n_trees, 4), dtype=np.int64)
+        self.tree_i[:, 0] = -1
+        c = self.n_classes
+        self.ni = np.zeros((0, 8), dtype=np.int64)
+        self.nf = np.zeros((0, 8))
+        self.cls = np.zeros((0, c))
+        self.present = np.zeros((0, c), dtype=np.uint8)
+        self.edges = np.zeros((0, 3), dtype=np.int64)
+        self.stat = np.zeros((0, 5, 0, c))
+        self.counts = np.zeros((0, 0, c))
+        self.seen = np.zeros((0, c), dtype=np.uint8)
+        self.free = np.zeros(0, dtype=np.int64)
+        self.ctr = np.zeros(3, dtype=np.int64)
+        self._sync_features()
+        self._scratch = np.zeros(c)
+        self._dists = np.zeros((2, c))
+
+    # ---- arrays -------------------------------------------------------------------------------
+
+    def _sync_features(self) -> None:
+        """Feature arrays and statistics sized to the index (new features and value rows)."""
+        index = self.features
+        f, r = index.n_features, index.n_rows
+        self.kinds = np.array(index.kinds, dtype=np.int64)
+        self.row_other = np.array(index.row_other, dtype=np.uint8)
+        width = max([len(v) + 1 for v in index.values] + [1])
+        self.feat_rows = np.full((f, width), -1, dtype=np.int64)
+        self.feat_nrows = np.zeros(f, dtype=np.int64)
+        for row, column in enumerate(index.row_feature):
+            self.feat_rows[column, self.feat_nrows[column]] = row
+            self.feat_nrows[column] += 1
+        self.multi_ok = np.array(
+            [k == NOMINAL and index.multiway_allowed(j) for j, k in enumerate(index.kinds)],
+            dtype=np.uint8,
+        )
+        if self.stat.shape[2] < f:
+            grown = np.zeros((self.stat.shape[0], 5, max(f, 2 * self.stat.shape[2]),
+                              self.n_classes))
+            grown[:, 3], grown[:, 4] = np.inf, -np.inf
+            grown[:, :, : self.stat.shape[2]] = self.stat
+            self.stat = grown
+        self.counts = _grow(self.counts, r, axis=1)
+        multi = self.feat_nrows[self.multi_ok.astype(bool)]
+        self._max_children = 2 if self.cfg[7] or not multi.size else max(2, int(multi.max()))
+        self._update_active_limit()
+        self._seen_shape = (f, r)
+
+    def _update_active_limit(self) -> None:
+        """River's ``max_size`` (MB per tree) as a number of active leaves for these arrays."""
+        per_leaf = 8.0 * self.n_classes * (5 * self.stat.shape[2] + self.counts.shape[1] + 24)
+        self.tree_i[:, 3] = max(1, int(self.max_size * 2**20 / per_leaf))
+
+    def _make_room(self, nodes: int) -> None:
+        """Room for ``nodes`` more nodes, slots and edges."""
+        n, e = self.ctr[0] + nodes, self.ctr[1] + nodes
+        self.ni = _grow(self.ni, n)
+        self.nf = _grow(self.nf, n)
+        self.cls = _grow(self.cls, n)
+        self.present = _grow(self.present, n)
+        self.edges = _grow(self.edges, e)
+        if self.ctr[2] < nodes:
+            old = self.stat.shape[0]
+            self.stat = _grow(self.stat, old + nodes - self.ctr[2])
+            new = self.stat.shape[0]
+            self.counts = _grow(self.counts, new)
+            self.seen = _grow(self.seen, new)
+            self.free = _grow(self.free, new)
+            added = np.arange(old, new, dtype=np.int64)
+            self.free[self.ctr[2] : self.ctr[2] + added.size] = added
+            self.ctr[2] += added.size
+
+    # ---- learning and predicting --------------------------------------------------------------
+
+    def transform(self, x: dict, learn: bool = False) -> np.ndarray:
+        """``x`` through the feature index (see :class:`learners.features.FeatureIndex`)."""
+        return self.features.transform(x, learn=learn)
+
+    def learn(self, x: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> int:
+        """Tree ``t`` learns label ``labels[t]`` with weight ``weights[t]`` for the vector ``x``
+        (from :meth:`transform` with ``learn=True``); one compiled call. Returns the splits."""
+        if self.frozen:
+            raise RuntimeError("a serving copy only predicts; learn on the model it came from")
+        index = self.features
+        if (index.n_features, index.n_rows) != self._seen_shape or index.crossed:
+            self._sync_features()
+            if index.crossed:
+                self._undo_crossed()
+        if x.shape[0] < self.kinds.shape[0]:
+            x = np.concatenate([x, np.full(self.kinds.shape[0] - x.shape[0], np.nan)])
+        self._make_room(self.n_trees * (self._max_children + 1))
+        k = kernels()
+        labels = np.asarray(labels, dtype=np.int64)
+        weights = np.asarray(weights, dtype=float)
+        if labels.shape != (self.n_trees,) or weights.shape != (self.n_trees,):
+            raise ValueError(f"need one label and one weight per tree ({self.n_trees})")
+        if labels.min() < 0 or labels.max() >= self.n_classes:
+            raise ValueError(f"labels must be in 0..{self.n_classes - 1}")
+        splits = k.learn_all(
+            self.ni, self.nf, self.cls, self.present, self.stat, self.counts, self.seen,
+            self.kinds, self.feat_rows, self.feat_nrows, self.row_other, self.multi_ok, self.cfg,
+            self.edges, self.tree_i, self.tree_f, self.free, self.ctr, x, labels, weights,
+            self._scratch, self._dists_for_split(),
+        )
+        if splits:
+            for t in np.flatnonzero(self.tree_i[:, 1] > self.tree_i[:, 3]).tolist():
+                k.enforce_active_limit(self.ni, self.nf, self.cls, self.tree_i, self.free,
+                                       self.ctr, t)
+        return splits
+
+    def _dists_for_split(self) -> np.ndarray:
+        branches = max(2, int(self.feat_nrows.max()) if self.feat_nrows.size else 2)
+        if self._dists.shape[0] < branches:
+            self._dists = np.zeros((branches, self.n_classes))
+        return self._dists
+
+    def _undo_crossed(self) -> None:
+        """Undo the multiway splits on features that passed ``max_multiway_values``."""
+        k = kernels()
+        for column in self.features.crossed:
+            n_multi = int(((self.ni[: self.ctr[0], 0] == 3)
+                           & (self.ni[: self.ctr[0], 1] == column)).sum())
+            if n_multi:
+                self._make_room(n_multi)
+                k.undo_multiway(self.ni, self.nf, self.cls, self.present, self.stat, self.counts,
+                                self.seen, self.edges, self.tree_i, self.free, self.ctr, column)
+        self.features.crossed.clear()
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Every tree's class probabilities for the vector ``x`` (trees, classes); one compiled
+        call. An untrained tree gives a row of zeros."""
+        out = np.empty((self.n_trees, self.n_classes))
+        kernels().predict_all(
+            self.ni, self.nf, self.cls, self.stat, self.counts, self.seen, self.kinds,
+            self.feat_rows, self.feat_nrows, self.cfg, self.edges, self.tree_i,
+            self._fit(x), out,
+        )
+        return out
+
+    def predict_proba_many(self, xs: np.ndarray) -> np.ndarray:
+        """:meth:`predict_proba` for each row of ``xs`` (rows, trees, classes), one call."""
+        xs = np.atleast_2d(np.asarray(xs, dtype=float))
+        if xs.shape[1] < self.kinds.shape[0]:
+            pad = np.full((xs.shape[0], self.kinds.shape[0] - xs.shape[1]), np.nan)
+            xs = np.hstack([xs, pad])
+        out = np.empty((xs.shape[0], self.n_trees, self.n_classes))
+        kernels().predict_many(
+            self.ni, self.nf, self.cls, self.stat, self.counts, self.seen, self.kinds,
+            self.feat_rows, self.feat_nrows, self.cfg, self.edges, self.tree_i, xs, out,
+        )
+        return out
+
+    def _fit(self, x: np.ndarray) -> np.ndarray:
+        """``x`` padded with NaN to the arrays' features (a vector read before the index grew)."""
+        n = self.kinds.shape[0]
+        if x.shape[0] == n:
+            return x
+        if x.shape[0] > n:
+            return x[:n]
+        return np.concatenate([x, np.full(n - x.shape[0], np.nan)])
+
+    # ---- inspection ---------------------------------------------------------------------------
+
+    def trained(self) -> np.ndarray:
+        """Whether each tree has learned anything (N,)."""
+        return self.tree_i[:, 0] >= 0
+
+    def _live(self) -> np.ndarray:
+        return self.ni[: self.ctr[0], 0] >= 0
+
+    def n_leaves(self) -> np.ndarray:
+        """Leaves per tree (N,)."""
+        nodes = self.ni[: self.ctr[0]]
+        leaf = nodes[:, 0] == 0
+        return np.bincount(nodes[leaf, 6], minlength=self.n_trees)
+
+    def n_nodes(self) -> np.ndarray:
+        """Nodes per tree (N,)."""
+        nodes = self.ni[: self.ctr[0]]
+        return np.bincount(nodes[self._live(), 6], minlength=self.n_trees)
+
+    def n_active_leaves(self) -> np.ndarray:
+        return self.tree_i[:, 1].copy()
+
+    def splits(self, t: int) -> list[tuple]:
+        """Tree ``t``'s branches, depth first: (depth, feature name, kind, threshold or value)."""
+        names = {column: name for name, column in self.features.columns.items()}
+        values = {row: v for column in self.features.values for v, row in column.items()}
+        out = []
+        stack = [int(self.tree_i[t, 0])] if self.tree_i[t, 0] >= 0 else []
+        while stack:
+            node = stack.pop()
+            kind = int(self.ni[node, 0])
+            if kind == 0:
+                continue
+            feature = names[int(self.ni[node, 1])]
+            thr = float(self.nf[node, 0])
+            test = thr if kind == 1 else ("multiway" if kind == 3 else values.get(int(thr)))
+            out.append((int(self.ni[node, 4]), feature, kind, test))
+            if kind == 3:
+                e, kids = int(self.ni[node, 2]), []
+                while e >= 0:
+                    kids.append(int(self.edges[e, 1]))
+                    e = int(self.edges[e, 2])
+                stack.extend(reversed(kids))
+            else:
+                stack.extend([int(self.ni[node, 3]), int(self.ni[node, 2])])
+        return out
+
+    # ---- pickling: a data-only form -----------------------------------------------------------
+
+    def __getstate__(self) -> dict:
+        """Plain data: numbers, strings, lists and arrays (no code), the statistics of active
+        leaves only, and the slots renumbered."""
+        n = int(self.ctr[0])
+        ni = self.ni[:n].copy()
+        used = ni[:, 5] >= 0
+        slots = ni[used, 5]
+        ni[used, 5] = np.arange(slots.size)
+        index = self.features
+        return {
+            "format": FORMAT,
+            "params": {
+                "n_trees": self.n_trees, "n_classes": self.n_classes,
+                "leaf_prediction": self.leaf_prediction, "grace_by": self.grace_by,
+                "max_depth": self.max_depth, "max_size": self.max_size, "frozen": self.frozen,
+            },
+            "features": {
+                "nominal_attributes": sorted(index.nominal_attributes, key=repr),
+                "max_nominal_values": index.max_nominal_values,
+                "max_multiway_values": index.max_multiway_values,
+                "names": list(index.columns), "kinds": list(index.kinds),
+                "values": [list(v.items()) for v in index.values], "other": list(index.other),
+                "distinct": list(index.distinct), "row_feature": list(index.row_feature),
+                "row_other": list(index.row_other),
+            },
+            "cfg": self.cfg.copy(), "tree_i": self.tree_i.copy(), "tree_f": self.tree_f.copy(),
+            "ni": ni, "nf": self.nf[:n].copy(), "cls": self.cls[:n].copy(),
+            "present": self.present[:n].copy(), "edges": self.edges[: int(self.ctr[1])].copy(),
+            "stat": self.stat[slots].copy(), "counts": self.counts[slots].copy(),
+            "seen": self.seen[slots].copy(),
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        if state.get("format") != FORMAT:
+            raise ValueError(f"unknown tree ensemble format {state.get('format')!r}")
+        p, f = state["params"], state["features"]
+        self.n_trees, self.n_classes = p["n_trees"], p["n_classes"]
+        self.leaf_prediction, self.grace_by = p["leaf_prediction"], p["grace_by"]
+        self.max_depth, self.max_size = p["max_depth"], p["max_size"]
+        self.frozen = bool(p.get("frozen", False))
+        index = FeatureIndex(f["nominal_attributes"], f["max_nominal_values"],
+                             f["max_multiway_values"])
+        index.columns = {name: i for i, name in enumerate(f["names"])}
+        index.kinds, index.other = list(f["kinds"]), list(f["other"])
+        index.values = [dict(pairs) for pairs in f["values"]]
+        index.distinct, index.row_feature = list(f["distinct"]), list(f["row_feature"])
+        index.row_other = list(f["row_other"])
+        self.features = index
+        self.cfg, self.tree_i, self.tree_f = state["cfg"], state["tree_i"], state["tree_f"]
+        self.ni, self.nf, self.cls = state["ni"], state["nf"], state["cls"]
+        self.present, self.edges = state["present"], state["edges"]
+        self.stat, self.counts, self.seen = state["stat"], state["counts"], state["seen"]
+        used = self.stat.shape[0]
+        self.free = np.zeros(used, dtype=np.int64)
+        self.ctr = np.array([self.ni.shape[0], self.edges.shape[0], 0], dtype=np.int64)
+        self._scratch = np.zeros(self.n_classes)
+        self._dists = np.zeros((2, self.n_classes))
+        self._sync_features()
+
+    def serving_copy(self) -> TreeEnsemble:
+        """A copy that predicts exactly as this one and keeps only what predicting reads: the
+        statistics of the naive-Bayes leaves that predict with them, none with ``"mc"``."""
+        state = self.__getstate__()
+        ni, nf = state["ni"], state["nf"]
+        keep = ni[:, 5] >= 0
+        if self.leaf_prediction == "nba":
+            keep &= nf[:, 4] >= nf[:, 3]
+        else:
+            keep[:] = False
+        slots = ni[keep, 5]
+        ni[~keep & (ni[:, 5] >= 0), 5] = -2  # active, statistics dropped: predicts the majority
+        ni[keep, 5] = np.arange(slots.size)
+        for name in ("stat", "counts", "seen"):
+            state[name] = state[name][slots]
+        state["params"]["frozen"] = True
+        return from_state(state)
+
+    frozen = False
+
+
+def from_state(state: dict) -> TreeEnsemble:
+    """A :class:`TreeEnsemble` from its data-only form (:meth:`TreeEnsemble.__getstate__`)."""
+    trees = TreeEnsemble.__new__(TreeEnsemble)
+    trees.__setstate__(state)
+    return trees
+
+
+class CompiledHoeffdingTreeClassifier:
+    """One compiled tree with River's interface (``learn_one``, ``predict_proba_one``,
+    ``predict_one``), for code outside the boosters and for the tests against River.
+
+    >>> tree = CompiledHoeffdingTreeClassifier(grace_period=10, delta=0.1)
+    >>> for i in range(100):
+    ...     tree.learn_one({"v": float(i % 10)}, int(i % 10 > 4))
+    >>> tree.predict_one({"v": 9.0}), tree.predict_one({"v": 1.0})
+    (1, 0)
+    """
+
+    def __init__(self, n_classes: int = 2, grace_period: float = 200.0, delta: float = 1e-7,
+                 tau: float = 0.05, **kwargs):
+        self.trees = TreeEnsemble(1, n_classes, grace_period, delta, tau, **kwargs)
+
+    def learn_one(self, x: dict, y: int, w: float = 1.0) -> None:
+        self.trees.learn(self.trees.transform(x, learn=True), np.array([y]), np.array([w]))
+
+    def predict_proba_one(self, x: dict) -> dict:
+        proba = self.trees.predict_proba(self.trees.transform(x))[0]
+        return {c: float(p) for c, p in enumerate(proba)} if self.trees.trained()[0] else {}
+
+    def predict_one(self, x: dict):
+        proba = self.predict_proba_one(x)
+        return max(proba, key=proba.get) if proba else None
