@@ -216,7 +216,7 @@ class TreeEnsemble:
             self.edges, self.tree_i, self.tree_f, self.free, self.ctr, x, labels, weights,
             self._scratch, self._dists_for_split(),
         )
-        if splits:
+        if (self.tree_i[:, 1] > self.tree_i[:, 3]).any():  # a split, or a new multiway branch
             for t in np.flatnonzero(self.tree_i[:, 1] > self.tree_i[:, 3]).tolist():
                 k.enforce_active_limit(self.ni, self.nf, self.cls, self.tree_i, self.free,
                                        self.ctr, t)
@@ -351,7 +351,7 @@ class TreeEnsemble:
             "cfg": self.cfg.copy(), "tree_i": self.tree_i.copy(), "tree_f": self.tree_f.copy(),
             "ni": ni, "nf": self.nf[:n].copy(), "cls": self.cls[:n].copy(),
             "present": self.present[:n].copy(), "edges": self.edges[: int(self.ctr[1])].copy(),
-            "stat": self.stat[slots].copy(), "counts": self.counts[slots].copy(),
+            "stat": self.stat[slots].copy(), "counts": _sparse(self.counts[slots]),
             "seen": self.seen[slots].copy(),
         }
 
@@ -374,7 +374,8 @@ class TreeEnsemble:
         self.cfg, self.tree_i, self.tree_f = state["cfg"], state["tree_i"], state["tree_f"]
         self.ni, self.nf, self.cls = state["ni"], state["nf"], state["cls"]
         self.present, self.edges = state["present"], state["edges"]
-        self.stat, self.counts, self.seen = state["stat"], state["counts"], state["seen"]
+        self.stat, self.seen = state["stat"], state["seen"]
+        self.counts = _dense(state["counts"])
         used = self.stat.shape[0]
         self.free = np.zeros(used, dtype=np.int64)
         self.ctr = np.array([self.ni.shape[0], self.edges.shape[0], 0], dtype=np.int64)
@@ -395,12 +396,27 @@ class TreeEnsemble:
         slots = ni[keep, 5]
         ni[~keep & (ni[:, 5] >= 0), 5] = -2  # active, statistics dropped: predicts the majority
         ni[keep, 5] = np.arange(slots.size)
-        for name in ("stat", "counts", "seen"):
+        state["counts"] = _sparse(_dense(state["counts"])[slots])
+        for name in ("stat", "seen"):
             state[name] = state[name][slots]
         state["params"]["frozen"] = True
         return from_state(state)
 
     frozen = False
+
+
+def _sparse(a: np.ndarray) -> dict:
+    """A mostly-zero array as its shape, the flat positions of its nonzeros and their values
+    (a leaf's counts of an id's values are nearly all zero)."""
+    flat = a.ravel()
+    at = np.flatnonzero(flat)
+    return {"shape": list(a.shape), "at": at.astype(np.int64), "values": flat[at]}
+
+
+def _dense(sparse: dict) -> np.ndarray:
+    out = np.zeros(int(np.prod(sparse["shape"])))
+    out[sparse["at"]] = sparse["values"]
+    return out.reshape(sparse["shape"])
 
 
 def from_state(state: dict) -> TreeEnsemble:

@@ -17,7 +17,8 @@ from service.cli import app
 from service.cli.base import _version
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("river", "fastapi", "matplotlib", "sklearn", "xgboost", "scipy", "uvicorn", "rich")
+HEAVY = ("river", "fastapi", "matplotlib", "sklearn", "xgboost", "scipy", "uvicorn", "rich",
+         "numba")
 
 
 def loaded(code: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
