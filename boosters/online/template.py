@@ -185,6 +185,15 @@ class BoostingTemplate(OnlineBooster):
             sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees)
             for _ in range(self.n_learners)
         ]
+        self._init_trees(params)
+        self._rows = np.arange(self.n_learners)
+        self.guess_model = check_choice("guess_model", guess_model, GUESS_MODELS)
+        self._init_reward_models(guess_expert, quadratic_expert)
+        self.n_decisions = self.n_updates = 0
+
+    def _init_trees(self, params: list[dict]) -> None:
+        """The N trees with their drawn hyperparameters ``params``: the compiled core's arrays
+        or River's trees (``tree_core``)."""
         if self.tree_core == "compiled":
             self.forest = TreeEnsemble(
                 self.n_learners, self.n_actions,
@@ -206,10 +215,6 @@ class BoostingTemplate(OnlineBooster):
                 for p in params
             ]
             self._trees = [wl.tree for wl in self.learners]
-        self._rows = np.arange(self.n_learners)
-        self.guess_model = check_choice("guess_model", guess_model, GUESS_MODELS)
-        self._init_reward_models(guess_expert, quadratic_expert)
-        self.n_decisions = self.n_updates = 0
 
     def _init_reward_models(self, guess_expert: bool | None, quadratic_expert: bool) -> None:
         """The doubly robust estimate's reward model (``estimator="dr"``), and the reward models
