@@ -14,7 +14,10 @@ COPY pyproject.toml README.md ./
 COPY boosters ./boosters
 COPY learners ./learners
 COPY service ./service
+# warm_up: the compiled trees' kernels go to numba's on-disk cache in the image (no compiling at
+# the first decision of a container)
 RUN pip install . \
+    && python -c "from learners.compiled import warm_up; warm_up()" \
     && useradd --create-home --uid 10001 boostbandit \
     && mkdir -p /data \
     && chown boostbandit:boostbandit /data

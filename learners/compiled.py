@@ -1,8 +1,9 @@
 """The compiled tree core: N Hoeffding trees in flat arrays, learned and read in one call each.
 
 More: docs/boosters.md, "The compiled core". River's ``HoeffdingTreeClassifier`` is the
-reference; :mod:`learners._core` holds the compiled loops, imported on the first call that
-needs them (help and the CLI commands that do not learn never load numba).
+reference; :mod:`learners._core`, :mod:`learners._core_learn` and :mod:`learners._core_split`
+hold the compiled loops, imported on the first call that needs them (help and the CLI commands
+that do not learn never load numba); :mod:`learners._layout` names the arrays' columns.
 
 >>> import numpy as np
 >>> trees = TreeEnsemble(n_trees=2, n_classes=2, grace_periods=[10, 20], deltas=[0.1, 0.1])
@@ -18,13 +19,41 @@ needs them (help and the CLI commands that do not learn never load numba).
 from __future__ import annotations
 
 import math
-from importlib import import_module
+from types import SimpleNamespace
 
 import numpy as np
 
+from learners._layout import (
+    BINARY,
+    CHILD0,
+    CHILD1,
+    DELTA,
+    DEPTH,
+    FEAT,
+    GRACE,
+    KIND,
+    MAX_ACTIVE,
+    MCC,
+    N_ACTIVE,
+    N_EDGES,
+    N_FREE,
+    N_NODES,
+    NBC,
+    NOMW,
+    NUM2,
+    ROOT,
+    SLOT,
+    SMAX,
+    SMIN,
+    TAU,
+    THR,
+    TREE,
+)
 from learners.features import NOMINAL, FeatureIndex
 
-__all__ = ["FORMAT", "TreeEnsemble", "CompiledHoeffdingTreeClassifier", "from_state"]
+__all__ = [
+    "FORMAT", "TreeEnsemble", "CompiledHoeffdingTreeClassifier", "from_state", "warm_up",
+]
 
 #: the version of :meth:`TreeEnsemble.__getstate__`'s data-only form
 FORMAT = 1
@@ -33,11 +62,16 @@ N_SPLITS = 10
 _KERNELS = None
 
 
-def kernels():
-    """The compiled kernels (:mod:`learners._core`), imported on first use."""
+def kernels() -> SimpleNamespace:
+    """The compiled kernels, imported (and numba with them) on first use."""
     global _KERNELS
     if _KERNELS is None:
-        _KERNELS = import_module("learners._core")
+        from learners._core import predict_all
+        from learners._core_learn import enforce_active_limit, learn_all, undo_multiway
+
+        _KERNELS = SimpleNamespace(predict_all=predict_all, learn_all=learn_all,
+                                   enforce_active_limit=enforce_active_limit,
+                                   undo_multiway=undo_multiway)
     return _KERNELS
 
 
@@ -101,10 +135,10 @@ class TreeEnsemble:
         self.max_depth, self.max_size = max_depth, float(max_size)
         self.features = FeatureIndex(nominal_attributes, max_nominal_values, max_multiway_values)
         tree_f = np.empty((self.n_trees, 3))
-        for column, values in ((0, grace_periods), (1, deltas), (2, taus)):
+        for column, values in ((GRACE, grace_periods), (DELTA, deltas), (TAU, taus)):
             tree_f[:, column] = np.broadcast_to(np.asarray(values, dtype=float), (self.n_trees,))
-        if not ((tree_f[:, 0] > 0).all() and ((tree_f[:, 1] > 0) & (tree_f[:, 1] < 1)).all()
-                and (tree_f[:, 2] >= 0).all()):
+        grace, delta, tau = tree_f.T
+        if not ((grace > 0).all() and ((delta > 0) & (delta < 1)).all() and (tau >= 0).all()):
             raise ValueError("need grace_period > 0, 0 < delta < 1, tau >= 0 for every tree")
         self.tree_f = tree_f
         self.cfg = np.array([
@@ -114,7 +148,7 @@ class TreeEnsemble:
             float(grace_by == "count"), float(binary_split),
         ])
         self.tree_i = np.zeros((self.n_trees, 4), dtype=np.int64)
-        self.tree_i[:, 0] = -1
+        self.tree_i[:, ROOT] = -1
         c = self.n_classes
         self.ni = np.zeros((0, 8), dtype=np.int64)
         self.nf = np.zeros((0, 8))
@@ -126,9 +160,9 @@ class TreeEnsemble:
         self.seen = np.zeros((0, c), dtype=np.uint8)
         self.free = np.zeros(0, dtype=np.int64)
         self.ctr = np.zeros(3, dtype=np.int64)
-        self._sync_features()
         self._scratch = np.zeros(c)
         self._dists = np.zeros((2, c))
+        self._sync_features()
 
     # ---- arrays -------------------------------------------------------------------------------
 
@@ -151,38 +185,43 @@ class TreeEnsemble:
         if self.stat.shape[2] < f:
             grown = np.zeros((self.stat.shape[0], 5, max(f, 2 * self.stat.shape[2]),
                               self.n_classes))
-            grown[:, 3], grown[:, 4] = np.inf, -np.inf
+            grown[:, SMIN], grown[:, SMAX] = np.inf, -np.inf
             grown[:, :, : self.stat.shape[2]] = self.stat
             self.stat = grown
         self.counts = _grow(self.counts, r, axis=1)
         multi = self.feat_nrows[self.multi_ok.astype(bool)]
-        self._max_children = 2 if self.cfg[7] or not multi.size else max(2, int(multi.max()))
+        self._max_children = 2 if self.cfg[BINARY] or not multi.size else max(2, int(multi.max()))
+        branches = max(2, int(self.feat_nrows.max()) if f else 2)  # a split's branches, at most
+        if self._dists.shape[0] < branches:
+            self._dists = np.zeros((branches, self.n_classes))
         self._update_active_limit()
         self._seen_shape = (f, r)
 
     def _update_active_limit(self) -> None:
         """River's ``max_size`` (MB per tree) as a number of active leaves for these arrays."""
         per_leaf = 8.0 * self.n_classes * (5 * self.stat.shape[2] + self.counts.shape[1] + 24)
-        self.tree_i[:, 3] = max(1, int(self.max_size * 2**20 / per_leaf))
+        self.tree_i[:, MAX_ACTIVE] = max(1, int(self.max_size * 2**20 / per_leaf))
 
     def _make_room(self, nodes: int) -> None:
         """Room for ``nodes`` more nodes, slots and edges."""
-        n, e = self.ctr[0] + nodes, self.ctr[1] + nodes
+        n, e = self.ctr[N_NODES] + nodes, self.ctr[N_EDGES] + nodes
+        if n <= self.ni.shape[0] and e <= self.edges.shape[0] and self.ctr[N_FREE] >= nodes:
+            return
         self.ni = _grow(self.ni, n)
         self.nf = _grow(self.nf, n)
         self.cls = _grow(self.cls, n)
         self.present = _grow(self.present, n)
         self.edges = _grow(self.edges, e)
-        if self.ctr[2] < nodes:
+        if self.ctr[N_FREE] < nodes:
             old = self.stat.shape[0]
-            self.stat = _grow(self.stat, old + nodes - self.ctr[2])
+            self.stat = _grow(self.stat, old + nodes - self.ctr[N_FREE])
             new = self.stat.shape[0]
             self.counts = _grow(self.counts, new)
             self.seen = _grow(self.seen, new)
             self.free = _grow(self.free, new)
             added = np.arange(old, new, dtype=np.int64)
-            self.free[self.ctr[2] : self.ctr[2] + added.size] = added
-            self.ctr[2] += added.size
+            self.free[self.ctr[N_FREE] : self.ctr[N_FREE] + added.size] = added
+            self.ctr[N_FREE] += added.size
 
     # ---- learning and predicting --------------------------------------------------------------
 
@@ -195,45 +234,39 @@ class TreeEnsemble:
         (from :meth:`transform` with ``learn=True``); one compiled call. Returns the splits."""
         if self.frozen:
             raise RuntimeError("a serving copy only predicts; learn on the model it came from")
-        index = self.features
-        if (index.n_features, index.n_rows) != self._seen_shape or index.crossed:
-            self._sync_features()
-            if index.crossed:
-                self._undo_crossed()
-        if x.shape[0] < self.kinds.shape[0]:
-            x = np.concatenate([x, np.full(self.kinds.shape[0] - x.shape[0], np.nan)])
-        self._make_room(self.n_trees * (self._max_children + 1))
-        k = kernels()
         labels = np.asarray(labels, dtype=np.int64)
         weights = np.asarray(weights, dtype=float)
         if labels.shape != (self.n_trees,) or weights.shape != (self.n_trees,):
             raise ValueError(f"need one label and one weight per tree ({self.n_trees})")
         if labels.min() < 0 or labels.max() >= self.n_classes:
             raise ValueError(f"labels must be in 0..{self.n_classes - 1}")
+        index = self.features
+        if (index.n_features, index.n_rows) != self._seen_shape or index.crossed:
+            self._sync_features()
+            if index.crossed:
+                self._undo_crossed()
+        x = self._fit(x)
+        self._make_room(self.n_trees * (self._max_children + 1))
+        k = kernels()
         splits = k.learn_all(
             self.ni, self.nf, self.cls, self.present, self.stat, self.counts, self.seen,
             self.kinds, self.feat_rows, self.feat_nrows, self.row_other, self.multi_ok, self.cfg,
             self.edges, self.tree_i, self.tree_f, self.free, self.ctr, x, labels, weights,
-            self._scratch, self._dists_for_split(),
+            self._scratch, self._dists,
         )
-        if (self.tree_i[:, 1] > self.tree_i[:, 3]).any():  # a split, or a new multiway branch
-            for t in np.flatnonzero(self.tree_i[:, 1] > self.tree_i[:, 3]).tolist():
+        over = self.tree_i[:, N_ACTIVE] > self.tree_i[:, MAX_ACTIVE]  # a split, a new branch
+        if over.any():
+            for t in np.flatnonzero(over).tolist():
                 k.enforce_active_limit(self.ni, self.nf, self.cls, self.tree_i, self.free,
                                        self.ctr, t)
         return splits
-
-    def _dists_for_split(self) -> np.ndarray:
-        branches = max(2, int(self.feat_nrows.max()) if self.feat_nrows.size else 2)
-        if self._dists.shape[0] < branches:
-            self._dists = np.zeros((branches, self.n_classes))
-        return self._dists
 
     def _undo_crossed(self) -> None:
         """Undo the multiway splits on features that passed ``max_multiway_values``."""
         k = kernels()
         for column in self.features.crossed:
-            n_multi = int(((self.ni[: self.ctr[0], 0] == 3)
-                           & (self.ni[: self.ctr[0], 1] == column)).sum())
+            nodes = self.ni[: self.ctr[N_NODES]]
+            n_multi = int(((nodes[:, KIND] == NOMW) & (nodes[:, FEAT] == column)).sum())
             if n_multi:
                 self._make_room(n_multi)
                 k.undo_multiway(self.ni, self.nf, self.cls, self.present, self.stat, self.counts,
@@ -251,18 +284,6 @@ class TreeEnsemble:
         )
         return out
 
-    def predict_proba_many(self, xs: np.ndarray) -> np.ndarray:
-        """:meth:`predict_proba` for each row of ``xs`` (rows, trees, classes), one call."""
-        xs = np.atleast_2d(np.asarray(xs, dtype=float))
-        if xs.shape[1] < self.kinds.shape[0]:
-            pad = np.full((xs.shape[0], self.kinds.shape[0] - xs.shape[1]), np.nan)
-            xs = np.hstack([xs, pad])
-        out = np.empty((xs.shape[0], self.n_trees, self.n_classes))
-        kernels().predict_many(
-            self.ni, self.nf, self.cls, self.stat, self.counts, self.seen, self.kinds,
-            self.feat_rows, self.feat_nrows, self.cfg, self.edges, self.tree_i, xs, out,
-        )
-        return out
 
     def _fit(self, x: np.ndarray) -> np.ndarray:
         """``x`` padded with NaN to the arrays' features (a vector read before the index grew)."""
@@ -277,48 +298,40 @@ class TreeEnsemble:
 
     def trained(self) -> np.ndarray:
         """Whether each tree has learned anything (N,)."""
-        return self.tree_i[:, 0] >= 0
-
-    def _live(self) -> np.ndarray:
-        return self.ni[: self.ctr[0], 0] >= 0
+        return self.tree_i[:, ROOT] >= 0
 
     def n_leaves(self) -> np.ndarray:
         """Leaves per tree (N,)."""
-        nodes = self.ni[: self.ctr[0]]
-        leaf = nodes[:, 0] == 0
-        return np.bincount(nodes[leaf, 6], minlength=self.n_trees)
-
-    def n_nodes(self) -> np.ndarray:
-        """Nodes per tree (N,)."""
-        nodes = self.ni[: self.ctr[0]]
-        return np.bincount(nodes[self._live(), 6], minlength=self.n_trees)
+        nodes = self.ni[: self.ctr[N_NODES]]
+        return np.bincount(nodes[nodes[:, KIND] == 0, TREE], minlength=self.n_trees)
 
     def n_active_leaves(self) -> np.ndarray:
-        return self.tree_i[:, 1].copy()
+        """Active leaves (those that keep split statistics) per tree (N,)."""
+        return self.tree_i[:, N_ACTIVE].copy()
 
     def splits(self, t: int) -> list[tuple]:
         """Tree ``t``'s branches, depth first: (depth, feature name, kind, threshold or value)."""
         names = {column: name for name, column in self.features.columns.items()}
         values = {row: v for column in self.features.values for v, row in column.items()}
         out = []
-        stack = [int(self.tree_i[t, 0])] if self.tree_i[t, 0] >= 0 else []
+        stack = [int(self.tree_i[t, ROOT])] if self.tree_i[t, ROOT] >= 0 else []
         while stack:
             node = stack.pop()
-            kind = int(self.ni[node, 0])
+            kind = int(self.ni[node, KIND])
             if kind == 0:
                 continue
-            feature = names[int(self.ni[node, 1])]
-            thr = float(self.nf[node, 0])
-            test = thr if kind == 1 else ("multiway" if kind == 3 else values.get(int(thr)))
-            out.append((int(self.ni[node, 4]), feature, kind, test))
-            if kind == 3:
-                e, kids = int(self.ni[node, 2]), []
+            feature = names[int(self.ni[node, FEAT])]
+            thr = float(self.nf[node, THR])
+            test = thr if kind == NUM2 else ("multiway" if kind == NOMW else values.get(int(thr)))
+            out.append((int(self.ni[node, DEPTH]), feature, kind, test))
+            if kind == NOMW:
+                e, kids = int(self.ni[node, CHILD0]), []
                 while e >= 0:
                     kids.append(int(self.edges[e, 1]))
                     e = int(self.edges[e, 2])
                 stack.extend(reversed(kids))
             else:
-                stack.extend([int(self.ni[node, 3]), int(self.ni[node, 2])])
+                stack.extend([int(self.ni[node, CHILD1]), int(self.ni[node, CHILD0])])
         return out
 
     # ---- pickling: a data-only form -----------------------------------------------------------
@@ -326,11 +339,11 @@ class TreeEnsemble:
     def __getstate__(self) -> dict:
         """Plain data: numbers, strings, lists and arrays (no code), the statistics of active
         leaves only, and the slots renumbered."""
-        n = int(self.ctr[0])
+        n = int(self.ctr[N_NODES])
         ni = self.ni[:n].copy()
-        used = ni[:, 5] >= 0
-        slots = ni[used, 5]
-        ni[used, 5] = np.arange(slots.size)
+        used = ni[:, SLOT] >= 0
+        slots = ni[used, SLOT]
+        ni[used, SLOT] = np.arange(slots.size)
         index = self.features
         return {
             "format": FORMAT,
@@ -350,7 +363,8 @@ class TreeEnsemble:
             },
             "cfg": self.cfg.copy(), "tree_i": self.tree_i.copy(), "tree_f": self.tree_f.copy(),
             "ni": ni, "nf": self.nf[:n].copy(), "cls": self.cls[:n].copy(),
-            "present": self.present[:n].copy(), "edges": self.edges[: int(self.ctr[1])].copy(),
+            "present": self.present[:n].copy(),
+            "edges": self.edges[: int(self.ctr[N_EDGES])].copy(),
             "stat": self.stat[slots].copy(), "counts": _sparse(self.counts[slots]),
             "seen": self.seen[slots].copy(),
         }
@@ -388,14 +402,12 @@ class TreeEnsemble:
         statistics of the naive-Bayes leaves that predict with them, none with ``"mc"``."""
         state = self.__getstate__()
         ni, nf = state["ni"], state["nf"]
-        keep = ni[:, 5] >= 0
-        if self.leaf_prediction == "nba":
-            keep &= nf[:, 4] >= nf[:, 3]
-        else:
-            keep[:] = False
-        slots = ni[keep, 5]
-        ni[~keep & (ni[:, 5] >= 0), 5] = -2  # active, statistics dropped: predicts the majority
-        ni[keep, 5] = np.arange(slots.size)
+        active = ni[:, SLOT] >= 0
+        # the leaves that predict with naive Bayes (the adaptive rule of _core._leaf_proba)
+        keep = active & (nf[:, NBC] >= nf[:, MCC]) & (self.leaf_prediction == "nba")
+        slots = ni[keep, SLOT]
+        ni[active & ~keep, SLOT] = -2  # active, statistics dropped: predicts the majority class
+        ni[keep, SLOT] = np.arange(slots.size)
         state["counts"] = _sparse(_dense(state["counts"])[slots])
         for name in ("stat", "seen"):
             state[name] = state[name][slots]
@@ -403,6 +415,17 @@ class TreeEnsemble:
         return from_state(state)
 
     frozen = False
+
+
+def warm_up() -> None:
+    """Compile every kernel now (numba writes them to its on-disk cache): an image built with
+    this step starts deciding without compiling."""
+    trees = TreeEnsemble(1, 2, grace_periods=1.0, deltas=0.5, taus=1.0, max_size=0.0001,
+                         leaf_prediction="nba", max_multiway_values=2)
+    for i in range(12):  # a multiway split on "c", then a third value undoes it
+        x = trees.transform({"v": float(i), "c": "abc"[i % 2 + (i > 9)]}, learn=True)
+        trees.learn(x, np.array([i % 2]), np.ones(1))
+        trees.predict_proba(x)
 
 
 def _sparse(a: np.ndarray) -> dict:

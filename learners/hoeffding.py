@@ -20,21 +20,30 @@ import math
 import numpy as np
 from river.tree import HoeffdingTreeClassifier
 
+from learners.compiled import TreeEnsemble
 from learners.reduction import cost_to_label_weight
 from learners.vfdt import ArrayHoeffdingTreeClassifier, FastHoeffdingTreeClassifier
 
 __all__ = [
+    "GRACE_BY",
     "LEAF_PREDICTIONS",
+    "TREE_CORES",
     "TREE_PROFILES",
     "CostSensitiveTree",
     "sample_tree_params",
     "argmax_label",
+    "cost_sensitive_trees",
     "make_vfdt",
     "proba_matrix",
 ]
 
 #: The trees' leaf predictions: majority class (the authors' VFDT) or adaptive naive Bayes.
 LEAF_PREDICTIONS = ("mc", "nba")
+
+#: The trees: the compiled core (:mod:`learners.compiled`) or River's (:class:`CostSensitiveTree`).
+TREE_CORES = ("compiled", "river")
+#: What a split attempt waits for: more weight (River's rule) or more examples (compiled only).
+GRACE_BY = ("weight", "count")
 
 #: Ranges of the authors' code: grace period U[a, b]; tie threshold tau and split confidence delta
 #: log-uniform on [a, b].
@@ -236,3 +245,43 @@ class CostSensitiveTree:
             order=self.order,
         )
         self.tree.learn_one(x, int(labels[0]), w=float(weights[0]))
+
+
+def cost_sensitive_trees(
+    core: str,
+    n_classes: int,
+    params: list[dict],
+    nominal_attributes: list | None = None,
+    leaf_prediction: str = "mc",
+    fast_trees: bool = True,
+    grace_by: str = "weight",
+) -> tuple[TreeEnsemble | None, list[CostSensitiveTree]]:
+    """One multiclass tree per hyperparameter draw of ``params``
+    (:func:`sample_tree_params`): the compiled core's ensemble and no River trees, or no
+    ensemble and River's trees (``core``, one of :data:`TREE_CORES`).
+
+    >>> params = [sample_tree_params("bandit", np.random.default_rng(0))] * 2
+    >>> forest, trees = cost_sensitive_trees("compiled", 3, params)
+    >>> forest.n_trees, trees
+    (2, [])
+    >>> cost_sensitive_trees("river", 3, params, grace_by="count")
+    Traceback (most recent call last):
+    ...
+    ValueError: grace_by="count" needs the compiled trees
+    """
+    if core == "compiled":
+        forest = TreeEnsemble(
+            len(params), n_classes,
+            grace_periods=[p["grace_period"] for p in params],
+            deltas=[p["delta"] for p in params], taus=[p["tau"] for p in params],
+            nominal_attributes=nominal_attributes, leaf_prediction=leaf_prediction,
+            grace_by=grace_by,
+        )
+        return forest, []
+    if grace_by != "weight":
+        raise ValueError(f'grace_by="{grace_by}" needs the compiled trees')
+    return None, [
+        CostSensitiveTree(n_classes, nominal_attributes=nominal_attributes,
+                          fast_trees=fast_trees, leaf_prediction=leaf_prediction, **p)
+        for p in params
+    ]

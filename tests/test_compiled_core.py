@@ -233,3 +233,11 @@ def test_grace_by_count_attempts_after_examples_not_weight():
             t.learn(t.transform({"v": float(i % 2)}, learn=True), np.array([i % 2]),
                     np.array([10.0]))
     assert by_weight.n_leaves()[0] == 2 and by_count.n_leaves()[0] == 1
+
+
+def test_warm_up_compiles_every_kernel():
+    """The Dockerfile's build step: after it no kernel compiles at a container's first call."""
+    from learners.compiled import kernels, warm_up
+
+    warm_up()
+    assert all(kernel.signatures for kernel in vars(kernels()).values())

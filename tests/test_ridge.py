@@ -701,3 +701,24 @@ def test_a_model_pickled_before_the_pairs_learns_as_it_did():
     for _ in range(20):
         x = {"user": f"u{rng.integers(30)}", "dev": f"d{rng.integers(5)}", "x": rng.normal()}
         np.testing.assert_array_equal(served.predict_one(x), now.predict_one(x))
+
+
+def test_the_numeric_layout_path_gives_the_same_floats_as_feature_by_feature():
+    """Contexts of one numeric layout take the array path of ``_features``; a model made to take
+    the feature-by-feature path every time learns and predicts the very same floats (huge and
+    non-finite values included)."""
+    rng = np.random.default_rng(3)
+    fast, slow = RidgeRewards(3), RidgeRewards(3)
+    for i in range(300):
+        x = {f"f{j}": float(rng.normal() * 10**j) for j in range(6)}
+        if i % 50 == 7:
+            x["f2"] = math.inf if i % 100 == 7 else 1e308
+        action, correct = int(rng.integers(3)), bool(rng.random() < 0.5)
+        for model in (fast, slow):
+            slow.__dict__.pop("_layout", None)
+            model.learn_one(x, action, correct)
+        slow.__dict__.pop("_layout", None)
+        np.testing.assert_array_equal(fast.predict_one(x), slow.predict_one(x))
+    assert getattr(fast, "_layout", None) is not None
+    np.testing.assert_array_equal(fast.weights, slow.weights)
+    np.testing.assert_array_equal(fast.moments, slow.moments)

@@ -31,11 +31,12 @@ from boosters.exploration import (
     scheduled_rate,
     track_misses,
 )
-from learners.compiled import TreeEnsemble
 from learners.hoeffding import (
+    GRACE_BY,
     LEAF_PREDICTIONS,
+    TREE_CORES,
     TREE_PROFILES,
-    CostSensitiveTree,
+    cost_sensitive_trees,
     proba_matrix,
     sample_tree_params,
 )
@@ -48,10 +49,6 @@ __all__ = [
     "model_leads", "record_switch",
 ]
 
-#: the trees: the compiled core (:mod:`learners.compiled`) or River's (:mod:`learners.hoeffding`)
-TREE_CORES = ("compiled", "river")
-#: what a split attempt waits for: more weight (River's rule) or more examples
-GRACE_BY = ("weight", "count")
 #: the bandit loss estimates: eq. 4, eq. 3, eq. 4 made doubly robust (docs/boosters.md)
 ESTIMATORS = ("proposed", "naive", "dr")
 #: the reward models: AdaGrad's logistic regressions, or ridge regressions (docs/boosters.md)
@@ -178,43 +175,21 @@ class BoostingTemplate(OnlineBooster):
         self.leaf_prediction = check_choice("leaf_prediction", leaf_prediction, LEAF_PREDICTIONS)
         self.tree_core = check_choice("tree_core", tree_core, TREE_CORES)
         self.grace_by = check_choice("grace_by", grace_by, GRACE_BY)
-        if self.grace_by == "count" and self.tree_core == "river":
-            raise ValueError('grace_by="count" needs tree_core="compiled"')
         self._rng = np.random.default_rng(seed)
         params = [
             sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees)
             for _ in range(self.n_learners)
         ]
-        self._init_trees(params)
+        self.forest, self.learners = cost_sensitive_trees(
+            self.tree_core, self.n_actions, params, self.nominal_attributes,
+            self.leaf_prediction, self.fast_trees, self.grace_by,
+        )
+        self._trees = [wl.tree for wl in self.learners]
         self._rows = np.arange(self.n_learners)
         self.guess_model = check_choice("guess_model", guess_model, GUESS_MODELS)
         self._init_reward_models(guess_expert, quadratic_expert)
         self.n_decisions = self.n_updates = 0
 
-    def _init_trees(self, params: list[dict]) -> None:
-        """The N trees with their drawn hyperparameters ``params``: the compiled core's arrays
-        or River's trees (``tree_core``)."""
-        if self.tree_core == "compiled":
-            self.forest = TreeEnsemble(
-                self.n_learners, self.n_actions,
-                grace_periods=[p["grace_period"] for p in params],
-                deltas=[p["delta"] for p in params], taus=[p["tau"] for p in params],
-                nominal_attributes=self.nominal_attributes,
-                leaf_prediction=self.leaf_prediction, grace_by=self.grace_by,
-            )
-            self.learners = self._trees = []
-        else:
-            self.learners = [
-                CostSensitiveTree(
-                    self.n_actions,
-                    nominal_attributes=self.nominal_attributes,
-                    fast_trees=self.fast_trees,
-                    leaf_prediction=self.leaf_prediction,
-                    **p,
-                )
-                for p in params
-            ]
-            self._trees = [wl.tree for wl in self.learners]
 
     def _init_reward_models(self, guess_expert: bool | None, quadratic_expert: bool) -> None:
         """The doubly robust estimate's reward model (``estimator="dr"``), and the reward models
@@ -495,9 +470,10 @@ class BoostingTemplate(OnlineBooster):
         if self.forest is not None:  # one compiled call teaches every tree
             self.forest.learn(self.forest.transform(x, learn=True), labels, weights)
             yield
-        for tree, lab, w in zip(self._trees, labels.tolist(), weights.tolist()):
-            tree.learn_one(x, lab, w=w)
-            yield
+        else:
+            for tree, lab, w in zip(self._trees, labels.tolist(), weights.tolist()):
+                tree.learn_one(x, lab, w=w)
+                yield
         self.n_updates += 1
         track_misses(self, decision, correct, known if label is not None else None)
         judged = self._expert_losses(decision, correct, lhat, guess) if label is None else lhat

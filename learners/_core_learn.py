@@ -1,0 +1,269 @@
+"""The compiled learning kernels of :mod:`learners.compiled`: one example into every tree (the
+leaf update, the grace period, the depth limit, new branches of multiway splits), the active-leaf
+bound of ``max_size``, and the undoing of multiway splits on a feature with too many values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from learners._core import (
+    _add_edge,
+    _add_weight,
+    _clear_slot,
+    _deactivate,
+    _free_slot,
+    _most_common,
+    _naive_bayes,
+    _new_node,
+    _route,
+)
+from learners._core_split import _attempt_split
+from learners._layout import (
+    CHILD0,
+    CHILD1,
+    DEAD,
+    DEPTH,
+    FEAT,
+    GRACE,
+    GRACE_BY_COUNT,
+    KIND,
+    LAST,
+    LEAF,
+    MAX_ACTIVE,
+    MAX_DEPTH,
+    MCC,
+    N_ACTIVE,
+    N_FREE,
+    N_INACTIVE,
+    N_NODES,
+    NBA,
+    NBC,
+    NLEARN,
+    NOMW,
+    NSEEN,
+    ROOT,
+    SLOT,
+    SMAX,
+    SMEAN,
+    SMIN,
+    SS,
+    SW,
+    TREE,
+    WEIGHT,
+    WLEARN,
+)
+
+# ---- learning ----------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _update_slot(stat, counts, seen, kinds, s, x, y, w):
+    """River's splitter updates: weighted Welford statistics per (numeric feature, class),
+    weights per (nominal value, class); missing values are skipped."""
+    seen[s, y] = 1
+    for j in range(kinds.shape[0]):
+        v = x[j]
+        if math.isnan(v):
+            continue
+        if kinds[j] == 0:
+            n = stat[s, SW, j, y] + w
+            old = stat[s, SMEAN, j, y]
+            mean = old + (w / n) * (v - old)
+            stat[s, SS, j, y] += w * (v - old) * (v - mean)
+            stat[s, SW, j, y] = n
+            stat[s, SMEAN, j, y] = mean
+            if v < stat[s, SMIN, j, y]:
+                stat[s, SMIN, j, y] = v
+            if v > stat[s, SMAX, j, y]:
+                stat[s, SMAX, j, y] = v
+        elif kinds[j] == 1 and v >= 0.0:
+            counts[s, int(v), y] += w
+
+
+@njit(cache=True)
+def _first_argmax(values, mask):
+    best, top = -1, -np.inf
+    for c in range(values.shape[0]):
+        if mask[c] and values[c] > top:
+            best, top = c, values[c]
+    return best
+
+
+@njit(cache=True)
+def _leaf_learn(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg,
+                node, x, y, w, scratch):
+    """The leaf update: the adaptive rule's scores first (naive-Bayes leaves), then the class
+    weight and, while active, the split statistics."""
+    s = ni[node, SLOT]
+    if s >= 0 and cfg[NBA] > 0:
+        has = False
+        for c in range(cls.shape[1]):
+            has = has or present[node, c] != 0
+        if not has or _first_argmax(cls[node], present[node] != 0) == y:
+            nf[node, MCC] += w
+        if _naive_bayes(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, node, x,
+                        scratch):
+            if _first_argmax(scratch, cls[node] > 0.0) == y:
+                nf[node, NBC] += w
+    cls[node, y] += w
+    present[node, y] = 1
+    nf[node, NSEEN] += 1.0
+    _add_weight(ni, nf, node, w)
+    if s >= 0:
+        _update_slot(stat, counts, seen, kinds, s, x, y, w)
+        nf[node, NLEARN] += 1.0
+        nf[node, WLEARN] += w
+
+
+@njit(cache=True)
+def learn_all(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, row_other,
+              multi_ok, cfg, edges, ti, tf, free, ctr, x, labels, weights, scratch, dists):
+    """Tree ``t`` learns ``(x, labels[t])`` with weight ``weights[t]``, for every tree; returns
+    the number of splits made. The caller has made room for every tree to split once."""
+    splits = 0
+    for t in range(ti.shape[0]):
+        splits += _learn_tree(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows,
+                              feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t,
+                              x, labels[t], weights[t], scratch, dists)
+    return splits
+
+
+@njit(cache=True)
+def _learn_tree(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows,
+                row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t, x, y, w, scratch, dists):
+    if w <= 0.0:
+        return 0
+    if ti[t, ROOT] < 0:
+        ti[t, ROOT] = _new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, -1, 0)
+        ti[t, N_ACTIVE] = 1
+    node = ti[t, ROOT]
+    while ni[node, KIND] != LEAF:
+        child = _route(ni, nf, edges, node, x)
+        if child < 0:
+            break
+        node = child
+    if ni[node, KIND] != LEAF:  # a branch that cannot route x: River's _leaf_for_unroutable
+        node = _leaf_for_unroutable(ni, nf, cls, present, stat, counts, seen, edges, ti, free,
+                                    ctr, t, node, x)
+        _leaf_learn(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg,
+                    node, x, y, w, scratch)
+        return 0
+    _leaf_learn(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg,
+                node, x, y, w, scratch)
+    if ni[node, SLOT] < 0:
+        return 0
+    if ni[node, DEPTH] >= cfg[MAX_DEPTH]:
+        _deactivate(ni, nf, ti, free, ctr, t, node)
+        return 0
+    seen_now = nf[node, NSEEN] if cfg[GRACE_BY_COUNT] > 0 else nf[node, WEIGHT]
+    if seen_now - nf[node, LAST] >= tf[t, GRACE]:
+        split = _attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows,
+                               feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t,
+                               node, dists)
+        if split:
+            return 1
+        nf[node, LAST] = seen_now
+    return 0
+
+
+@njit(cache=True)
+def _leaf_for_unroutable(ni, nf, cls, present, stat, counts, seen, edges, ti, free, ctr, t,
+                         node, x):
+    """A new branch for an unseen value of a multiway split, else the most traversed path."""
+    while True:
+        if ni[node, KIND] == NOMW and not math.isnan(x[ni[node, FEAT]]):
+            leaf = _new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, node,
+                             ni[node, DEPTH] + 1)
+            _add_edge(ni, edges, ctr, node, x[ni[node, FEAT]], leaf)
+            ti[t, N_ACTIVE] += 1
+            return leaf
+        node = _most_common(ni, nf, edges, node)
+        while ni[node, KIND] != LEAF:
+            child = _route(ni, nf, edges, node, x)
+            if child < 0:
+                break
+            node = child
+        if ni[node, KIND] == LEAF:
+            return node
+
+
+# ---- limits ------------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def enforce_active_limit(ni, nf, cls, ti, free, ctr, t):
+    """Deactivate tree ``t``'s least promising active leaves (least weight outside their
+    majority class, River's ``calculate_promise``) until at most ``MAX_ACTIVE`` are active."""
+    while ti[t, MAX_ACTIVE] > 0 and ti[t, N_ACTIVE] > ti[t, MAX_ACTIVE]:
+        worst, worst_promise = -1, np.inf
+        for node in range(ctr[N_NODES]):
+            if ni[node, TREE] != t or ni[node, KIND] != LEAF or ni[node, SLOT] < 0:
+                continue
+            total = 0.0
+            top = 0.0
+            for c in range(cls.shape[1]):
+                total += cls[node, c]
+                top = max(top, cls[node, c])
+            promise = total - top
+            if promise < worst_promise:
+                worst, worst_promise = node, promise
+        if worst < 0:
+            return
+        _deactivate(ni, nf, ti, free, ctr, t, worst)
+
+
+@njit(cache=True)
+def undo_multiway(ni, nf, cls, present, stat, counts, seen, edges, ti, free, ctr, j):
+    """Replace every multiway split on feature ``j`` by one active leaf holding its subtree's
+    class weights (the feature has shown too many values for one branch each)."""
+    merged = 0
+    for node in range(ctr[N_NODES]):
+        if ni[node, KIND] != NOMW or ni[node, FEAT] != j:
+            continue
+        t = ni[node, TREE]
+        stack = [node]
+        cls[node, :] = 0.0
+        first = True
+        while stack:
+            m = stack.pop()
+            kind = ni[m, KIND]
+            if kind == LEAF:
+                for c in range(cls.shape[1]):
+                    cls[node, c] += cls[m, c]
+                if ni[m, SLOT] >= 0:
+                    ti[t, N_ACTIVE] -= 1
+                else:
+                    ti[t, N_INACTIVE] -= 1
+                _free_slot(ni, nf, free, ctr, m)
+            elif kind == NOMW:
+                e = ni[m, CHILD0]
+                while e >= 0:
+                    stack.append(edges[e, 1])
+                    e = edges[e, 2]
+            else:
+                stack.append(ni[m, CHILD0])
+                stack.append(ni[m, CHILD1])
+            if not first:
+                ni[m, KIND] = DEAD
+            first = False
+        ctr[N_FREE] -= 1
+        s = free[ctr[N_FREE]]
+        _clear_slot(stat, counts, seen, s)
+        ni[node, KIND] = LEAF
+        ni[node, SLOT] = s
+        ni[node, CHILD0] = -1
+        ni[node, CHILD1] = -1
+        ni[node, FEAT] = -1
+        total = 0.0
+        for c in range(cls.shape[1]):
+            present[node, c] = 1 if cls[node, c] > 0.0 else 0
+            total += cls[node, c]
+        nf[node, LAST] = total
+        nf[node, MCC] = 0.0
+        nf[node, NBC] = 0.0
+        ti[t, N_ACTIVE] += 1
+        merged += 1
+    return merged

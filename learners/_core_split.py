@@ -1,0 +1,336 @@
+"""The compiled split attempt of :mod:`learners.compiled`: River's ``_attempt_to_split`` with
+information gain over Gaussian numeric splitters (``n_splits`` candidate points) and binary and
+multiway nominal splits, the Hoeffding bound, the tie threshold and pre-pruning."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from learners._core import _add_edge, _add_weight, _clear_slot, _free_slot, _new_node
+from learners._layout import (
+    BINARY,
+    CHILD0,
+    CHILD1,
+    DELTA,
+    DEPTH,
+    FEAT,
+    GRACE_BY_COUNT,
+    KIND,
+    LAST,
+    MAX_SHARE,
+    MIN_FRAC,
+    N_ACTIVE,
+    N_SPLITS,
+    NLEARN,
+    NOM2,
+    NOMW,
+    NUM2,
+    PREPRUNE,
+    SLOT,
+    SMAX,
+    SMEAN,
+    SMIN,
+    SS,
+    SW,
+    TAU,
+    THR,
+    WEIGHT,
+    WLEARN,
+)
+
+LOG2 = math.log(2.0)
+
+
+@njit(cache=True)
+def _xlog(v):
+    return v * math.log(v) / LOG2 if v > 0.0 else 0.0
+
+
+@njit(cache=True)
+def _entropy_term(dist):
+    """``xlogx(sum) - sum xlogx(d)``: the weighted entropy of one branch (bits)."""
+    total = 0.0
+    inner = 0.0
+    for c in range(dist.shape[0]):
+        total += dist[c]
+        inner += _xlog(dist[c])
+    return _xlog(total) - inner
+
+
+@njit(cache=True)
+def _merit(pre, dists, n_branches, min_frac):
+    """Information gain of the branches ``dists[:n_branches]`` (River's ``merit_of_split``)."""
+    total = 0.0
+    for b in range(n_branches):
+        for c in range(dists.shape[1]):
+            total += dists[b, c]
+    if total <= 0.0:
+        return -np.inf
+    big = 0
+    post = 0.0
+    for b in range(n_branches):
+        s = 0.0
+        for c in range(dists.shape[1]):
+            s += dists[b, c]
+        if s / total > min_frac:
+            big += 1
+        post += _entropy_term(dists[b])
+    if big < 2:
+        return -np.inf
+    return pre - post / total
+
+
+# ---- split attempts ----------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _numeric_best(stat, s, j, pre, n_splits, min_frac, dists):
+    """(best merit, its point) of numeric feature ``j`` over River's candidate points."""
+    n_classes = dists.shape[1]
+    lo, hi = np.inf, -np.inf
+    for c in range(n_classes):
+        if stat[s, SW, j, c] > 0.0:
+            lo = min(lo, stat[s, SMIN, j, c])
+            hi = max(hi, stat[s, SMAX, j, c])
+    best, best_point = -np.inf, np.nan
+    if not lo < np.inf:
+        return best, best_point, False
+    size = (hi - lo) / (n_splits + 1.0)
+    for i in range(n_splits):
+        point = lo + size * (i + 1)
+        if not (lo < point < hi):
+            continue
+        _numeric_dists(stat, s, j, point, dists)
+        merit = _merit(pre, dists, 2, min_frac)
+        if merit > best:
+            best, best_point = merit, point
+    return best, best_point, True
+
+
+@njit(cache=True)
+def _numeric_dists(stat, s, j, point, dists):
+    """River's ``GaussianSplitter`` class weights left (``<=``) and right of ``point``."""
+    for c in range(dists.shape[1]):
+        dists[0, c] = 0.0
+        dists[1, c] = 0.0
+        n = stat[s, SW, j, c]
+        if n <= 0.0:
+            continue
+        if point < stat[s, SMIN, j, c]:
+            dists[1, c] = n
+        elif point >= stat[s, SMAX, j, c]:
+            dists[0, c] = n
+        else:
+            var = stat[s, SS, j, c] / (n - 1.0) if n > 1.0 else 0.0
+            sd = math.sqrt(var) if var > 0.0 else 0.0
+            cdf = 0.5 * (1.0 + math.erf((point - stat[s, SMEAN, j, c]) / sd / math.sqrt(2.0))) \
+                if sd > 0.0 else 0.0
+            dists[0, c] = cdf * n
+            dists[1, c] = n - cdf * n
+
+
+@njit(cache=True)
+def _nominal_dists(counts, feat_rows, feat_nrows, s, j, row, dists):
+    """Class weights of value row ``row`` (branch 0) and of the feature's other rows (1)."""
+    dists[0, :] = 0.0
+    dists[1, :] = 0.0
+    for i in range(feat_nrows[j]):
+        r = feat_rows[j, i]
+        b = 0 if r == row else 1
+        for c in range(dists.shape[1]):
+            dists[b, c] += counts[s, r, c]
+
+
+@njit(cache=True)
+def _row_used(counts, s, r):
+    for c in range(counts.shape[2]):
+        if counts[s, r, c] > 0.0:
+            return True
+    return False
+
+
+@njit(cache=True)
+def _multiway_dists(counts, feat_rows, feat_nrows, s, j, dists):
+    """One branch per value row the leaf has seen; returns how many."""
+    b = 0
+    for i in range(feat_nrows[j]):
+        r = feat_rows[j, i]
+        if _row_used(counts, s, r):
+            dists[b, :] = counts[s, r, :]
+            b += 1
+    return b
+
+
+@njit(cache=True)
+def _nominal_best(counts, feat_rows, feat_nrows, row_other, multiway, s, j, pre, min_frac,
+                  dists):
+    """(best merit, its row or -1 for the multiway split, a suggestion exists) of feature
+    ``j`` (River's ``NominalSplitterClassif``: the multiway split first, then each value)."""
+    best, best_row, real = -np.inf, -2, False
+    used = 0
+    for i in range(feat_nrows[j]):
+        used += _row_used(counts, s, feat_rows[j, i])
+    if used == 0:
+        return best, best_row, False
+    if multiway:
+        b = _multiway_dists(counts, feat_rows, feat_nrows, s, j, dists)
+        best, best_row, real = _merit(pre, dists, b, min_frac), -1, True
+    for i in range(feat_nrows[j]):
+        r = feat_rows[j, i]
+        if row_other[r] or not _row_used(counts, s, r):
+            continue
+        _nominal_dists(counts, feat_rows, feat_nrows, s, j, r, dists)
+        merit = _merit(pre, dists, 2, min_frac)
+        if merit > best:
+            best, best_row, real = merit, r, True
+    return best, best_row, real
+
+
+@njit(cache=True)
+def _multiway_allowed(multi_ok, cfg, j):
+    """Whether feature ``j`` may split one branch per value: no binary-only setting, and the
+    feature index allows it (:meth:`learners.features.FeatureIndex.multiway_allowed`)."""
+    return cfg[BINARY] == 0 and multi_ok[j] != 0
+
+
+@njit(cache=True)
+def _attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows,
+                   row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t, node, dists):
+    """River's ``_attempt_to_split``: the best two suggestions, the Hoeffding bound, the tie
+    threshold; a winning null split (pre-pruning) clears the leaf's statistics. True: split."""
+    n_classes = cls.shape[1]
+    n_pos = 0
+    total = 0.0
+    top_class = 0.0
+    n_present = 0
+    for c in range(n_classes):
+        total += cls[node, c]
+        top_class = max(top_class, cls[node, c])
+        n_pos += cls[node, c] != 0.0
+        n_present += present[node, c]
+    if n_pos < 2:
+        return False
+    s = ni[node, SLOT]
+    min_frac = cfg[MIN_FRAC]
+    if top_class > 0.0 and top_class / total > cfg[MAX_SHARE]:
+        _null_wins(stat, counts, seen, nf, s, node)
+        return False
+    pre = _entropy_term(cls[node]) / total
+    n_sugg = 1 if cfg[PREPRUNE] > 0 else 0
+    top, second = -np.inf, -np.inf
+    best_feat, best_value, best_real = -1, np.nan, False
+    for j in range(kinds.shape[0]):
+        if kinds[j] == 0:
+            merit, value, has = _numeric_best(stat, s, j, pre, int(cfg[N_SPLITS]), min_frac,
+                                              dists)
+            real = merit > -np.inf
+        elif kinds[j] == 1:
+            multiway = _multiway_allowed(multi_ok, cfg, j)
+            merit, row, has = _nominal_best(counts, feat_rows, feat_nrows, row_other, multiway, s,
+                                            j, pre, min_frac, dists)
+            value = float(row)
+            real = has and (merit > -np.inf or row == -1)
+        else:
+            continue
+        if not has:
+            continue
+        n_sugg += 1
+        if merit >= top:  # River sorts stably: the last of equal merits is the best
+            second = top
+            top = merit
+            best_feat, best_value, best_real = j, value, real
+        elif merit > second:
+            second = merit
+    if n_sugg < 2:
+        should = n_sugg > 0
+    else:
+        r = math.log(max(n_present, 2)) / LOG2
+        bound = math.sqrt(r * r * math.log(1.0 / tf[t, DELTA]) / (2.0 * total))
+        should = (top - second > bound) or (bound < tf[t, TAU])
+    if not should:
+        return False
+    if best_feat < 0 or not best_real:
+        _null_wins(stat, counts, seen, nf, s, node)
+        return False
+    _split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg, edges,
+           ti, free, ctr, t, node, best_feat, best_value, dists)
+    return True
+
+
+@njit(cache=True)
+def _null_wins(stat, counts, seen, nf, s, node):
+    """River deactivates the leaf and (its memory allowing) activates it again: fresh
+    statistics, the class weights and the adaptive rule's scores kept."""
+    _clear_slot(stat, counts, seen, s)
+    nf[node, NLEARN] = 0.0
+    nf[node, WLEARN] = 0.0
+
+
+@njit(cache=True)
+def _split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg, edges,
+           ti, free, ctr, t, node, j, value, dists):
+    """Turn leaf ``node`` into a branch on feature ``j`` (threshold or value row ``value``,
+    -1: multiway) with one new leaf per branch holding its class weights."""
+    s = ni[node, SLOT]
+    depth = ni[node, DEPTH] + 1
+    n_classes = cls.shape[1]
+    if kinds[j] == 0:
+        _numeric_dists(stat, s, j, value, dists)
+        n_b = 2
+    elif value >= 0:
+        _nominal_dists(counts, feat_rows, feat_nrows, s, j, int(value), dists)
+        n_b = 2
+    else:
+        n_b = _multiway_dists(counts, feat_rows, feat_nrows, s, j, dists)
+    children = np.empty(n_b, np.int64)
+    rows = np.empty(n_b, np.int64)
+    b = 0
+    for i in range(feat_nrows[j] if kinds[j] == 1 and value < 0 else 0):
+        r = feat_rows[j, i]
+        if _row_used(counts, s, r):
+            rows[b] = r
+            b += 1
+    new_weight = 0.0
+    for b in range(n_b):
+        child = _new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, node, depth)
+        children[b] = child
+        for c in range(n_classes):
+            cls[child, c] = dists[b, c]
+            present[child, c] = _child_has(stat, counts, feat_rows, feat_nrows, kinds, s, j,
+                                           value, b, c, dists)
+            nf[child, WEIGHT] += dists[b, c]
+        nf[child, LAST] = nf[child, WEIGHT] if cfg[GRACE_BY_COUNT] == 0 else 0.0
+        new_weight += nf[child, WEIGHT]
+    _free_slot(ni, nf, free, ctr, node)
+    ni[node, FEAT] = j
+    nf[node, THR] = value
+    if kinds[j] == 0:
+        ni[node, KIND] = NUM2
+    elif value >= 0:
+        ni[node, KIND] = NOM2
+    else:
+        ni[node, KIND] = NOMW
+        ni[node, CHILD0] = -1
+        for b in range(n_b):
+            _add_edge(ni, edges, ctr, node, rows[b], children[b])
+    if ni[node, KIND] != NOMW:
+        ni[node, CHILD0] = children[0]
+        ni[node, CHILD1] = children[1]
+    _add_weight(ni, nf, node, new_weight - nf[node, WEIGHT])
+    ti[t, N_ACTIVE] += n_b - 1
+
+
+@njit(cache=True)
+def _child_has(stat, counts, feat_rows, feat_nrows, kinds, s, j, value, b, c, dists):
+    """Whether class ``c`` is a key of branch ``b``'s class weights in River's split (it counts
+    for the range of the merit)."""
+    if kinds[j] == 0:
+        if stat[s, SW, j, c] <= 0.0:
+            return 0
+        if b == 0:
+            return 1 if value >= stat[s, SMIN, j, c] else 0
+        return 1 if value < stat[s, SMAX, j, c] else 0
+    return 1 if dists[b, c] > 0.0 else 0
