@@ -53,7 +53,7 @@ from learners._layout import (
 
 
 @njit(cache=True)
-def _route(ni, nf, edges, node, x):
+def route(ni, nf, edges, node, x):
     """The child of branch ``node`` that ``x`` goes to, or -1 where the test cannot be made."""
     v = x[ni[node, FEAT]]
     if math.isnan(v):
@@ -72,7 +72,7 @@ def _route(ni, nf, edges, node, x):
 
 
 @njit(cache=True)
-def _most_common(ni, nf, edges, node):
+def most_common(ni, nf, edges, node):
     """River's ``most_common_path``: the child with the most weight (the first on a tie)."""
     if ni[node, KIND] != NOMW:
         left, right = ni[node, CHILD0], ni[node, CHILD1]
@@ -92,8 +92,8 @@ def _leaf_of(ni, nf, edges, root, x):
     """The leaf ``x`` reaches, a branch that cannot route it taking its most common path."""
     node = root
     while ni[node, KIND] != LEAF:
-        child = _route(ni, nf, edges, node, x)
-        node = child if child >= 0 else _most_common(ni, nf, edges, node)
+        child = route(ni, nf, edges, node, x)
+        node = child if child >= 0 else most_common(ni, nf, edges, node)
     return node
 
 
@@ -110,7 +110,7 @@ def _majority(cls, node, out):
 
 
 @njit(cache=True)
-def _naive_bayes(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, node, x, out):
+def naive_bayes(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, node, x, out):
     """The leaf's naive-Bayes probabilities in ``out``; False when it has no class weight.
 
     :class:`learners.nb_leaf.NaiveBayesLeaf`'s rule: log prior plus a Gaussian per (class,
@@ -246,7 +246,7 @@ def _leaf_proba(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, c
         cfg[NBA] > 0
         and ni[node, SLOT] >= 0
         and nf[node, NBC] >= nf[node, MCC]
-        and _naive_bayes(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, node,
+        and naive_bayes(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, node,
                          x, out)
     ):
         return
@@ -272,7 +272,7 @@ def predict_all(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, c
 
 
 @njit(cache=True)
-def _clear_slot(stat, counts, seen, s):
+def clear_slot(stat, counts, seen, s):
     stat[s, SW] = 0.0
     stat[s, SMEAN] = 0.0
     stat[s, SS] = 0.0
@@ -283,13 +283,13 @@ def _clear_slot(stat, counts, seen, s):
 
 
 @njit(cache=True)
-def _new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, parent, depth):
+def new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, parent, depth):
     """A fresh active leaf (empty class weights) with a cleared statistics slot."""
     node = ctr[N_NODES]
     ctr[N_NODES] += 1
     ctr[N_FREE] -= 1
     s = free[ctr[N_FREE]]
-    _clear_slot(stat, counts, seen, s)
+    clear_slot(stat, counts, seen, s)
     ni[node, KIND] = LEAF
     ni[node, FEAT] = -1
     ni[node, CHILD0] = -1
@@ -305,7 +305,7 @@ def _new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, parent, de
 
 
 @njit(cache=True)
-def _free_slot(ni, nf, free, ctr, node):
+def free_slot(ni, nf, free, ctr, node):
     s = ni[node, SLOT]
     if s >= 0:
         free[ctr[N_FREE]] = s
@@ -316,7 +316,7 @@ def _free_slot(ni, nf, free, ctr, node):
 
 
 @njit(cache=True)
-def _add_weight(ni, nf, node, w):
+def add_weight(ni, nf, node, w):
     """``w`` more weight at ``node`` and every branch above it (River sums children)."""
     while node >= 0:
         nf[node, WEIGHT] += w
@@ -324,7 +324,7 @@ def _add_weight(ni, nf, node, w):
 
 
 @njit(cache=True)
-def _add_edge(ni, edges, ctr, node, row, child):
+def add_edge(ni, edges, ctr, node, row, child):
     """Append ``row -> child`` to multiway branch ``node``'s children (in order)."""
     e = ctr[N_EDGES]
     ctr[N_EDGES] += 1
@@ -341,7 +341,7 @@ def _add_edge(ni, edges, ctr, node, row, child):
 
 
 @njit(cache=True)
-def _deactivate(ni, nf, ti, free, ctr, t, node):
-    _free_slot(ni, nf, free, ctr, node)
+def deactivate(ni, nf, ti, free, ctr, t, node):
+    free_slot(ni, nf, free, ctr, node)
     ti[t, N_ACTIVE] -= 1
     ti[t, N_INACTIVE] += 1

@@ -10,17 +10,17 @@ import numpy as np
 from numba import njit
 
 from learners._core import (
-    _add_edge,
-    _add_weight,
-    _clear_slot,
-    _deactivate,
-    _free_slot,
-    _most_common,
-    _naive_bayes,
-    _new_node,
-    _route,
+    add_edge,
+    add_weight,
+    clear_slot,
+    deactivate,
+    free_slot,
+    most_common,
+    naive_bayes,
+    new_node,
+    route,
 )
-from learners._core_split import _attempt_split
+from learners._core_split import attempt_split
 from learners._layout import (
     CHILD0,
     CHILD1,
@@ -104,14 +104,14 @@ def _leaf_learn(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat
             has = has or present[node, c] != 0
         if not has or _first_argmax(cls[node], present[node] != 0) == y:
             nf[node, MCC] += w
-        if _naive_bayes(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, node, x,
+        if naive_bayes(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, node, x,
                         scratch):
             if _first_argmax(scratch, cls[node] > 0.0) == y:
                 nf[node, NBC] += w
     cls[node, y] += w
     present[node, y] = 1
     nf[node, NSEEN] += 1.0
-    _add_weight(ni, nf, node, w)
+    add_weight(ni, nf, node, w)
     if s >= 0:
         _update_slot(stat, counts, seen, kinds, s, x, y, w)
         nf[node, NLEARN] += 1.0
@@ -137,11 +137,11 @@ def _learn_tree(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat
     if w <= 0.0:
         return 0
     if ti[t, ROOT] < 0:
-        ti[t, ROOT] = _new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, -1, 0)
+        ti[t, ROOT] = new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, -1, 0)
         ti[t, N_ACTIVE] = 1
     node = ti[t, ROOT]
     while ni[node, KIND] != LEAF:
-        child = _route(ni, nf, edges, node, x)
+        child = route(ni, nf, edges, node, x)
         if child < 0:
             break
         node = child
@@ -156,11 +156,11 @@ def _learn_tree(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat
     if ni[node, SLOT] < 0:
         return 0
     if ni[node, DEPTH] >= cfg[MAX_DEPTH]:
-        _deactivate(ni, nf, ti, free, ctr, t, node)
+        deactivate(ni, nf, ti, free, ctr, t, node)
         return 0
     seen_now = nf[node, NSEEN] if cfg[GRACE_BY_COUNT] > 0 else nf[node, WEIGHT]
     if seen_now - nf[node, LAST] >= tf[t, GRACE]:
-        split = _attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows,
+        split = attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows,
                                feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t,
                                node, dists)
         if split:
@@ -175,14 +175,14 @@ def _leaf_for_unroutable(ni, nf, cls, present, stat, counts, seen, edges, ti, fr
     """A new branch for an unseen value of a multiway split, else the most traversed path."""
     while True:
         if ni[node, KIND] == NOMW and not math.isnan(x[ni[node, FEAT]]):
-            leaf = _new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, node,
+            leaf = new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, node,
                              ni[node, DEPTH] + 1)
-            _add_edge(ni, edges, ctr, node, x[ni[node, FEAT]], leaf)
+            add_edge(ni, edges, ctr, node, x[ni[node, FEAT]], leaf)
             ti[t, N_ACTIVE] += 1
             return leaf
-        node = _most_common(ni, nf, edges, node)
+        node = most_common(ni, nf, edges, node)
         while ni[node, KIND] != LEAF:
-            child = _route(ni, nf, edges, node, x)
+            child = route(ni, nf, edges, node, x)
             if child < 0:
                 break
             node = child
@@ -212,7 +212,7 @@ def enforce_active_limit(ni, nf, cls, ti, free, ctr, t):
                 worst, worst_promise = node, promise
         if worst < 0:
             return
-        _deactivate(ni, nf, ti, free, ctr, t, worst)
+        deactivate(ni, nf, ti, free, ctr, t, worst)
 
 
 @njit(cache=True)
@@ -237,7 +237,7 @@ def undo_multiway(ni, nf, cls, present, stat, counts, seen, edges, ti, free, ctr
                     ti[t, N_ACTIVE] -= 1
                 else:
                     ti[t, N_INACTIVE] -= 1
-                _free_slot(ni, nf, free, ctr, m)
+                free_slot(ni, nf, free, ctr, m)
             elif kind == NOMW:
                 e = ni[m, CHILD0]
                 while e >= 0:
@@ -251,7 +251,7 @@ def undo_multiway(ni, nf, cls, present, stat, counts, seen, edges, ti, free, ctr
             first = False
         ctr[N_FREE] -= 1
         s = free[ctr[N_FREE]]
-        _clear_slot(stat, counts, seen, s)
+        clear_slot(stat, counts, seen, s)
         ni[node, KIND] = LEAF
         ni[node, SLOT] = s
         ni[node, CHILD0] = -1

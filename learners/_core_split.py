@@ -9,7 +9,7 @@ import math
 import numpy as np
 from numba import njit
 
-from learners._core import _add_edge, _add_weight, _clear_slot, _free_slot, _new_node
+from learners._core import add_edge, add_weight, clear_slot, free_slot, new_node
 from learners._layout import (
     BINARY,
     CHILD0,
@@ -197,7 +197,7 @@ def _multiway_allowed(multi_ok, cfg, j):
 
 
 @njit(cache=True)
-def _attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows,
+def attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows,
                    row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t, node, dists):
     """River's ``_attempt_to_split``: the best two suggestions, the Hoeffding bound, the tie
     threshold; a winning null split (pre-pruning) clears the leaf's statistics. True: split."""
@@ -264,7 +264,7 @@ def _attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, f
 def _null_wins(stat, counts, seen, nf, s, node):
     """River deactivates the leaf and (its memory allowing) activates it again: fresh
     statistics, the class weights and the adaptive rule's scores kept."""
-    _clear_slot(stat, counts, seen, s)
+    clear_slot(stat, counts, seen, s)
     nf[node, NLEARN] = 0.0
     nf[node, WLEARN] = 0.0
 
@@ -295,7 +295,7 @@ def _split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrow
             b += 1
     new_weight = 0.0
     for b in range(n_b):
-        child = _new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, node, depth)
+        child = new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, node, depth)
         children[b] = child
         for c in range(n_classes):
             cls[child, c] = dists[b, c]
@@ -304,7 +304,7 @@ def _split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrow
             nf[child, WEIGHT] += dists[b, c]
         nf[child, LAST] = nf[child, WEIGHT] if cfg[GRACE_BY_COUNT] == 0 else 0.0
         new_weight += nf[child, WEIGHT]
-    _free_slot(ni, nf, free, ctr, node)
+    free_slot(ni, nf, free, ctr, node)
     ni[node, FEAT] = j
     nf[node, THR] = value
     if kinds[j] == 0:
@@ -315,11 +315,11 @@ def _split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrow
         ni[node, KIND] = NOMW
         ni[node, CHILD0] = -1
         for b in range(n_b):
-            _add_edge(ni, edges, ctr, node, rows[b], children[b])
+            add_edge(ni, edges, ctr, node, rows[b], children[b])
     if ni[node, KIND] != NOMW:
         ni[node, CHILD0] = children[0]
         ni[node, CHILD1] = children[1]
-    _add_weight(ni, nf, node, new_weight - nf[node, WEIGHT])
+    add_weight(ni, nf, node, new_weight - nf[node, WEIGHT])
     ti[t, N_ACTIVE] += n_b - 1
 
 
