@@ -271,7 +271,7 @@ class RidgeRewards(OffsetTables):
                 return
             slots.append(slot)
             places.append(self.local_index.get(name, 0))
-        self._layout = (tuple(x), np.array(slots, dtype=np.int64), np.array(places))
+        self._layout = (tuple(x), np.array(slots, dtype=np.int64), np.array(places, dtype=np.int64))
 
     def _numeric_features(self, x: dict, learn: bool):
         """:meth:`_features_one_by_one` in array operations for a context of the last numeric

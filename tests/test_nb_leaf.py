@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from boosters.registry import make_booster
+from boosters.registry import booster_params, make_booster
 from learners.frozen import dumps_serving, freeze
 from learners.hoeffding import make_vfdt
 from learners.nb_leaf import NaiveBayesLeaf
@@ -106,7 +106,10 @@ def test_a_class_without_statistics_is_judged_by_its_prior():
 @pytest.mark.parametrize("name", ["adabandit", "banditbbm", "oco", "adaboostolm"])
 def test_boosters_take_leaf_prediction_and_pickle_it(name):
     xs, ys = digits_stream(150, seed=3)
-    models = [make_booster(name, n_actions=10, seed=4, leaf_prediction="nba") for _ in range(2)]
+    # River's trees, whose leaves are inspected (the compiled core's: tests/test_compiled_core.py)
+    core = {"tree_core": "river"} if "tree_core" in booster_params(name) else {}
+    models = [make_booster(name, n_actions=10, seed=4, leaf_prediction="nba", **core)
+              for _ in range(2)]
     for x, y in zip(xs, ys):
         decisions = [m.decide_one(x) for m in models]
         assert decisions[0].action == decisions[1].action  # deterministic by seed

@@ -721,4 +721,7 @@ def test_the_numeric_layout_path_gives_the_same_floats_as_feature_by_feature():
         np.testing.assert_array_equal(fast.predict_one(x), slow.predict_one(x))
     assert getattr(fast, "_layout", None) is not None
     np.testing.assert_array_equal(fast.weights, slow.weights)
+    for _ in range(2):  # an empty context has a layout too (the second call takes it)
+        fast.learn_one({}, 0, True)
+        assert fast.predict_one({}).shape == (3,)
     np.testing.assert_array_equal(fast.moments, slow.moments)
