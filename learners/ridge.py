@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Hashable
+from functools import cache
 
 import numpy as np
 
@@ -41,6 +42,10 @@ OTHER = "<other>"
 
 #: bound on the entries of the inverse Gram matrices, ``k x dim^2`` (8 bytes each: 8 MiB)
 MAX_RIDGE_ENTRIES = 1 << 20
+#: the most features of a numeric layout whose products get a table (``n^2`` entries)
+MAX_TABLE = 256
+#: the attributes that only keep work done: never saved
+_CACHES = frozenset({"_layout", "_last"})
 #: the attributes only learning reads: a serving copy leaves them out
 _LEARNING_STATE = frozenset({"inverse", "offset_inverse", "pair_variance"})
 
@@ -55,6 +60,14 @@ def _mix32(h: np.ndarray) -> np.ndarray:
     h ^= h >> np.uint64(13)
     h = (h * np.uint64(0xC2B2AE35)) & m
     return h ^ (h >> np.uint64(16))
+
+
+@cache
+def _triu(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(n)``, kept: the products of ``n`` features in their order."""
+    i, j = np.triu_indices(n)
+    i.flags.writeable = j.flags.writeable = False
+    return i, j
 
 
 def _weight_or_none(name: str, value: float | None) -> float | None:
@@ -246,17 +259,18 @@ class RidgeRewards(OffsetTables):
             self.cardinality[name] = seen + 1
         return key, False
 
-    def _features(self, x: dict, learn: bool) -> tuple[list, list, list, np.ndarray, list]:
+    def _features(self, x: dict, learn: bool) -> tuple[list, list, list, np.ndarray, list, tuple]:
         """Coordinates and values of the features of ``x`` (the constant excluded), the offset
         rows of its values past their features' caps, what an offset reads of ``x`` (a constant
-        and the standardised values of the first ``offset_features`` numeric features), and the
-        rows of its pairs' offsets."""
+        and the standardised values of the first ``offset_features`` numeric features), the
+        rows of its pairs' offsets, and for a context of the last numeric layout the places of
+        those features in it with the layout's table of products (else None)."""
         fast = self._numeric_features(x, learn)
         if fast is not None:
             return fast
         out = self._features_one_by_one(x, learn)
         self._remember_layout(x)
-        return out
+        return (*out, None)
 
     def _remember_layout(self, x: dict) -> None:
         """Keep ``x``'s layout for :meth:`_numeric_features` when every feature is numeric with
@@ -271,7 +285,8 @@ class RidgeRewards(OffsetTables):
                 return
             slots.append(slot)
             places.append(self.local_index.get(name, 0))
-        self._layout = (tuple(x), np.array(slots, dtype=np.int64), np.array(places, dtype=np.int64))
+        self._layout = [tuple(x), np.array(slots, dtype=np.int64),
+                        np.array(places, dtype=np.int64), None]
 
     def _numeric_features(self, x: dict, learn: bool):
         """:meth:`_features_one_by_one` in array operations for a context of the last numeric
@@ -303,11 +318,12 @@ class RidgeRewards(OffsetTables):
         placed = places > 0
         local[places[placed]] = z[placed]
         keep = z != 0.0
-        return slots[keep].tolist(), z[keep].tolist(), [], local, []
+        return slots[keep].tolist(), z[keep].tolist(), [], local, [], (np.flatnonzero(keep), layout)
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        state.pop("_layout", None)  # a cache
+        for name in _CACHES:
+            state.pop(name, None)
         return state
 
     def _features_one_by_one(self, x: dict, learn: bool):
@@ -353,14 +369,19 @@ class RidgeRewards(OffsetTables):
     def _encode(self, x: dict, learn: bool) -> tuple[np.ndarray, list[int], np.ndarray, list]:
         """``phi(x)`` over the coordinates in use (the model grows first when learning), the
         offset rows of ``x`` and what they read of it, and the rows of its pairs' offsets."""
-        slots, values, rows, local, pairs = self._features(x, learn)
+        slots, values, rows, local, pairs, placed = self._features(x, learn)
         scale = self._scale(self.feature_weight, len(slots))
         slots = np.asarray([0, *slots], dtype=np.int64)
         values = np.asarray([1.0, *(scale * v for v in values)])
         if self.quadratic and slots.size > 1:
             base, vals = slots[1 : PAIR_FEATURES + 1], values[1 : PAIR_FEATURES + 1]
-            i, j = np.triu_indices(base.size)
-            coords, signs = self._pair_slots(base[i], base[j], learn)
+            i, j = _triu(base.size)
+            table = None if placed is None else self._pair_table(placed[1])
+            if table is None:
+                coords, signs = self._pair_slots(base[i], base[j], learn)
+            else:
+                at = placed[0][:PAIR_FEATURES]
+                coords, signs = table[0][at[i], at[j]], table[1][at[i], at[j]]
             keep = coords >= 0
             products = self._scale(self.pair_weight, base.size) / scale * signs * vals[i] * vals[j]
             slots = np.concatenate([slots, coords[keep]])
@@ -404,6 +425,18 @@ class RidgeRewards(OffsetTables):
             signs[new] = np.where(h & np.uint64(0x80000000), 1.0, -1.0)
         return coords, signs
 
+    def _pair_table(self, layout: list) -> tuple[np.ndarray, np.ndarray] | None:
+        """The coordinates and signs of the products of every two features of a numeric
+        ``layout`` (``[a, b]`` for its ``a``-th and ``b``-th features), made once the map is full
+        (no product gets a coordinate of its own any more, so they stay); None before, or for a
+        layout of more than ``MAX_TABLE`` features."""
+        if layout[3] is None and self.used >= self.dim and len(layout[0]) <= MAX_TABLE:
+            n = len(layout[0])
+            a = np.repeat(layout[1], n)
+            coords, signs = self._pair_slots(a, np.tile(layout[1], n), learn=False)
+            layout[3] = coords.reshape(n, n), signs.reshape(n, n)
+        return layout[3]
+
     def _known_pairs(self, keys: np.ndarray) -> np.ndarray:
         """The coordinates given out to the products ``keys`` (``lo * dim + hi``), -1 for none."""
         if not self.pair_keys.size:
@@ -430,10 +463,17 @@ class RidgeRewards(OffsetTables):
 
     def predict_one(self, x: dict) -> np.ndarray:
         """The estimated reward of every action in context ``x``, shape ``(k,)``, in [0, 1]. The
-        model is only read (a feature never learned counts for nothing)."""
+        model is only read (a feature never learned counts for nothing). The estimates of the
+        last context asked are kept until the model learns (a round asks twice)."""
+        key = tuple(x.items())
+        last = self.__dict__.get("_last")
+        if last is not None and last[0] == key:
+            return last[1].copy()
         v, rows, local, pairs = self._encode(x, learn=False)
         offsets = self._offsets(rows, local, pairs)
-        return np.clip(self.prior + self.weights @ v + offsets, 0.0, 1.0)
+        estimates = np.clip(self.prior + self.weights @ v + offsets, 0.0, 1.0)
+        self._last = (key, estimates)
+        return estimates.copy()
 
     def learn_one(self, x: dict, action: int, correct: bool, label: int | None = None) -> None:
         """Learn the played ``action``'s reward, ``correct`` (a known ``label``: every action
@@ -441,6 +481,7 @@ class RidgeRewards(OffsetTables):
         ridge update; with them, one Kalman step of the map and the offsets together
         (``joint_offsets``), or the map's exact update and then the offsets' from the
         residuals it leaves."""
+        self.__dict__.pop("_last", None)
         v, rows, local, pairs = self._encode(x, learn=True)
         known = action if correct and self.hits_teach_all and label is None else label
         taught = np.asarray([action] if known is None else range(self.n_actions))
@@ -489,6 +530,6 @@ class RidgeRewards(OffsetTables):
     def serving_state(self) -> dict:
         """The attributes prediction reads: the state of a read-only copy (learners/frozen.py),
         which predicts exactly as this model does (the moments cut to the coordinates in use)."""
-        state = {k: v for k, v in vars(self).items() if k not in _LEARNING_STATE | {"_layout"}}
+        state = {k: v for k, v in vars(self).items() if k not in _LEARNING_STATE | _CACHES}
         state["moments"] = self.moments[: self.used]
         return state

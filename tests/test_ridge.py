@@ -725,3 +725,26 @@ def test_the_numeric_layout_path_gives_the_same_floats_as_feature_by_feature():
         fast.learn_one({}, 0, True)
         assert fast.predict_one({}).shape == (3,)
     np.testing.assert_array_equal(fast.moments, slow.moments)
+
+
+def test_a_full_map_reads_products_from_the_layout_table_with_the_same_floats():
+    """Forty numeric features fill the map with their products; the layout's table of
+    product coordinates (and the estimates kept for a context asked twice) give the very same
+    floats as the feature-by-feature path, zeros and a feature going constant included."""
+    rng = np.random.default_rng(5)
+    fast, slow = RidgeRewards(4), RidgeRewards(4)
+    for i in range(120):
+        x = {f"f{j}": float(rng.normal()) if (i + j) % 7 else 0.0 for j in range(40)}
+        action, correct = int(rng.integers(4)), bool(rng.random() < 0.5)
+        before = fast.predict_one(x)
+        np.testing.assert_array_equal(fast.predict_one(x), before)
+        slow.__dict__.pop("_layout", None)
+        np.testing.assert_array_equal(slow.predict_one(x), before)
+        fast.learn_one(x, action, correct)
+        slow.__dict__.pop("_layout", None)
+        slow.learn_one(x, action, correct)
+        assert "_layout" not in slow.__dict__ or slow._layout[3] is None
+    assert fast.used == fast.dim and fast._layout[3] is not None
+    np.testing.assert_array_equal(fast.weights, slow.weights)
+    np.testing.assert_array_equal(fast.inverse, slow.inverse)
+    assert "_last" not in pickle.loads(pickle.dumps(fast)).__dict__
