@@ -87,14 +87,27 @@ def _merit(pre, dists, n_branches, min_frac):
 
 
 @njit(cache=True)
-def _numeric_best(stat, s, j, pre, n_splits, min_frac, dists):
-    """(best merit, its point) of numeric feature ``j`` over River's candidate points."""
-    n_classes = dists.shape[1]
+def _numeric_best(stat, s, j, pre, n_splits, min_frac, work):
+    """(best merit, its point) of numeric feature ``j`` over River's candidate points.
+
+    The classes the leaf has not seen at ``j`` weigh nothing on either side, so only the others
+    are visited (in class order: the sums and their floats are those over every class)."""
+    cols, n, mean, sd, lo_c, hi_c, left, right = work
     lo, hi = np.inf, -np.inf
-    for c in range(n_classes):
-        if stat[s, SW, j, c] > 0.0:
-            lo = min(lo, stat[s, SMIN, j, c])
-            hi = max(hi, stat[s, SMAX, j, c])
+    k = 0
+    for c in range(stat.shape[3]):
+        w = stat[s, SW, j, c]
+        if w > 0.0:
+            cols[k] = c
+            n[k] = w
+            mean[k] = stat[s, SMEAN, j, c]
+            var = stat[s, SS, j, c] / (w - 1.0) if w > 1.0 else 0.0
+            sd[k] = math.sqrt(var) if var > 0.0 else 0.0
+            lo_c[k] = stat[s, SMIN, j, c]
+            hi_c[k] = stat[s, SMAX, j, c]
+            lo = min(lo, lo_c[k])
+            hi = max(hi, hi_c[k])
+            k += 1
     best, best_point = -np.inf, np.nan
     if not lo < np.inf:
         return best, best_point, False
@@ -103,11 +116,42 @@ def _numeric_best(stat, s, j, pre, n_splits, min_frac, dists):
         point = lo + size * (i + 1)
         if not (lo < point < hi):
             continue
-        _numeric_dists(stat, s, j, point, dists)
-        merit = _merit(pre, dists, 2, min_frac)
+        for a in range(k):
+            if point < lo_c[a]:
+                left[a], right[a] = 0.0, n[a]
+            elif point >= hi_c[a]:
+                left[a], right[a] = n[a], 0.0
+            else:
+                cdf = 0.5 * (1.0 + math.erf((point - mean[a]) / sd[a] / math.sqrt(2.0))) \
+                    if sd[a] > 0.0 else 0.0
+                left[a], right[a] = cdf * n[a], n[a] - cdf * n[a]
+        merit = _binary_merit(pre, left, right, k, min_frac)
         if merit > best:
             best, best_point = merit, point
     return best, best_point, True
+
+
+@njit(cache=True)
+def _binary_merit(pre, left, right, k, min_frac):
+    """:func:`_merit` of two branches given over ``k`` classes."""
+    sum_l = 0.0
+    for a in range(k):
+        sum_l += left[a]
+    total = sum_l
+    sum_r = 0.0
+    for a in range(k):
+        total += right[a]
+        sum_r += right[a]
+    if total <= 0.0:
+        return -np.inf
+    if (sum_l / total > min_frac) + (sum_r / total > min_frac) < 2:
+        return -np.inf
+    inner_l = 0.0
+    inner_r = 0.0
+    for a in range(k):
+        inner_l += _xlog(left[a])
+        inner_r += _xlog(right[a])
+    return pre - ((_xlog(sum_l) - inner_l) + (_xlog(sum_r) - inner_r)) / total
 
 
 @njit(cache=True)
@@ -219,13 +263,16 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, fe
         _null_wins(stat, counts, seen, nf, s, node)
         return False
     pre = _entropy_term(cls[node]) / total
+    work = (np.empty(n_classes, np.int64), np.empty(n_classes), np.empty(n_classes),
+            np.empty(n_classes), np.empty(n_classes), np.empty(n_classes), np.empty(n_classes),
+            np.empty(n_classes))
     n_sugg = 1 if cfg[PREPRUNE] > 0 else 0
     top, second = -np.inf, -np.inf
     best_feat, best_value, best_real = -1, np.nan, False
     for j in range(kinds.shape[0]):
         if kinds[j] == 0:
             merit, value, has = _numeric_best(stat, s, j, pre, int(cfg[N_SPLITS]), min_frac,
-                                              dists)
+                                              work)
             real = merit > -np.inf
         elif kinds[j] == 1:
             multiway = _multiway_allowed(multi_ok, cfg, j)
