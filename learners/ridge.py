@@ -44,6 +44,8 @@ OTHER = "<other>"
 MAX_RIDGE_ENTRIES = 1 << 20
 #: the most features of a numeric layout whose products get a table (``n^2`` entries)
 MAX_TABLE = 256
+#: the product tables of a model without products
+_NO_TABLE = (np.zeros((0, 0), dtype=np.int64), np.zeros((0, 0)))
 #: the attributes that only keep work done: never saved
 _CACHES = frozenset({"_layout", "_last"})
 #: the attributes only learning reads: a serving copy leaves them out
@@ -68,6 +70,11 @@ def _triu(n: int) -> tuple[np.ndarray, np.ndarray]:
     i, j = np.triu_indices(n)
     i.flags.writeable = j.flags.writeable = False
     return i, j
+
+
+def _or_negative(weight: float | None) -> float:
+    """A weight for the compiled map, where -1 stands for None."""
+    return -1.0 if weight is None else weight
 
 
 def _weight_or_none(name: str, value: float | None) -> float | None:
@@ -369,6 +376,9 @@ class RidgeRewards(OffsetTables):
     def _encode(self, x: dict, learn: bool) -> tuple[np.ndarray, list[int], np.ndarray, list]:
         """``phi(x)`` over the coordinates in use (the model grows first when learning), the
         offset rows of ``x`` and what they read of it, and the rows of its pairs' offsets."""
+        compiled = self._encode_compiled(x, learn)
+        if compiled is not None:
+            return compiled
         slots, values, rows, local, pairs, placed = self._features(x, learn)
         scale = self._scale(self.feature_weight, len(slots))
         slots = np.asarray([0, *slots], dtype=np.int64)
@@ -391,6 +401,28 @@ class RidgeRewards(OffsetTables):
             self._grow(min(self.dim, max(self.used, 2 * width)))
         d = self.weights.shape[1]
         return np.bincount(slots, weights=values, minlength=d)[:d], rows, local, pairs
+
+    def _encode_compiled(self, x: dict, learn: bool) -> tuple | None:
+        """:meth:`_encode` in one compiled call (the same floats) for a context of the last
+        numeric layout once its products have a table (or without products); else None."""
+        layout = self.__dict__.get("_layout")
+        if layout is None or layout[0] != tuple(x):
+            return None
+        table = self._pair_table(layout) if self.quadratic else _NO_TABLE
+        v = np.array(list(x.values()))
+        if table is None or v.dtype.kind not in "fiub":
+            return None
+        width = self.weights.shape[1]
+        if learn and self.used > width:
+            self._grow(min(self.dim, max(self.used, 2 * width)))
+        from learners._ridge_core import encode_numeric
+
+        phi, local = encode_numeric(
+            v.astype(float), layout[1], layout[2], self.moments, learn, *table, self.quadratic,
+            _or_negative(self.feature_weight), _or_negative(self.pair_weight), PAIR_CLIP,
+            PAIR_FEATURES, self.weights.shape[1], self.offset_features + 1,
+        )
+        return phi, [], local, []
 
     @staticmethod
     def _scale(weight: float | None, n: int) -> float:
@@ -514,7 +546,9 @@ class RidgeRewards(OffsetTables):
         gain = pv / (1.0 + spread + extra)
         error = target - float(self.weights[a] @ v)
         self.weights[a] += gain * error
-        inverse -= np.outer(gain, pv)
+        from learners._ridge_core import subtract_outer
+
+        subtract_outer(inverse, gain, pv)
         return spread, error
 
     def __setstate__(self, state: dict) -> None:

@@ -727,12 +727,16 @@ def test_the_numeric_layout_path_gives_the_same_floats_as_feature_by_feature():
     np.testing.assert_array_equal(fast.moments, slow.moments)
 
 
-def test_a_full_map_reads_products_from_the_layout_table_with_the_same_floats():
-    """Forty numeric features fill the map with their products; the layout's table of
-    product coordinates (and the estimates kept for a context asked twice) give the very same
-    floats as the feature-by-feature path, zeros and a feature going constant included."""
+@pytest.mark.parametrize("quadratic", [True, False])
+def test_a_full_map_reads_products_from_the_layout_table_with_the_same_floats(quadratic):
+    """Forty numeric features fill the map with their products; the compiled map over the
+    layout's table of product coordinates (and the estimates kept for a context asked twice)
+    give the very same floats as the feature-by-feature path, zeros included."""
     rng = np.random.default_rng(5)
-    fast, slow = RidgeRewards(4), RidgeRewards(4)
+    fast, slow = RidgeRewards(4, quadratic=quadratic), RidgeRewards(4, quadratic=quadratic)
+    compiled = []
+    original = fast._encode_compiled
+    fast._encode_compiled = lambda x, learn: compiled.append(original(x, learn)) or compiled[-1]
     for i in range(120):
         x = {f"f{j}": float(rng.normal()) if (i + j) % 7 else 0.0 for j in range(40)}
         action, correct = int(rng.integers(4)), bool(rng.random() < 0.5)
@@ -744,7 +748,9 @@ def test_a_full_map_reads_products_from_the_layout_table_with_the_same_floats():
         slow.__dict__.pop("_layout", None)
         slow.learn_one(x, action, correct)
         assert "_layout" not in slow.__dict__ or slow._layout[3] is None
-    assert fast.used == fast.dim and fast._layout[3] is not None
+    assert sum(c is not None for c in compiled) > 100
+    assert not quadratic or (fast.used == fast.dim and fast._layout[3] is not None)
     np.testing.assert_array_equal(fast.weights, slow.weights)
     np.testing.assert_array_equal(fast.inverse, slow.inverse)
+    del fast._encode_compiled
     assert "_last" not in pickle.loads(pickle.dumps(fast)).__dict__

@@ -1,0 +1,85 @@
+"""The compiled loops of :mod:`learners.ridge`: the feature map of a context of the model's last
+numeric layout, and the rank-one update of an inverse Gram matrix. Both give the floats of the
+NumPy code they replace (the same operations in the same order; tests/test_ridge.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def _scale(weight, n):
+    """:meth:`learners.ridge.RidgeRewards._scale` (a negative ``weight`` stands for None)."""
+    return 1.0 if weight < 0.0 or n == 0 else min(1.0, math.sqrt(weight / n))
+
+
+@njit(cache=True)
+def _standardise(moments, slot, value, learn, clip):
+    """Welford's update of ``moments[slot]`` (kept when it would not stay finite), then
+    ``value`` standardised and clipped (0 without spread, and for a NaN)."""
+    n, mean, m2 = moments[slot, 0], moments[slot, 1], moments[slot, 2]
+    if learn:
+        n1 = n + 1.0
+        delta = value - mean
+        mean1 = mean + delta / n1
+        m21 = m2 + delta * (value - mean1)
+        if math.isfinite(value) and math.isfinite(mean1) and math.isfinite(m21):
+            n, mean, m2 = n1, mean1, m21
+            moments[slot, 0], moments[slot, 1], moments[slot, 2] = n, mean, m2
+    sd = math.sqrt(m2 / n) if n > 1.0 else 0.0
+    z = (value - mean) / sd if sd > 0.0 else 0.0
+    if z != z:
+        return 0.0
+    return min(max(z, -clip), clip)
+
+
+@njit(cache=True)
+def encode_numeric(values, slots, places, moments, learn, coords, signs, quadratic,
+                   feature_weight, pair_weight, clip, max_pairs, width, n_local):
+    """``phi(x)`` over ``width`` coordinates and what an offset reads of ``x``, for a context
+    of a numeric layout (``slots``, ``places``) whose products' coordinates and signs are the
+    tables ``coords`` and ``signs`` (``[a, b]``: the layout's ``a``-th and ``b``-th features).
+    Weights of None are negative."""
+    m = values.shape[0]
+    z = np.empty(m)
+    kept = np.empty(m, np.int64)
+    local = np.zeros(n_local)
+    local[0] = 1.0
+    k = 0
+    for a in range(m):
+        z[a] = _standardise(moments, slots[a], values[a], learn, clip)
+        if places[a] > 0:
+            local[places[a]] = z[a]
+        if z[a] != 0.0:
+            kept[k] = a
+            k += 1
+    phi = np.zeros(width)
+    phi[0] += 1.0
+    scale = _scale(feature_weight, k)
+    for i in range(k):
+        if slots[kept[i]] < width:
+            phi[slots[kept[i]]] += scale * z[kept[i]]
+    if quadratic and k > 0:
+        p = min(k, max_pairs)
+        factor = _scale(pair_weight, p) / scale
+        for i in range(p):
+            a = kept[i]
+            vi = scale * z[a]
+            for j in range(i, p):
+                b = kept[j]
+                c = coords[a, b]
+                if 0 <= c < width:
+                    phi[c] += factor * signs[a, b] * vi * (scale * z[b])
+    return phi, local
+
+
+@njit(cache=True)
+def subtract_outer(matrix, u, v):
+    """``matrix -= np.outer(u, v)`` in place, without the outer product's array."""
+    for r in range(u.shape[0]):
+        ur = u[r]
+        for c in range(v.shape[0]):
+            matrix[r, c] -= ur * v[c]
