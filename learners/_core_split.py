@@ -41,45 +41,46 @@ from learners._layout import (
     WLEARN,
 )
 
-LOG2 = math.log(2.0)
-
 
 @njit(cache=True)
-def _xlog(v):
-    return v * math.log(v) / LOG2 if v > 0.0 else 0.0
-
-
-@njit(cache=True)
-def _entropy_term(dist):
-    """``xlogx(sum) - sum xlogx(d)``: the weighted entropy of one branch (bits)."""
-    total = 0.0
-    inner = 0.0
-    for c in range(dist.shape[0]):
-        total += dist[c]
-        inner += _xlog(dist[c])
-    return _xlog(total) - inner
+def _entropy(dist, k):
+    """River's ``_compute_entropy_dict`` of ``dist[:k]`` (bits), in its arithmetic."""
+    entropy = 0.0
+    sums = 0.0
+    for c in range(k):
+        d = dist[c]
+        if d > 0.0:
+            entropy -= d * math.log(d)
+            sums += d
+    return (entropy + sums * math.log(sums)) / (sums * math.log(2)) if sums > 0.0 else 0.0
 
 
 @njit(cache=True)
 def _merit(pre, dists, n_branches, min_frac):
-    """Information gain of the branches ``dists[:n_branches]`` (River's ``merit_of_split``)."""
+    """Information gain of the branches ``dists[:n_branches]`` in the arithmetic of River's
+    ``InfoGainSplitCriterion.merit_of_split`` (``-inf`` unless two branches each hold more
+    than ``min_frac`` of the weight). Equal branch lists give equal floats in any order."""
     total = 0.0
     for b in range(n_branches):
+        sb = 0.0
         for c in range(dists.shape[1]):
-            total += dists[b, c]
-    if total <= 0.0:
-        return -np.inf
+            sb += dists[b, c]
+        total += sb
     big = 0
-    post = 0.0
     for b in range(n_branches):
-        s = 0.0
+        sb = 0.0
         for c in range(dists.shape[1]):
-            s += dists[b, c]
-        if s / total > min_frac:
+            sb += dists[b, c]
+        if total > 0.0 and sb / total > min_frac:
             big += 1
-        post += _entropy_term(dists[b])
     if big < 2:
         return -np.inf
+    post = 0.0
+    for b in range(n_branches):
+        sb = 0.0
+        for c in range(dists.shape[1]):
+            sb += dists[b, c]
+        post += sb * _entropy(dists[b], dists.shape[1])
     return pre - post / total
 
 
@@ -137,21 +138,14 @@ def _binary_merit(pre, left, right, k, min_frac):
     sum_l = 0.0
     for a in range(k):
         sum_l += left[a]
-    total = sum_l
     sum_r = 0.0
     for a in range(k):
-        total += right[a]
         sum_r += right[a]
-    if total <= 0.0:
+    total = 0.0 + sum_l + sum_r
+    if not (total > 0.0 and sum_l / total > min_frac and sum_r / total > min_frac):
         return -np.inf
-    if (sum_l / total > min_frac) + (sum_r / total > min_frac) < 2:
-        return -np.inf
-    inner_l = 0.0
-    inner_r = 0.0
-    for a in range(k):
-        inner_l += _xlog(left[a])
-        inner_r += _xlog(right[a])
-    return pre - ((_xlog(sum_l) - inner_l) + (_xlog(sum_r) - inner_r)) / total
+    post = 0.0 + sum_l * _entropy(left, k) + sum_r * _entropy(right, k)
+    return pre - post / total
 
 
 @njit(cache=True)
@@ -262,7 +256,7 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, fe
     if top_class > 0.0 and top_class / total > cfg[MAX_SHARE]:
         _null_wins(stat, counts, seen, nf, s, node)
         return False
-    pre = _entropy_term(cls[node]) / total
+    pre = _entropy(cls[node], n_classes)
     work = (np.empty(n_classes, np.int64), np.empty(n_classes), np.empty(n_classes),
             np.empty(n_classes), np.empty(n_classes), np.empty(n_classes), np.empty(n_classes),
             np.empty(n_classes))
@@ -294,7 +288,7 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, fe
     if n_sugg < 2:
         should = n_sugg > 0
     else:
-        r = math.log(max(n_present, 2)) / LOG2
+        r = math.log2(max(n_present, 2))
         bound = math.sqrt(r * r * math.log(1.0 / tf[t, DELTA]) / (2.0 * total))
         should = (top - second > bound) or (bound < tf[t, TAU])
     if not should:

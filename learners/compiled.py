@@ -82,7 +82,7 @@ def _grow(a: np.ndarray, n: int, fill: float = 0.0, axis: int = 0) -> np.ndarray
         return a
     shape = list(a.shape)
     shape[axis] = max(n, 2 * have, 4)
-    out = np.full(shape, fill, dtype=a.dtype)
+    out = np.zeros(shape, dtype=a.dtype) if fill == 0 else np.full(shape, fill, dtype=a.dtype)
     index = [slice(None)] * a.ndim
     index[axis] = slice(0, have)
     out[tuple(index)] = a
