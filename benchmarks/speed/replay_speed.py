@@ -35,7 +35,8 @@ and its baseline, medians reported:
 replay (both modes) with River's own Hoeffding-tree leaves (``fast_trees=False``, before) and with
 the array leaves (``fast_trees=True``, after), alternating in each repeat; the two must give the
 same estimates. Writes ``benchmarks/out/replay-speed-trees.json`` and the block
-``replay-speed-trees``.
+``replay-speed-trees``. ``--cores`` (issue 40) does the same with River's trees (array leaves)
+against the compiled core (``tree_core``), into ``replay-speed-cores``.
 
 Writes ``benchmarks/out/replay-speed.json`` (``--out``) and ``benchmarks/replay_adabandit.png``
 (the AdaBandit replays' estimated reward over the prefix, both modes).
@@ -196,10 +197,11 @@ def booster_floor(events: list[LoggedEvent], mode: str) -> int:
     return learned
 
 
-def learner_replay(path: Path, mode: str, fast_trees: bool = True) -> Any:
+def learner_replay(path: Path, mode: str, fast_trees: bool = True, **params: Any) -> Any:
     """The whole ``replay learner --booster adabandit`` call (validation pass and replay pass)."""
     booster = make_booster(
-        "adabandit", n_actions=K, n_learners=LEARNERS, rho=RHO, seed=0, fast_trees=fast_trees
+        "adabandit", n_actions=K, n_learners=LEARNERS, rho=RHO, seed=0, fast_trees=fast_trees,
+        **params,
     )
     return replay_learner(path, booster, name="adabandit", mode=mode, progress=True)  # type: ignore[arg-type]
 
@@ -309,8 +311,17 @@ def io_bench(path: Path, n: int, repeats: int, tmp: Path) -> dict[str, Any]:
         proc.wait(10)
 
 
-def trees_bench(args: argparse.Namespace) -> dict[str, Any]:
-    """AdaBandit replay of a ``--learner-events`` log with River's leaves and the array leaves."""
+#: ``--trees`` (issue 11) and ``--cores`` (issue 40): label -> booster parameters, before first
+VARIANTS = {
+    "trees": {"river": {"fast_trees": False, "tree_core": "river"},
+              "array": {"fast_trees": True, "tree_core": "river"}},
+    "cores": {"river": {"tree_core": "river"}, "compiled": {"tree_core": "compiled"}},
+}
+
+
+def trees_bench(args: argparse.Namespace, which: str = "trees") -> dict[str, Any]:
+    """AdaBandit replay of a ``--learner-events`` log in two settings (:data:`VARIANTS`)."""
+    variants = VARIANTS[which]
     tmp = Path(tempfile.mkdtemp(prefix="replay-trees-", dir=args.tmp))
     load_start = os.getloadavg()
     started = time.perf_counter()
@@ -325,18 +336,20 @@ def trees_bench(args: argparse.Namespace) -> dict[str, Any]:
                 print(
                     f"adabandit {mode} repeat {r + 1}/{args.repeats}", file=sys.stderr, flush=True
                 )
-                for label, fast in (("river", False), ("array", True)):
+                for label, params in variants.items():
                     res = times.run(
-                        label, lambda mode=mode, fast=fast: learner_replay(log, mode, fast)
+                        label, lambda mode=mode, params=params: learner_replay(log, mode, **params)
                     )
                     info = res.to_dict(curve=False)
                     estimates[label] = (info["estimates"], info["learned"], info["matches"])
+            before, after = list(variants)
             out[mode] = {
                 "events": args.learner_events,
                 **times.to_dict(),
-                "same_estimates": estimates["river"] == estimates["array"],
-                "estimates": estimates["array"][0],
-                "learned": estimates["array"][1],
+                "same_estimates": estimates[before] == estimates[after],
+                "estimates": estimates[after][0],
+                "estimates_before": estimates[before][0],
+                "learned": estimates[after][1],
             }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -351,11 +364,14 @@ def trees_bench(args: argparse.Namespace) -> dict[str, Any]:
             "wall_minutes": (time.perf_counter() - started) / 60,
         },
         "repeats": args.repeats,
+        "variants": variants,
         "adabandit": out,
     }
 
 
 def trees_report(res: dict[str, Any]) -> str:
+    if "compiled" in res.get("variants", {}):
+        return cores_report(res)
     m = res["machine"]
     lines = [
         f"Command: `{res['command']}` ({res['date']}; {m['cpus']} CPUs, shared; CPython "
@@ -406,6 +422,11 @@ def _parser() -> argparse.ArgumentParser:
         "--trees",
         action="store_true",
         help="only the AdaBandit replay, River's tree leaves against the array leaves (issue 11)",
+    )
+    parser.add_argument(
+        "--cores",
+        action="store_true",
+        help="only the AdaBandit replay, River's trees against the compiled core (issue 40)",
     )
     return parser
 
@@ -499,23 +520,53 @@ def _record(args: argparse.Namespace, argv: list[str] | None, results: dict[str,
     }
 
 
+def cores_report(res: dict[str, Any]) -> str:
+    """The ``--cores`` table: River's trees (array leaves) against the compiled core."""
+    m = res["machine"]
+    lines = [
+        f"Command: `{res['command']}` ({res['date']}; {m['cpus']} CPUs; CPython {m['python']}; "
+        f"load average {[round(x, 2) for x in m['load_start']]} at the start, "
+        f"{[round(x, 2) for x in m['load_end']]} at the end; {m['wall_minutes']:.1f} min). "
+        f"Repeats: {res['repeats']}, the two cores alternating; medians; events per CPU second.",
+        "",
+        "| AdaBandit N=10 replay | events | learned | River's trees events/s (CPU) | compiled "
+        "events/s (CPU) | compiled / River | estimates (River; compiled) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for mode, row in res["adabandit"].items():
+        cpu = row["cpu_seconds"]
+        river, compiled = median(cpu["river"]), median(cpu["compiled"])
+        ratios = [r / c for r, c in zip(cpu["river"], cpu["compiled"])]
+        lines.append(
+            f"| {mode} | {row['events']:,} | {row['learned']:,} | {row['events'] / river:,.0f} | "
+            f"**{row['events'] / compiled:,.0f}** | {median(ratios):.1f}x | "
+            f"{_estimates(row['estimates_before'])}; {_estimates(row['estimates'])} |"
+        )
+    return "\n".join(lines)
+
+
+def _estimates(estimates: dict) -> str:
+    return ", ".join(f"{k} {v['value']:.4f}" for k, v in estimates.items() if "value" in v)
+
+
 def _trees_main(args: argparse.Namespace) -> int:
+    which = "cores" if args.cores else "trees"
     out = args.out
     if out == ROOT / "benchmarks/out/replay-speed.json":
-        out = out.with_name("replay-speed-trees.json")
+        out = out.with_name(f"replay-speed-{which}.json")
     if not args.report_only:
-        out.write_text(json.dumps(trees_bench(args), indent=1))
+        out.write_text(json.dumps(trees_bench(args, which), indent=1))
     body = trees_report(json.loads(out.read_text()))
     print(body)
     if args.results:
-        replace_block("replay-speed-trees", body)
+        replace_block(f"replay-speed-{which}", body)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.trees:
+    if args.trees or args.cores:
         return _trees_main(args)
     if args.report_only:
         body = report(json.loads(args.out.read_text()))
