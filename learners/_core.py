@@ -110,7 +110,8 @@ def _majority(cls, node, out):
 
 
 @njit(cache=True)
-def naive_bayes(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, node, x, out):
+def naive_bayes(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, node, x,
+                out):
     """The leaf's naive-Bayes probabilities in ``out``; False when it has no class weight.
 
     :class:`learners.nb_leaf.NaiveBayesLeaf`'s rule: log prior plus a Gaussian per (class,
@@ -118,10 +119,11 @@ def naive_bayes(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, n
     Laplace-smoothed frequencies per (class, nominal feature).
     """
     n_classes = out.shape[0]
+    order = np.empty(n_classes, np.int64)
     total = 0.0
-    for c in range(n_classes):
-        if cls[node, c] > 0.0:
-            total += cls[node, c]
+    for a in range(rank_order(present[node], order)):  # the leaf's dict order, as the River path
+        if cls[node, order[a]] > 0.0:
+            total += cls[node, order[a]]
     if total <= 0.0:
         return False
     logv = np.full(n_classes, -np.inf)
@@ -239,23 +241,23 @@ def _nominal_terms(cls, counts, seen, feat_rows, feat_nrows, s, j, node, v, prio
 
 
 @njit(cache=True)
-def _leaf_proba(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg, node, x,
-                out):
+def _leaf_proba(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg,
+                node, x, out):
     """The leaf's prediction: naive Bayes where the adaptive rule says so, else the majority."""
     if (
         cfg[NBA] > 0
         and ni[node, SLOT] >= 0
         and nf[node, NBC] >= nf[node, MCC]
-        and naive_bayes(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, node,
-                         x, out)
+        and naive_bayes(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows,
+                         node, x, out)
     ):
         return
     _majority(cls, node, out)
 
 
 @njit(cache=True)
-def predict_all(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg, edges,
-                ti, x, out):
+def predict_all(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg,
+                edges, ti, x, out):
     """Every tree's class probabilities for ``x`` into ``out`` (trees, classes); an untrained
     tree gives a row of zeros."""
     for t in range(ti.shape[0]):
@@ -264,8 +266,8 @@ def predict_all(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, c
             out[t, :] = 0.0
             continue
         leaf = _leaf_of(ni, nf, edges, root, x)
-        _leaf_proba(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg, leaf, x,
-                    out[t])
+        _leaf_proba(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg,
+                    leaf, x, out[t])
 
 
 # ---- nodes and slots ---------------------------------------------------------------------------
@@ -313,6 +315,40 @@ def free_slot(ni, nf, free, ctr, node):
         ni[node, SLOT] = -1
     nf[node, NLEARN] = 0.0
     nf[node, WLEARN] = 0.0
+
+
+@njit(cache=True)
+def add_rank(ranks, i, c):
+    """Class ``c`` joins row ``i`` of a rank table (``present``: a node's class weights;
+    ``seen``: a slot's statistics) after the classes already there: River's dicts keep their
+    keys in insertion order, and its sums and ties follow that order."""
+    if ranks[i, c] == 0:
+        n = 0
+        for k in range(ranks.shape[1]):
+            n += ranks[i, k] != 0
+        ranks[i, c] = n + 1
+
+
+@njit(cache=True)
+def rank_order(ranks_row, order):
+    """The classes of a rank table's row in insertion order into ``order``; returns how many."""
+    n = 0
+    for c in range(ranks_row.shape[0]):
+        if ranks_row[c] > 0:
+            order[ranks_row[c] - 1] = c
+            n += 1
+    return n
+
+
+@njit(cache=True)
+def class_total(cls, present, node):
+    """River's ``total_weight`` of a leaf: its class weights summed afresh in insertion order
+    (a running sum rounds differently, and the grace period compares it exactly)."""
+    order = np.empty(cls.shape[1], np.int64)
+    total = 0.0
+    for a in range(rank_order(present[node], order)):
+        total += cls[node, order[a]]
+    return total
 
 
 @njit(cache=True)

@@ -11,13 +11,16 @@ from numba import njit
 
 from learners._core import (
     add_edge,
+    add_rank,
     add_weight,
+    class_total,
     clear_slot,
     deactivate,
     free_slot,
     most_common,
     naive_bayes,
     new_node,
+    rank_order,
     route,
 )
 from learners._core_split import attempt_split
@@ -52,7 +55,6 @@ from learners._layout import (
     SS,
     SW,
     TREE,
-    WEIGHT,
     WLEARN,
 )
 
@@ -63,7 +65,7 @@ from learners._layout import (
 def _update_slot(stat, counts, seen, kinds, s, x, y, w):
     """River's splitter updates: weighted Welford statistics per (numeric feature, class),
     weights per (nominal value, class); missing values are skipped."""
-    seen[s, y] = 1
+    add_rank(seen, s, y)
     for j in range(kinds.shape[0]):
         v = x[j]
         if math.isnan(v):
@@ -84,11 +86,14 @@ def _update_slot(stat, counts, seen, kinds, s, x, y, w):
 
 
 @njit(cache=True)
-def _first_argmax(values, mask):
+def _first_argmax(values, ranks_row):
+    """The class of the largest value among a rank table's row, the first inserted on a tie
+    (River's ``max(stats, key=stats.get)``)."""
+    order = np.empty(values.shape[0], np.int64)
     best, top = -1, -np.inf
-    for c in range(values.shape[0]):
-        if mask[c] and values[c] > top:
-            best, top = c, values[c]
+    for a in range(rank_order(ranks_row, order)):
+        if values[order[a]] > top:
+            best, top = order[a], values[order[a]]
     return best
 
 
@@ -102,14 +107,14 @@ def _leaf_learn(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat
         has = False
         for c in range(cls.shape[1]):
             has = has or present[node, c] != 0
-        if not has or _first_argmax(cls[node], present[node] != 0) == y:
+        if not has or _first_argmax(cls[node], present[node]) == y:
             nf[node, MCC] += w
-        if naive_bayes(ni, nf, cls, stat, counts, seen, kinds, feat_rows, feat_nrows, node, x,
-                        scratch):
-            if _first_argmax(scratch, cls[node] > 0.0) == y:
+        if naive_bayes(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows,
+                        node, x, scratch):
+            if _first_argmax(scratch, present[node]) == y:
                 nf[node, NBC] += w
     cls[node, y] += w
-    present[node, y] = 1
+    add_rank(present, node, y)
     nf[node, NSEEN] += 1.0
     add_weight(ni, nf, node, w)
     if s >= 0:
@@ -158,7 +163,7 @@ def _learn_tree(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat
     if ni[node, DEPTH] >= cfg[MAX_DEPTH]:
         deactivate(ni, nf, ti, free, ctr, t, node)
         return 0
-    seen_now = nf[node, NSEEN] if cfg[GRACE_BY_COUNT] > 0 else nf[node, WEIGHT]
+    seen_now = nf[node, NSEEN] if cfg[GRACE_BY_COUNT] > 0 else class_total(cls, present, node)
     if seen_now - nf[node, LAST] >= tf[t, GRACE]:
         split = attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows,
                                feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t,
@@ -257,11 +262,11 @@ def undo_multiway(ni, nf, cls, present, stat, counts, seen, edges, ti, free, ctr
         ni[node, CHILD0] = -1
         ni[node, CHILD1] = -1
         ni[node, FEAT] = -1
-        total = 0.0
+        present[node, :] = 0
         for c in range(cls.shape[1]):
-            present[node, c] = 1 if cls[node, c] > 0.0 else 0
-            total += cls[node, c]
-        nf[node, LAST] = total
+            if cls[node, c] > 0.0:
+                add_rank(present, node, c)
+        nf[node, LAST] = class_total(cls, present, node)
         nf[node, MCC] = 0.0
         nf[node, NBC] = 0.0
         ti[t, N_ACTIVE] += 1

@@ -9,7 +9,16 @@ import math
 import numpy as np
 from numba import njit
 
-from learners._core import add_edge, add_weight, clear_slot, free_slot, new_node
+from learners._core import (
+    add_edge,
+    add_rank,
+    add_weight,
+    class_total,
+    clear_slot,
+    free_slot,
+    new_node,
+    rank_order,
+)
 from learners._layout import (
     BINARY,
     CHILD0,
@@ -43,60 +52,62 @@ from learners._layout import (
 
 
 @njit(cache=True)
-def _entropy(dist, k):
-    """River's ``_compute_entropy_dict`` of ``dist[:k]`` (bits), in its arithmetic."""
+def _entropy(dist, order, k):
+    """River's ``_compute_entropy_dict`` (bits) of the classes ``order[:k]`` of ``dist``, in its
+    arithmetic and their order."""
     entropy = 0.0
     sums = 0.0
-    for c in range(k):
-        d = dist[c]
+    for a in range(k):
+        d = dist[order[a]]
         if d > 0.0:
-            entropy -= d * math.log(d)
+            entropy -= d * math.log2(d)
             sums += d
-    return (entropy + sums * math.log(sums)) / (sums * math.log(2)) if sums > 0.0 else 0.0
+    return (entropy + sums * math.log2(sums)) / sums if sums > 0.0 else 0.0
 
 
 @njit(cache=True)
-def _merit(pre, dists, n_branches, min_frac):
-    """Information gain of the branches ``dists[:n_branches]`` in the arithmetic of River's
-    ``InfoGainSplitCriterion.merit_of_split`` (``-inf`` unless two branches each hold more
-    than ``min_frac`` of the weight). Equal branch lists give equal floats in any order."""
+def _merit(pre, dists, n_branches, min_frac, order, k):
+    """Information gain of the branches ``dists[:n_branches]`` over the classes ``order[:k]``
+    in the arithmetic of River's ``InfoGainSplitCriterion.merit_of_split`` (``-inf`` unless two
+    branches each hold more than ``min_frac`` of the weight). Equal branch lists give equal
+    floats in any order of the branches."""
     total = 0.0
     for b in range(n_branches):
-        sb = 0.0
-        for c in range(dists.shape[1]):
-            sb += dists[b, c]
-        total += sb
+        total += _branch_sum(dists, b, order, k)
     big = 0
     for b in range(n_branches):
-        sb = 0.0
-        for c in range(dists.shape[1]):
-            sb += dists[b, c]
-        if total > 0.0 and sb / total > min_frac:
+        if total > 0.0 and _branch_sum(dists, b, order, k) / total > min_frac:
             big += 1
     if big < 2:
         return -np.inf
     post = 0.0
     for b in range(n_branches):
-        sb = 0.0
-        for c in range(dists.shape[1]):
-            sb += dists[b, c]
-        post += sb * _entropy(dists[b], dists.shape[1])
+        post += _branch_sum(dists, b, order, k) * _entropy(dists[b], order, k)
     return pre - post / total
+
+
+@njit(cache=True)
+def _branch_sum(dists, b, order, k):
+    sb = 0.0
+    for a in range(k):
+        sb += dists[b, order[a]]
+    return sb
 
 
 # ---- split attempts ----------------------------------------------------------------------------
 
 
 @njit(cache=True)
-def _numeric_best(stat, s, j, pre, n_splits, min_frac, work):
+def _numeric_best(stat, s, j, pre, n_splits, min_frac, work, slot_order, n_slot, identity):
     """(best merit, its point) of numeric feature ``j`` over River's candidate points.
 
-    The classes the leaf has not seen at ``j`` weigh nothing on either side, so only the others
-    are visited (in class order: the sums and their floats are those over every class)."""
+    Only the classes the slot has seen at ``j`` are visited, in the order they arrived (River's
+    splitter dict: the sums and their floats follow it)."""
     cols, n, mean, sd, lo_c, hi_c, left, right = work
     lo, hi = np.inf, -np.inf
     k = 0
-    for c in range(stat.shape[3]):
+    for a in range(n_slot):
+        c = slot_order[a]
         w = stat[s, SW, j, c]
         if w > 0.0:
             cols[k] = c
@@ -126,14 +137,14 @@ def _numeric_best(stat, s, j, pre, n_splits, min_frac, work):
                 cdf = 0.5 * (1.0 + math.erf((point - mean[a]) / sd[a] / math.sqrt(2.0))) \
                     if sd[a] > 0.0 else 0.0
                 left[a], right[a] = cdf * n[a], n[a] - cdf * n[a]
-        merit = _binary_merit(pre, left, right, k, min_frac)
+        merit = _binary_merit(pre, left, right, k, min_frac, identity)
         if merit > best:
             best, best_point = merit, point
     return best, best_point, True
 
 
 @njit(cache=True)
-def _binary_merit(pre, left, right, k, min_frac):
+def _binary_merit(pre, left, right, k, min_frac, identity):
     """:func:`_merit` of two branches given over ``k`` classes."""
     sum_l = 0.0
     for a in range(k):
@@ -144,7 +155,7 @@ def _binary_merit(pre, left, right, k, min_frac):
     total = 0.0 + sum_l + sum_r
     if not (total > 0.0 and sum_l / total > min_frac and sum_r / total > min_frac):
         return -np.inf
-    post = 0.0 + sum_l * _entropy(left, k) + sum_r * _entropy(right, k)
+    post = 0.0 + sum_l * _entropy(left, identity, k) + sum_r * _entropy(right, identity, k)
     return pre - post / total
 
 
@@ -204,7 +215,7 @@ def _multiway_dists(counts, feat_rows, feat_nrows, s, j, dists):
 
 @njit(cache=True)
 def _nominal_best(counts, feat_rows, feat_nrows, row_other, multiway, s, j, pre, min_frac,
-                  dists):
+                  dists, identity, slot_order, n_slot):
     """(best merit, its row or -1 for the multiway split, a suggestion exists) of feature
     ``j`` (River's ``NominalSplitterClassif``: the multiway split first, then each value)."""
     best, best_row, real = -np.inf, -2, False
@@ -215,13 +226,14 @@ def _nominal_best(counts, feat_rows, feat_nrows, row_other, multiway, s, j, pre,
         return best, best_row, False
     if multiway:
         b = _multiway_dists(counts, feat_rows, feat_nrows, s, j, dists)
-        best, best_row, real = _merit(pre, dists, b, min_frac), -1, True
+        best = _merit(pre, dists, b, min_frac, identity, dists.shape[1])  # River sorts classes
+        best_row, real = -1, True
     for i in range(feat_nrows[j]):
         r = feat_rows[j, i]
         if row_other[r] or not _row_used(counts, s, r):
             continue
         _nominal_dists(counts, feat_rows, feat_nrows, s, j, r, dists)
-        merit = _merit(pre, dists, 2, min_frac)
+        merit = _merit(pre, dists, 2, min_frac, slot_order, n_slot)
         if merit > best:
             best, best_row, real = merit, r, True
     return best, best_row, real
@@ -240,23 +252,25 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, fe
     """River's ``_attempt_to_split``: the best two suggestions, the Hoeffding bound, the tie
     threshold; a winning null split (pre-pruning) clears the leaf's statistics. True: split."""
     n_classes = cls.shape[1]
+    order = np.empty(n_classes, np.int64)
+    n_present = rank_order(present[node], order)
     n_pos = 0
-    total = 0.0
     top_class = 0.0
-    n_present = 0
     for c in range(n_classes):
-        total += cls[node, c]
         top_class = max(top_class, cls[node, c])
         n_pos += cls[node, c] != 0.0
-        n_present += present[node, c]
     if n_pos < 2:
         return False
+    total = class_total(cls, present, node)
     s = ni[node, SLOT]
     min_frac = cfg[MIN_FRAC]
     if top_class > 0.0 and top_class / total > cfg[MAX_SHARE]:
         _null_wins(stat, counts, seen, nf, s, node)
         return False
-    pre = _entropy(cls[node], n_classes)
+    pre = _entropy(cls[node], order, n_present)
+    identity = np.arange(n_classes)
+    slot_order = np.empty(n_classes, np.int64)
+    n_slot = rank_order(seen[s], slot_order)
     work = (np.empty(n_classes, np.int64), np.empty(n_classes), np.empty(n_classes),
             np.empty(n_classes), np.empty(n_classes), np.empty(n_classes), np.empty(n_classes),
             np.empty(n_classes))
@@ -266,12 +280,13 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, fe
     for j in range(kinds.shape[0]):
         if kinds[j] == 0:
             merit, value, has = _numeric_best(stat, s, j, pre, int(cfg[N_SPLITS]), min_frac,
-                                              work)
+                                              work, slot_order, n_slot, identity)
             real = merit > -np.inf
         elif kinds[j] == 1:
             multiway = _multiway_allowed(multi_ok, cfg, j)
             merit, row, has = _nominal_best(counts, feat_rows, feat_nrows, row_other, multiway, s,
-                                            j, pre, min_frac, dists)
+                                            j, pre, min_frac, dists, identity, slot_order,
+                                            n_slot)
             value = float(row)
             real = has and (merit > -np.inf or row == -1)
         else:
@@ -334,16 +349,22 @@ def _split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrow
         if _row_used(counts, s, r):
             rows[b] = r
             b += 1
+    order = np.arange(n_classes)  # a multiway split's branches list their classes sorted
+    n_order = n_classes
+    if kinds[j] == 0 or value >= 0:  # the others, in the order the splitter saw them
+        n_order = rank_order(seen[s], order)
     new_weight = 0.0
     for b in range(n_b):
         child = new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, node, depth)
         children[b] = child
         for c in range(n_classes):
             cls[child, c] = dists[b, c]
-            present[child, c] = _child_has(stat, counts, feat_rows, feat_nrows, kinds, s, j,
-                                           value, b, c, dists)
             nf[child, WEIGHT] += dists[b, c]
-        nf[child, LAST] = nf[child, WEIGHT] if cfg[GRACE_BY_COUNT] == 0 else 0.0
+        for a in range(n_order):
+            if _child_has(stat, counts, feat_rows, feat_nrows, kinds, s, j, value, b, order[a],
+                          dists):
+                add_rank(present, child, order[a])
+        nf[child, LAST] = class_total(cls, present, child) if cfg[GRACE_BY_COUNT] == 0 else 0.0
         new_weight += nf[child, WEIGHT]
     free_slot(ni, nf, free, ctr, node)
     ni[node, FEAT] = j

@@ -153,11 +153,11 @@ class TreeEnsemble:
         self.ni = np.zeros((0, 8), dtype=np.int64)
         self.nf = np.zeros((0, 8))
         self.cls = np.zeros((0, c))
-        self.present = np.zeros((0, c), dtype=np.uint8)
+        self.present = np.zeros((0, c), dtype=np.int32)  # ranks: 1 + the order classes came
         self.edges = np.zeros((0, 3), dtype=np.int64)
         self.stat = np.zeros((0, 5, 0, c))
         self.counts = np.zeros((0, 0, c))
-        self.seen = np.zeros((0, c), dtype=np.uint8)
+        self.seen = np.zeros((0, c), dtype=np.int32)
         self.free = np.zeros(0, dtype=np.int64)
         self.ctr = np.zeros(3, dtype=np.int64)
         self._scratch = np.zeros(c)
@@ -278,8 +278,8 @@ class TreeEnsemble:
         call. An untrained tree gives a row of zeros."""
         out = np.empty((self.n_trees, self.n_classes))
         kernels().predict_all(
-            self.ni, self.nf, self.cls, self.stat, self.counts, self.seen, self.kinds,
-            self.feat_rows, self.feat_nrows, self.cfg, self.edges, self.tree_i,
+            self.ni, self.nf, self.cls, self.present, self.stat, self.counts, self.seen,
+            self.kinds, self.feat_rows, self.feat_nrows, self.cfg, self.edges, self.tree_i,
             self._fit(x), out,
         )
         return out
@@ -387,8 +387,8 @@ class TreeEnsemble:
         self.features = index
         self.cfg, self.tree_i, self.tree_f = state["cfg"], state["tree_i"], state["tree_f"]
         self.ni, self.nf, self.cls = state["ni"], state["nf"], state["cls"]
-        self.present, self.edges = state["present"], state["edges"]
-        self.stat, self.seen = state["stat"], state["seen"]
+        self.present, self.edges = _ranks(state["present"]), state["edges"]
+        self.stat, self.seen = state["stat"], _ranks(state["seen"])
         self.counts = _dense(state["counts"])
         used = self.stat.shape[0]
         self.free = np.zeros(used, dtype=np.int64)
@@ -426,6 +426,18 @@ def warm_up() -> None:
         x = trees.transform({"v": float(i), "c": "abc"[i % 2 + (i > 9)]}, learn=True)
         trees.learn(x, np.array([i % 2]), np.ones(1))
         trees.predict_proba(x)
+
+
+def _ranks(table: np.ndarray) -> np.ndarray:
+    """A rank table (the order classes came to a node or slot, 1-based; 0: absent) as int32;
+    one of 0/1 flags (saved before the order was kept) ranks its classes in class order."""
+    table = np.asarray(table)
+    if table.dtype == np.int32:
+        return table
+    flags = table > 0
+    if table.size and table.max() > 1:
+        return table.astype(np.int32)
+    return np.where(flags, np.cumsum(flags, axis=1), 0).astype(np.int32)
 
 
 def _sparse(a: np.ndarray) -> dict:
