@@ -52,7 +52,8 @@ from learners._layout import (
 from learners.features import NOMINAL, FeatureIndex
 
 __all__ = [
-    "FORMAT", "TreeEnsemble", "CompiledHoeffdingTreeClassifier", "from_state", "warm_up",
+    "FORMAT", "TreeEnsemble", "CompiledHoeffdingTreeClassifier", "dense_counts", "from_state",
+    "sparse_counts", "warm_up",
 ]
 
 #: the version of :meth:`TreeEnsemble.__getstate__`'s data-only form
@@ -365,7 +366,7 @@ class TreeEnsemble:
             "ni": ni, "nf": self.nf[:n].copy(), "cls": self.cls[:n].copy(),
             "present": self.present[:n].copy(),
             "edges": self.edges[: int(self.ctr[N_EDGES])].copy(),
-            "stat": self.stat[slots].copy(), "counts": _sparse(self.counts[slots]),
+            "stat": self.stat[slots].copy(), "counts": sparse_counts(self.counts[slots]),
             "seen": self.seen[slots].copy(),
         }
 
@@ -389,7 +390,7 @@ class TreeEnsemble:
         self.ni, self.nf, self.cls = state["ni"], state["nf"], state["cls"]
         self.present, self.edges = _ranks(state["present"]), state["edges"]
         self.stat, self.seen = state["stat"], _ranks(state["seen"])
-        self.counts = _dense(state["counts"])
+        self.counts = dense_counts(state["counts"])
         used = self.stat.shape[0]
         self.free = np.zeros(used, dtype=np.int64)
         self.ctr = np.array([self.ni.shape[0], self.edges.shape[0], 0], dtype=np.int64)
@@ -408,7 +409,7 @@ class TreeEnsemble:
         slots = ni[keep, SLOT]
         ni[active & ~keep, SLOT] = -2  # active, statistics dropped: predicts the majority class
         ni[keep, SLOT] = np.arange(slots.size)
-        state["counts"] = _sparse(_dense(state["counts"])[slots])
+        state["counts"] = sparse_counts(dense_counts(state["counts"])[slots])
         for name in ("stat", "seen"):
             state[name] = state[name][slots]
         state["params"]["frozen"] = True
@@ -440,7 +441,7 @@ def _ranks(table: np.ndarray) -> np.ndarray:
     return np.where(flags, np.cumsum(flags, axis=1), 0).astype(np.int32)
 
 
-def _sparse(a: np.ndarray) -> dict:
+def sparse_counts(a: np.ndarray) -> dict:
     """A mostly-zero array as its shape, the flat positions of its nonzeros and their values
     (a leaf's counts of an id's values are nearly all zero)."""
     flat = a.ravel()
@@ -448,7 +449,8 @@ def _sparse(a: np.ndarray) -> dict:
     return {"shape": list(a.shape), "at": at.astype(np.int64), "values": flat[at]}
 
 
-def _dense(sparse: dict) -> np.ndarray:
+def dense_counts(sparse: dict) -> np.ndarray:
+    """The array :func:`sparse_counts` describes."""
     out = np.zeros(int(np.prod(sparse["shape"])))
     out[sparse["at"]] = sparse["values"]
     return out.reshape(sparse["shape"])

@@ -86,7 +86,7 @@ from learners._layout import (
     WEIGHT,
     WLEARN,
 )
-from learners.compiled import TreeEnsemble, _sparse, from_state
+from learners.compiled import TreeEnsemble, from_state, sparse_counts
 from learners.features import NOMINAL, NUMERIC, FeatureIndex
 
 __all__ = ["ensemble_from_river"]
@@ -306,7 +306,7 @@ def _arrays(walks: list, leaves: dict, index: FeatureIndex, k: int, tree_i: np.n
         start += len(walk)
     return {"ni": ni, "nf": nf, "cls": cls, "present": present, "tree_i": tree_i,
             "edges": np.array(edges, dtype=np.int64).reshape(-1, 3), "stat": stat,
-            "counts": _sparse(counts), "seen": seen}
+            "counts": sparse_counts(counts), "seen": seen}
 
 
 def _check_class(y, k: int) -> None:

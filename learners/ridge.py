@@ -23,6 +23,7 @@ from functools import cache
 import numpy as np
 
 from learners.linear import PAIR_CLIP, PAIR_FEATURES, PAIR_HASH, standardised
+from learners.ridge_layout import NumericLayout
 from learners.ridge_offsets import (
     MAX_OFFSET_ENTRIES,
     MAX_OFFSETS,
@@ -42,10 +43,6 @@ OTHER = "<other>"
 
 #: bound on the entries of the inverse Gram matrices, ``k x dim^2`` (8 bytes each: 8 MiB)
 MAX_RIDGE_ENTRIES = 1 << 20
-#: the most features of a numeric layout whose products get a table (``n^2`` entries)
-MAX_TABLE = 256
-#: the product tables of a model without products
-_NO_TABLE = (np.zeros((0, 0), dtype=np.int64), np.zeros((0, 0)))
 #: the attributes that only keep work done: never saved
 _CACHES = frozenset({"_layout", "_last"})
 #: the attributes only learning reads: a serving copy leaves them out
@@ -72,11 +69,6 @@ def _triu(n: int) -> tuple[np.ndarray, np.ndarray]:
     return i, j
 
 
-def _or_negative(weight: float | None) -> float:
-    """A weight for the compiled map, where -1 stands for None."""
-    return -1.0 if weight is None else weight
-
-
 def _weight_or_none(name: str, value: float | None) -> float | None:
     """``value`` as a float, or None; anything but a positive number or None is refused."""
     if value is not None and not value > 0:
@@ -94,7 +86,7 @@ def ridge_dim(n_actions: int, max_dim: int) -> int:
     return max(8, min(int(max_dim), math.isqrt(MAX_RIDGE_ENTRIES // max(1, int(n_actions)))))
 
 
-class RidgeRewards(OffsetTables):
+class RidgeRewards(OffsetTables, NumericLayout):
     """One ridge regression of the reward per action, over a feature map of at most ``max_dim``
     coordinates, solved online (Sherman-Morrison updates of each action's inverse Gram matrix;
     exactly on the rounds without offsets, below).
@@ -279,54 +271,6 @@ class RidgeRewards(OffsetTables):
         self._remember_layout(x)
         return (*out, None)
 
-    def _remember_layout(self, x: dict) -> None:
-        """Keep ``x``'s layout for :meth:`_numeric_features` when every feature is numeric with
-        a coordinate of its own and its place in the offsets' reading is settled."""
-        slots, places = [], []
-        settled = len(self.local_index) >= self.offset_features
-        for name, value in x.items():
-            if isinstance(value, str) or name in self.nominal_attributes:
-                return
-            slot = self.slots.get(name)
-            if slot is None or not (settled or name in self.local_index):
-                return
-            slots.append(slot)
-            places.append(self.local_index.get(name, 0))
-        self._layout = [tuple(x), np.array(slots, dtype=np.int64),
-                        np.array(places, dtype=np.int64), None]
-
-    def _numeric_features(self, x: dict, learn: bool):
-        """:meth:`_features_one_by_one` in array operations for a context of the last numeric
-        layout (the same floats: Welford's update and the standardisation in the same order);
-        None where it does not apply."""
-        layout = getattr(self, "_layout", None)
-        if layout is None or layout[0] != tuple(x):
-            return None
-        v = np.array(list(x.values()))
-        if v.dtype.kind not in "fiub":  # a string, a None, an int past float range: one by one
-            return None
-        v = v.astype(float)
-        slots, places = layout[1], layout[2]
-        n, mean, m2 = self.moments[slots].T
-        if learn:
-            with np.errstate(over="ignore", invalid="ignore"):  # an overflow keeps the moments
-                n1, delta = n + 1.0, v - mean
-                mean1 = mean + delta / n1
-                m21 = m2 + delta * (v - mean1)
-            ok = np.isfinite(v) & np.isfinite(mean1) & np.isfinite(m21)
-            n, mean, m2 = (np.where(ok, a, b) for a, b in ((n1, n), (mean1, mean), (m21, m2)))
-            self.moments[slots] = np.stack([n, mean, m2], axis=1)
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            sd = np.sqrt(np.where(n > 1.0, m2 / np.where(n > 1.0, n, 1.0), 0.0))
-            z = np.where(sd > 0.0, (v - mean) / np.where(sd > 0.0, sd, 1.0), 0.0)
-        z = np.clip(np.where(np.isnan(z), 0.0, z), -PAIR_CLIP, PAIR_CLIP)
-        local = np.zeros(self.offset_features + 1)
-        local[0] = 1.0
-        placed = places > 0
-        local[places[placed]] = z[placed]
-        keep = z != 0.0
-        return slots[keep].tolist(), z[keep].tolist(), [], local, [], (np.flatnonzero(keep), layout)
-
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
         for name in _CACHES:
@@ -402,28 +346,6 @@ class RidgeRewards(OffsetTables):
         d = self.weights.shape[1]
         return np.bincount(slots, weights=values, minlength=d)[:d], rows, local, pairs
 
-    def _encode_compiled(self, x: dict, learn: bool) -> tuple | None:
-        """:meth:`_encode` in one compiled call (the same floats) for a context of the last
-        numeric layout once its products have a table (or without products); else None."""
-        layout = self.__dict__.get("_layout")
-        if layout is None or layout[0] != tuple(x):
-            return None
-        table = self._pair_table(layout) if self.quadratic else _NO_TABLE
-        v = np.array(list(x.values()))
-        if table is None or v.dtype.kind not in "fiub":
-            return None
-        width = self.weights.shape[1]
-        if learn and self.used > width:
-            self._grow(min(self.dim, max(self.used, 2 * width)))
-        from learners._ridge_core import encode_numeric
-
-        phi, local = encode_numeric(
-            v.astype(float), layout[1], layout[2], self.moments, learn, *table, self.quadratic,
-            _or_negative(self.feature_weight), _or_negative(self.pair_weight), PAIR_CLIP,
-            PAIR_FEATURES, self.weights.shape[1], self.offset_features + 1,
-        )
-        return phi, [], local, []
-
     @staticmethod
     def _scale(weight: float | None, n: int) -> float:
         """The factor of ``n`` terms of prior weight ``weight``: ``sqrt(weight / n)``, at most 1
@@ -456,18 +378,6 @@ class RidgeRewards(OffsetTables):
             coords[new] = 1 + (h % np.uint64(self.dim - 1)).astype(np.int64)
             signs[new] = np.where(h & np.uint64(0x80000000), 1.0, -1.0)
         return coords, signs
-
-    def _pair_table(self, layout: list) -> tuple[np.ndarray, np.ndarray] | None:
-        """The coordinates and signs of the products of every two features of a numeric
-        ``layout`` (``[a, b]`` for its ``a``-th and ``b``-th features), made once the map is full
-        (no product gets a coordinate of its own any more, so they stay); None before, or for a
-        layout of more than ``MAX_TABLE`` features."""
-        if layout[3] is None and self.used >= self.dim and len(layout[0]) <= MAX_TABLE:
-            n = len(layout[0])
-            a = np.repeat(layout[1], n)
-            coords, signs = self._pair_slots(a, np.tile(layout[1], n), learn=False)
-            layout[3] = coords.reshape(n, n), signs.reshape(n, n)
-        return layout[3]
 
     def _known_pairs(self, keys: np.ndarray) -> np.ndarray:
         """The coordinates given out to the products ``keys`` (``lo * dim + hi``), -1 for none."""

@@ -17,6 +17,7 @@ from river.tree.nodes.branch import (
 )
 
 from boosters.online.adabandit import AdaBandit
+from boosters.online.banditbbm import BanditBBM
 from learners.compiled import CompiledHoeffdingTreeClassifier, TreeEnsemble
 from learners.frozen import dumps_serving
 from learners.hoeffding import make_vfdt
@@ -206,20 +207,27 @@ def test_serving_copies_decide_as_the_learning_trees():
         served.forest.learn(served.forest.transform({"v": 1.0}), np.zeros(5, int), np.ones(5))
 
 
-def test_a_model_pickled_with_rivers_trees_loads_and_continues():
-    old = AdaBandit(n_actions=3, n_learners=3, seed=1, tree_core="river")
-    for x, y in _stream(100):
+@pytest.mark.parametrize("booster", [AdaBandit, BanditBBM])
+def test_a_model_pickled_with_rivers_trees_moves_them_into_the_compiled_core(booster):
+    """A model saved before the compiled core (River's trees, no ``tree_core`` of its own)
+    loads with the same trees in one ensemble: the same decisions, and it goes on learning."""
+    old = booster(n_actions=3, n_learners=3, seed=1, tree_core="river")
+    for x, y in _stream(300):
         d = old.decide_one(x)
         old.learn_one(x, d, reward=float(d.action == y))
-    state = pickle.dumps(old)
     for attr in ("tree_core", "grace_by", "forest"):  # as a model pickled before the core
         old.__dict__.pop(attr, None)
     loaded = pickle.loads(pickle.dumps(old))
-    assert loaded.tree_core == "river" and loaded.forest is None
+    assert loaded.tree_core == "compiled" and loaded.learners == []
+    assert loaded.forest.n_leaves().sum() == sum(t.tree.summary["n_leaves"] for t in old.learners)
+    for x, _ in _stream(100, seed=7):
+        np.testing.assert_allclose(loaded.tree_proba(x), old.tree_proba(x), atol=1e-9)
+        rng_a, rng_b = np.random.default_rng(3), np.random.default_rng(3)
+        assert loaded.decide_one(x, rng=rng_a).action == old.decide_one(x, rng=rng_b).action
     for x, y in _stream(50, seed=3):
         d = loaded.decide_one(x)
         loaded.learn_one(x, d, reward=float(d.action == y))
-    assert loaded.n_updates == 150 and pickle.loads(state).n_updates == 100
+    assert loaded.n_updates == 350
 
 
 def test_missing_nan_and_unseen_values():

@@ -111,7 +111,7 @@ class BanditBBM(BoostingTemplate):
                 self.switch_losses = np.zeros(2)
 
     def __setstate__(self, state):
-        self.__dict__.update(state)
+        super().__setstate__(state)
         self.potentials.precompute(self.n_learners)  # the table is not pickled; refill it
 
     def _alpha(self) -> np.ndarray:

@@ -116,7 +116,7 @@ class BoostingTemplate(OnlineBooster):
     quadratic_model = None
     #: the logistic reward model; also what a model pickled before the option existed reads
     guess_model = "linear"
-    #: River's trees, as every model pickled before the compiled core
+    #: River's trees, as every model pickled before the compiled core (migrated on loading)
     tree_core, grace_by, forest = "river", "weight", None
 
     def __init__(
@@ -347,6 +347,18 @@ class BoostingTemplate(OnlineBooster):
             weak[i] = argmax_random_ties(-expected[None, :], u[i : i + 1])[0]
             s[0, weak[i]] += alpha[i]
         return weak
+
+    def __setstate__(self, state: dict) -> None:
+        """Restore a pickled booster: a model saved before the compiled core (River's trees, no
+        ``tree_core`` of its own) moves its trees into one (:mod:`learners.migrate`)."""
+        self.__dict__.update(state)
+        if "tree_core" not in state and self.learners:
+            from learners.migrate import ensemble_from_river
+
+            self.forest = ensemble_from_river(
+                self.learners, self.n_actions, self.nominal_attributes, self.leaf_prediction
+            )
+            self.tree_core, self.learners, self._trees = "compiled", [], []
 
     def _learner_probas(self, x: dict):
         """Each learner's class probabilities, uniform while untrained (the twins' rule)."""
