@@ -322,6 +322,9 @@ VARIANTS = {
 def trees_bench(args: argparse.Namespace, which: str = "trees") -> dict[str, Any]:
     """AdaBandit replay of a ``--learner-events`` log in two settings (:data:`VARIANTS`)."""
     variants = VARIANTS[which]
+    from learners.compiled import warm_up
+
+    warm_up()  # the compiled kernels loaded (or compiled, once) before any timing
     tmp = Path(tempfile.mkdtemp(prefix="replay-trees-", dir=args.tmp))
     load_start = os.getloadavg()
     started = time.perf_counter()
