@@ -49,7 +49,7 @@ from learners._layout import (
     THR,
     TREE,
 )
-from learners.features import NOMINAL, FeatureIndex
+from learners.features import NOMINAL, NUMERIC, FeatureIndex
 
 __all__ = [
     "FORMAT", "TreeEnsemble", "CompiledHoeffdingTreeClassifier", "dense_counts", "from_state",
@@ -364,11 +364,21 @@ class TreeEnsemble:
             },
             "cfg": self.cfg.copy(), "tree_i": self.tree_i.copy(), "tree_f": self.tree_f.copy(),
             "ni": ni, "nf": self.nf[:n].copy(), "cls": self.cls[:n].copy(),
-            "present": self.present[:n].copy(),
+            "present": _small(self.present[:n]),
             "edges": self.edges[: int(self.ctr[N_EDGES])].copy(),
-            "stat": self.stat[slots].copy(), "counts": sparse_counts(self.counts[slots]),
-            "seen": self.seen[slots].copy(),
+            **self._stat_state(slots, 5), "counts": sparse_counts(self.counts[slots]),
+            "seen": _small(self.seen[slots]),
         }
+
+    def _stat_state(self, slots: np.ndarray, fields: int) -> dict:
+        """The slots' statistics where they hold something: per (slot, class it has seen), the
+        first ``fields`` (3: what naive Bayes reads) of its numeric features (a nominal
+        feature's are never used)."""
+        numeric = np.flatnonzero(self.kinds[: self.stat.shape[2]] == NUMERIC)
+        by_class = np.moveaxis(self.stat[slots][:, :fields][:, :, numeric], 3, 1)
+        seen = self.seen[slots] > 0
+        return {"stat": by_class[seen], "stat_features": numeric.tolist(),
+                "stat_slots": [int(slots.size), fields], "stat_seen": np.flatnonzero(seen)}
 
     def __setstate__(self, state: dict) -> None:
         if state.get("format") != FORMAT:
@@ -389,7 +399,7 @@ class TreeEnsemble:
         self.cfg, self.tree_i, self.tree_f = state["cfg"], state["tree_i"], state["tree_f"]
         self.ni, self.nf, self.cls = state["ni"], state["nf"], state["cls"]
         self.present, self.edges = _ranks(state["present"]), state["edges"]
-        self.stat, self.seen = state["stat"], _ranks(state["seen"])
+        self.stat, self.seen = _full_stat(state, len(f["kinds"])), _ranks(state["seen"])
         self.counts = dense_counts(state["counts"])
         used = self.stat.shape[0]
         self.free = np.zeros(used, dtype=np.int64)
@@ -410,8 +420,8 @@ class TreeEnsemble:
         ni[active & ~keep, SLOT] = -2  # active, statistics dropped: predicts the majority class
         ni[keep, SLOT] = np.arange(slots.size)
         state["counts"] = sparse_counts(dense_counts(state["counts"])[slots])
-        for name in ("stat", "seen"):
-            state[name] = state[name][slots]
+        state["seen"] = state["seen"][slots]
+        state.update(self._stat_state(self.ni[: len(ni)][keep, SLOT], 3))
         state["params"]["frozen"] = True
         return from_state(state)
 
@@ -439,6 +449,27 @@ def _ranks(table: np.ndarray) -> np.ndarray:
     if table.size and table.max() > 1:
         return table.astype(np.int32)
     return np.where(flags, np.cumsum(flags, axis=1), 0).astype(np.int32)
+
+
+def _small(ranks: np.ndarray) -> np.ndarray:
+    """A rank table in the smallest integers that hold it (a saved model's bytes)."""
+    return ranks.astype(np.uint8 if ranks.shape[1] < 255 else np.int32)
+
+
+def _full_stat(state: dict, n_features: int) -> np.ndarray:
+    """The statistics array of a saved state: what :meth:`TreeEnsemble._stat_state` kept, the
+    rest empty (no weight, min +inf, max -inf); a state saved whole is taken as it is."""
+    stat = np.asarray(state["stat"])
+    if "stat_features" not in state:
+        return stat
+    (n_slots, fields), classes = state["stat_slots"], state["cls"].shape[1]
+    by_class = np.zeros((n_slots * classes, 5, n_features))
+    by_class[:, SMIN], by_class[:, SMAX] = np.inf, -np.inf
+    seen = np.asarray(state["stat_seen"], dtype=np.int64)
+    features = np.asarray(state["stat_features"], dtype=np.int64)
+    by_class[seen[:, None, None], np.arange(fields)[None, :, None], features[None, None]] = stat
+    return np.ascontiguousarray(np.moveaxis(by_class.reshape(n_slots, classes, 5, n_features),
+                                            1, 3))
 
 
 def sparse_counts(a: np.ndarray) -> dict:

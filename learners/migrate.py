@@ -123,9 +123,7 @@ def ensemble_from_river(
     ensemble.features = _index(ensemble.features, walks, leaves)
     state = ensemble.__getstate__()
     state.update(_arrays(walks, leaves, ensemble.features, n_classes, state["tree_i"]))
-    if ensemble.present.dtype == np.uint8:  # a core that keeps flags, not the classes' order
-        for name in ("present", "seen"):
-            state[name] = (state[name] > 0).astype(np.uint8)
+    state.pop("stat_features")  # the statistics are whole: every feature, every field
     return from_state(state)
 
 
