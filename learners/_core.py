@@ -101,12 +101,16 @@ def _leaf_of(ni, nf, edges, root, x):
 
 
 @njit(cache=True)
-def _majority(cls, node, out):
+def _majority(cls, present, node, out):
+    """River's majority-class prediction: the class weights times one over their sum, summed in
+    the order the classes came (``normalize_values_in_dict``)."""
+    order = np.empty(out.shape[0], np.int64)
     total = 0.0
+    for a in range(rank_order(present[node], order)):
+        total += cls[node, order[a]]
+    scale = 1.0 / total if total > 0.0 else 1.0
     for c in range(out.shape[0]):
-        total += cls[node, c]
-    for c in range(out.shape[0]):
-        out[c] = cls[node, c] / total if total > 0.0 else cls[node, c]
+        out[c] = cls[node, c] * scale
 
 
 @njit(cache=True)
@@ -252,7 +256,7 @@ def _leaf_proba(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat
                          node, x, out)
     ):
         return
-    _majority(cls, node, out)
+    _majority(cls, present, node, out)
 
 
 @njit(cache=True)

@@ -184,9 +184,15 @@ def _intro_lines(report: dict[str, Any]) -> list[str]:
         f"saturation pair rate ({cfg['schedule']} arrivals, up to {cfg['open_max_inflight']} "
         "pairs in flight, latency from the scheduled send time), and a second one at half the "
         "closed-loop rate when that is higher. "
-        f"Model: adabandit, {json.dumps(cfg['model_params'])}, actions = Car's "
-        f"{len(cfg['actions'])} classes; contexts = Car rows (seeded shuffle), reward 1 iff the "
-        "played action is the row's class. Service: "
+        f"Model: adabandit, {json.dumps(cfg['model_params'])}, "
+        + (
+            f"{len(cfg['actions'])} actions; contexts of 20 standard-normal features, the best "
+            "action the argmax of a fixed random linear score, reward 1 iff it is played"
+            if cfg.get("workload") == "numeric20"
+            else f"actions = Car's {len(cfg['actions'])} classes; contexts = Car rows (seeded "
+            "shuffle), reward 1 iff the played action is the row's class"
+        )
+        + ". Service: "
         + (
             "`uvicorn --factory service.api.app:create_app` (API, one worker) and a separate "
             "`python -m service learner` process"

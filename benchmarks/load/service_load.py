@@ -53,6 +53,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -91,6 +92,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "spare cores if the load-gen CPU column reads ~100%%)",
     )
     parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument(
+        "--workload",
+        choices=("car", "numeric20"),
+        default="car",
+        help="the contexts: Car's rows (6 nominal features, 4 actions) or 20 numeric features "
+        "and 6 actions",
+    )
     parser.add_argument(
         "--client",
         choices=("lean", "httpx"),
@@ -142,7 +150,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _workload(args: argparse.Namespace) -> tuple[Any, list, list, dict[str, Any]]:
-    """Car's rows in a seeded order, their classes, and the model's parameters."""
+    """Car's rows in a seeded order (or ``--workload numeric20``'s), their classes, and the
+    model's parameters."""
+    if args.workload == "numeric20":
+        return _numeric_workload(args)
     from service.sim.datasets import load_dataset
 
     dataset = load_dataset("car")
@@ -160,6 +171,20 @@ def _workload(args: argparse.Namespace) -> tuple[Any, list, list, dict[str, Any]
     return dataset, contexts, labels, params
 
 
+def _numeric_workload(args: argparse.Namespace) -> tuple[Any, list, list, dict[str, Any]]:
+    """5,000 contexts of 20 standard-normal features and 6 actions; the label is the argmax of
+    a fixed random linear score (seeded), the reward 1 iff it is played."""
+    import numpy as np
+
+    rng = np.random.default_rng(args.seed)
+    X = rng.normal(size=(5000, 20)).round(4)
+    labels = (X @ rng.normal(size=(20, 6))).argmax(axis=1)
+    classes = [f"a{i}" for i in range(6)]
+    contexts = [{f"x{j}": float(v) for j, v in enumerate(row)} for row in X]
+    params = {"n_learners": 20, "rho": args.rho, "seed": 4, "tree_profile": "bandit"}
+    return SimpleNamespace(classes=classes), contexts, [classes[i] for i in labels], params
+
+
 def _config(args: argparse.Namespace, classes: list, params: dict[str, Any], warmup: float,
             service_env: dict[str, str]) -> dict[str, Any]:
     """What the report says about the run's set-up."""
@@ -175,6 +200,7 @@ def _config(args: argparse.Namespace, classes: list, params: dict[str, Any], war
         "schedule": args.schedule,
         "seed": args.seed,
         "model": MODEL,
+        "workload": args.workload,
         "booster": "adabandit",
         "model_params": params,
         "actions": classes,

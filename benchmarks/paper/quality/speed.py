@@ -10,6 +10,7 @@ so that a change in the machine's load hits both (medians of the repeats):
     python -m benchmarks.paper.quality.speed --stream car --duplicated --max-rows 500 \
         --against floor17
     python -m benchmarks.paper.quality.speed --stream mice --against river
+    python -m benchmarks.paper.quality.speed --stream mice --against vw
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import statistics
 
 from benchmarks.paper.quality.streams import STREAMS, dup_of, load_stream
+from benchmarks.paper.quality.vw import run_vw
 from boosters.registry import make_booster
 from learners.compiled import warm_up
 from service.sim.loop import simulate
@@ -44,18 +46,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-rows", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--duplicated", action="store_true", help="the duplicated protocol")
-    p.add_argument("--against", default="dr", choices=list(SETTINGS))
+    p.add_argument("--against", default="dr", choices=[*SETTINGS, "vw"],
+                   help="a setting of the booster, or vw: VW's --cb_explore k --epsilon 0.01 -q ::")
     args = p.parse_args(argv)
     warm_up()  # the compiled kernels loaded (or compiled, once) before any timing
     data = load_stream(args.stream, args.max_rows)
     dup = dup_of(args.stream) if args.duplicated else 1
-    settings = {"default": {}, args.against: SETTINGS[args.against]}
+    settings = {"default": {}, args.against: SETTINGS.get(args.against)}
     speeds: dict[str, list[float]] = {name: [] for name in settings}
     for _ in range(args.repeats):
         for name, params in settings.items():
-            booster = make_booster(args.booster, n_actions=data.n_classes, seed=args.seed,
-                                   **params)
-            speeds[name].append(simulate(booster, data, dup=dup, seed=args.seed).rounds_per_second)
+            if name == "vw":
+                result = run_vw(data, "eps0.01-q", dup=dup, seed=args.seed)
+            else:
+                booster = make_booster(args.booster, n_actions=data.n_classes, seed=args.seed,
+                                       **params)
+                result = simulate(booster, data, dup=dup, seed=args.seed)
+            speeds[name].append(result.rounds_per_second)
     medians = {name: statistics.median(values) for name, values in speeds.items()}
     for name, values in speeds.items():
         print(f"{name}: {medians[name]:.1f} rounds/s (repeats {[round(v, 1) for v in values]})")
