@@ -49,11 +49,11 @@ from learners._layout import (
     THR,
     TREE,
 )
+from learners.compiled_state import dense_counts, full_stat, ranks, small, sparse_counts
 from learners.features import NOMINAL, NUMERIC, FeatureIndex
 
 __all__ = [
-    "FORMAT", "TreeEnsemble", "CompiledHoeffdingTreeClassifier", "dense_counts", "from_state",
-    "sparse_counts", "warm_up",
+    "FORMAT", "TreeEnsemble", "CompiledHoeffdingTreeClassifier", "from_state", "warm_up",
 ]
 
 #: the version of :meth:`TreeEnsemble.__getstate__`'s data-only form
@@ -364,10 +364,10 @@ class TreeEnsemble:
             },
             "cfg": self.cfg.copy(), "tree_i": self.tree_i.copy(), "tree_f": self.tree_f.copy(),
             "ni": ni, "nf": self.nf[:n].copy(), "cls": self.cls[:n].copy(),
-            "present": _small(self.present[:n]),
+            "present": small(self.present[:n]),
             "edges": self.edges[: int(self.ctr[N_EDGES])].copy(),
             **self._stat_state(slots, 5), "counts": sparse_counts(self.counts[slots]),
-            "seen": _small(self.seen[slots]),
+            "seen": small(self.seen[slots]),
         }
 
     def _stat_state(self, slots: np.ndarray, fields: int) -> dict:
@@ -398,8 +398,8 @@ class TreeEnsemble:
         self.features = index
         self.cfg, self.tree_i, self.tree_f = state["cfg"], state["tree_i"], state["tree_f"]
         self.ni, self.nf, self.cls = state["ni"], state["nf"], state["cls"]
-        self.present, self.edges = _ranks(state["present"]), state["edges"]
-        self.stat, self.seen = _full_stat(state, len(f["kinds"])), _ranks(state["seen"])
+        self.present, self.edges = ranks(state["present"]), state["edges"]
+        self.stat, self.seen = full_stat(state, len(f["kinds"])), ranks(state["seen"])
         self.counts = dense_counts(state["counts"])
         used = self.stat.shape[0]
         self.free = np.zeros(used, dtype=np.int64)
@@ -437,54 +437,6 @@ def warm_up() -> None:
         x = trees.transform({"v": float(i), "c": "abc"[i % 2 + (i > 9)]}, learn=True)
         trees.learn(x, np.array([i % 2]), np.ones(1))
         trees.predict_proba(x)
-
-
-def _ranks(table: np.ndarray) -> np.ndarray:
-    """A rank table (the order classes came to a node or slot, 1-based; 0: absent) as int32;
-    one of 0/1 flags (saved before the order was kept) ranks its classes in class order."""
-    table = np.asarray(table)
-    if table.dtype == np.int32:
-        return table
-    flags = table > 0
-    if table.size and table.max() > 1:
-        return table.astype(np.int32)
-    return np.where(flags, np.cumsum(flags, axis=1), 0).astype(np.int32)
-
-
-def _small(ranks: np.ndarray) -> np.ndarray:
-    """A rank table in the smallest integers that hold it (a saved model's bytes)."""
-    return ranks.astype(np.uint8 if ranks.shape[1] < 255 else np.int32)
-
-
-def _full_stat(state: dict, n_features: int) -> np.ndarray:
-    """The statistics array of a saved state: what :meth:`TreeEnsemble._stat_state` kept, the
-    rest empty (no weight, min +inf, max -inf); a state saved whole is taken as it is."""
-    stat = np.asarray(state["stat"])
-    if "stat_features" not in state:
-        return stat
-    (n_slots, fields), classes = state["stat_slots"], state["cls"].shape[1]
-    by_class = np.zeros((n_slots * classes, 5, n_features))
-    by_class[:, SMIN], by_class[:, SMAX] = np.inf, -np.inf
-    seen = np.asarray(state["stat_seen"], dtype=np.int64)
-    features = np.asarray(state["stat_features"], dtype=np.int64)
-    by_class[seen[:, None, None], np.arange(fields)[None, :, None], features[None, None]] = stat
-    return np.ascontiguousarray(np.moveaxis(by_class.reshape(n_slots, classes, 5, n_features),
-                                            1, 3))
-
-
-def sparse_counts(a: np.ndarray) -> dict:
-    """A mostly-zero array as its shape, the flat positions of its nonzeros and their values
-    (a leaf's counts of an id's values are nearly all zero)."""
-    flat = a.ravel()
-    at = np.flatnonzero(flat)
-    return {"shape": list(a.shape), "at": at.astype(np.int64), "values": flat[at]}
-
-
-def dense_counts(sparse: dict) -> np.ndarray:
-    """The array :func:`sparse_counts` describes."""
-    out = np.zeros(int(np.prod(sparse["shape"])))
-    out[sparse["at"]] = sparse["values"]
-    return out.reshape(sparse["shape"])
 
 
 def from_state(state: dict) -> TreeEnsemble:

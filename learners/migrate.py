@@ -86,7 +86,8 @@ from learners._layout import (
     WEIGHT,
     WLEARN,
 )
-from learners.compiled import TreeEnsemble, from_state, sparse_counts
+from learners.compiled import TreeEnsemble, from_state
+from learners.compiled_state import sparse_counts
 from learners.features import NOMINAL, NUMERIC, FeatureIndex
 
 __all__ = ["ensemble_from_river"]

@@ -2,8 +2,9 @@
 
 AdaBandit (N = 20, rho = 0.01) plays the bandit simulation of Zhang et al. 2019 on Car (rows
 duplicated ``--dup`` times, shuffled by the seed) with and without a string feature ``user`` drawn
-uniformly from 5,000 values (pure noise), on the default (array-leaf) trees; ``--river`` adds
-River's own leaves with the id, the behaviour before the bounded representation. Runs alternate
+uniformly from 5,000 values (pure noise), on the default (compiled) trees; ``--river`` adds
+River's trees with the id (array leaves, whose value cap is per leaf rather than per model, and
+River's own leaves, the behaviour before the bounded representation). Runs alternate
 with and without the id, seed by seed; the table gives the medians.
 
     python -m benchmarks.paper.high_cardinality --seeds 1 2 3 --results
@@ -25,12 +26,14 @@ from service.sim.datasets import load_dataset
 from service.sim.loop import shuffled_order
 
 
-def run(seed: int, dup: int, with_id: bool, fast: bool, n_ids: int = 5000) -> dict:
+def run(seed: int, dup: int, with_id: bool, fast: bool, n_ids: int = 5000,
+        tree_core: str = "compiled") -> dict:
     ds = load_dataset("car")
     order = shuffled_order(len(ds), dup, seed)
     ids = np.random.default_rng(seed + 1000).integers(0, n_ids, len(order)).tolist()
     booster = make_booster(
-        "adabandit", n_actions=ds.n_classes, n_learners=20, rho=0.01, seed=seed, fast_trees=fast
+        "adabandit", n_actions=ds.n_classes, n_learners=20, rho=0.01, seed=seed, fast_trees=fast,
+        tree_core=tree_core,
     )
     hits = 0.0
     start = time.perf_counter()
@@ -57,13 +60,14 @@ def main() -> None:
     parser.add_argument("--river", action="store_true", help="also River's leaves with the id")
     parser.add_argument("--results", action="store_true", help="write into RESULTS.md")
     args = parser.parse_args()
-    shapes = [("Car", False, True), ("Car + id", True, True)]
+    shapes = [("Car", False, True, "compiled"), ("Car + id", True, True, "compiled")]
     if args.river:
-        shapes.append(("Car + id, River's leaves", True, False))
-    rows = {name: [] for name, _, _ in shapes}
+        shapes += [("Car + id, River's trees (array leaves)", True, True, "river"),
+                   ("Car + id, River's leaves", True, False, "river")]
+    rows = {name: [] for name, *_ in shapes}
     for seed in args.seeds:
-        for name, with_id, fast in shapes:
-            result = run(seed, args.dup, with_id, fast)
+        for name, with_id, fast, core in shapes:
+            result = run(seed, args.dup, with_id, fast, tree_core=core)
             rows[name].append(result)
             print(seed, name, result, file=sys.stderr, flush=True)
     base = {k: median(r[k] for r in rows["Car"]) for k in rows["Car"][0]}
