@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import redis
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
@@ -11,9 +13,13 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from service.api.metrics import count_refusal
 from service.eventlog import OutcomeUnknown
 
-__all__ = ["EVENT_LOG_DOWN", "EVENT_LOG_ERROR", "add_error_handlers", "allowed_methods"]
+__all__ = [
+    "EVENT_LOG_DOWN", "EVENT_LOG_ERROR", "REFUSED_DETAIL", "REFUSED_RETRY_AFTER",
+    "add_error_handlers", "allowed_methods", "refusal",
+]
 
 #: the event log (Redis) is unreachable or did not answer in time: 503, retry
 EVENT_LOG_DOWN: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
@@ -21,6 +27,41 @@ EVENT_LOG_DOWN: tuple[type[Exception], ...] = (redis.ConnectionError, redis.Time
 EVENT_LOG_ERROR: type[Exception] = redis.RedisError
 
 _METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
+
+#: Redis's refusals of a write it did not start: memory full (``OOM``, under ``maxmemory`` with
+#: no eviction), writes stopped after a failed save (``MISCONF``: a full or failing disk), a
+#: read-only replica (``READONLY``, e.g. after a failover), busy with a long script (``BUSY``),
+#: too few replicas (``NOREPLICAS``), its master down (``MASTERDOWN``). Inside one of the event
+#: log's scripts Redis 6 reports them as a script error carrying the code (``-OOM ...``); a
+#: script is refused at its first write, so a refused script has written nothing.
+_REFUSAL = re.compile(r"(?:^|-)(OOM|MISCONF|READONLY|BUSY|NOREPLICAS|MASTERDOWN)\b")
+_REFUSAL_CLASSES = {redis.exceptions.OutOfMemoryError: "OOM",
+                    redis.exceptions.ReadOnlyError: "READONLY",
+                    redis.exceptions.MasterDownError: "MASTERDOWN"}
+#: what a 503 for a refusal says (after the refusal's kind and Redis's words)
+REFUSED_DETAIL = ("the refused command changed nothing; retry later (retrying the same request "
+                  "is safe)")
+#: seconds a client should wait before retrying a refused write
+REFUSED_RETRY_AFTER = "5"
+
+
+def refusal(exc: BaseException) -> str | None:
+    """The kind of Redis refusal ``exc`` is (``"OOM"``, ``"MISCONF"``, ...), or None.
+
+    >>> refusal(redis.ResponseError("MISCONF Redis is configured to save RDB snapshots"))
+    'MISCONF'
+    >>> refusal(redis.ResponseError("ERR Error running script: -OOM command not allowed"))
+    'OOM'
+    >>> refusal(redis.ResponseError("WRONGTYPE Operation against a key")) is None
+    True
+    """
+    if not isinstance(exc, redis.ResponseError):
+        return None
+    for kind, name in _REFUSAL_CLASSES.items():
+        if isinstance(exc, kind):
+            return name
+    found = _REFUSAL.search(str(exc))
+    return found.group(1) if found else None
 
 
 def allowed_methods(app: FastAPI, scope: dict) -> str:
@@ -38,6 +79,18 @@ async def _redis_down(request: Request, exc: Exception) -> JSONResponse:
         {"detail": f"event log (Redis) unavailable: {exc}"},
         status_code=503,
         headers={"Retry-After": "1"},
+    )
+
+
+async def _redis_refused(request: Request, exc: Exception) -> JSONResponse:
+    kind = refusal(exc)
+    if kind is None:  # any other error of a command: a bug, the server's 500
+        raise exc
+    count_refusal(kind)
+    return JSONResponse(
+        {"detail": f"event log (Redis) refused the write ({kind}: {exc}); {REFUSED_DETAIL}"},
+        status_code=503,
+        headers={"Retry-After": REFUSED_RETRY_AFTER},
     )
 
 
@@ -67,11 +120,12 @@ async def _invalid(request: Request, exc: RequestValidationError) -> JSONRespons
 
 
 def add_error_handlers(app: FastAPI) -> None:
-    """Answer an unavailable event log with 503 (``Retry-After``), a 405 with the path's
-    methods in ``Allow``, and a request that does not match its schema with 422 (the problems,
-    without the offending input)."""
+    """Answer an unavailable event log, or one that refuses writes, with 503 (``Retry-After``),
+    a 405 with the path's methods in ``Allow``, and a request that does not match its schema
+    with 422 (the problems, without the offending input)."""
     for kind in EVENT_LOG_DOWN:
         app.add_exception_handler(kind, _redis_down)
+    app.add_exception_handler(redis.ResponseError, _redis_refused)
     app.add_exception_handler(OutcomeUnknown, _outcome_unknown)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _invalid)

@@ -45,6 +45,7 @@ __all__ = [
     "REQUEST_LATENCY",
     "REWARDS",
     "SNAPSHOT_AGE",
+    "count_refusal",
     "exposition",
     "serve_consumer",
     "update_model_gauges",
@@ -58,6 +59,8 @@ REQUEST_LATENCY = Histogram(
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
 )
 DECISIONS = Counter("boostbandit_decisions_total", "Decisions logged", ["model"])
+REFUSALS = Counter("boostbandit_redis_refusals_total",
+                   "Requests answered 503 because Redis refused a write", ["kind"])
 REWARDS = Counter("boostbandit_rewards_total", "Feedback logged (first per event)", ["model"])
 JOINED = Counter(
     "boostbandit_joined_total", "Joined events applied by this learner", ["model", "source"]
@@ -93,6 +96,11 @@ MODEL_VERSION = Gauge(
     ["model"],
     multiprocess_mode="mostrecent",
 )
+
+
+def count_refusal(kind: str) -> None:
+    """One more request answered 503 for a Redis refusal of ``kind`` (``OOM``, ``MISCONF``...)."""
+    REFUSALS.labels(kind).inc()
 
 
 def exposition() -> bytes:

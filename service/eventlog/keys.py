@@ -17,6 +17,8 @@ import re
 __all__ = ["MODELS_KEY", "NAME_PATTERN", "check_name", "event_key", "glob_escape", "keys"]
 
 MODELS_KEY = "bb:models"
+#: the key ``/readyz`` writes to see that Redis takes writes (expires in 10 s)
+READY_PROBE_KEY = "bb:ready-probe"
 
 #: what a model name may be: it goes into key names and URL paths
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"

@@ -25,6 +25,7 @@ from service.domain import ModelConfig, ServingConfig
 from service.eventlog import scripts
 from service.eventlog.keys import (
     MODELS_KEY,
+    READY_PROBE_KEY,
     check_name,
     event_key,
     glob_escape,
@@ -327,6 +328,11 @@ class EventLog(ModelState, PersonalizerState):
     def ping(self) -> bool:
         """True if Redis answers."""
         return bool(self.r.ping())
+
+    def check_writable(self) -> None:
+        """Write a short-lived probe key: raises Redis's refusal (``OOM``, ``MISCONF``,
+        ``READONLY``...) while it refuses writes."""
+        self.r.set(READY_PROBE_KEY, "1", px=10_000)
 
     def stream_length(self, name: str, role: str) -> int:
         """Entries in stream ``role`` (decisions, feedback, joined) of ``name``."""

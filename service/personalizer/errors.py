@@ -12,7 +12,14 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException  # FastAPI's is a subclass
 
-from service.api.errors import EVENT_LOG_DOWN
+from service.api.errors import (
+    EVENT_LOG_DOWN,
+    EVENT_LOG_ERROR,
+    REFUSED_DETAIL,
+    REFUSED_RETRY_AFTER,
+    refusal,
+)
+from service.api.metrics import count_refusal
 from service.eventlog import OutcomeUnknown
 from service.personalizer.schemas import PersonalizerError
 
@@ -108,6 +115,16 @@ class PersonalizerRoute(APIRoute):
                     503, "ServiceUnavailable",
                     f"event log (Redis) unavailable or did not answer ({exc}); retrying the "
                     "same request is safe", headers={"Retry-After": "1"},
+                ).response()
+            except EVENT_LOG_ERROR as exc:
+                kind = refusal(exc)
+                if kind is None:
+                    raise
+                count_refusal(kind)
+                return PersonalizerFailure(
+                    503, "ServiceUnavailable",
+                    f"event log (Redis) refused the write ({kind}: {exc}); {REFUSED_DETAIL}",
+                    headers={"Retry-After": REFUSED_RETRY_AFTER},
                 ).response()
             except HTTPException as exc:
                 if exc.status_code != 400:  # pragma: no cover - only body parsing raises here

@@ -8,7 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from service.api import metrics
 from service.api.deps import LogDep, StoreDep
-from service.api.errors import EVENT_LOG_ERROR
+from service.api.errors import EVENT_LOG_ERROR, refusal
 from service.api.schemas import Error, Health, NotReady, Ready
 
 router = APIRouter(tags=["health"])
@@ -22,7 +22,7 @@ def healthz() -> dict[str, str]:
 
 _UNAVAILABLE = {
     "model": NotReady,
-    "description": "Not ready: Redis unreachable or the models not loaded yet.",
+    "description": "Not ready: Redis unreachable or refusing writes, or the models not loaded yet.",
     "content": {"application/json": {"example": {"status": "unavailable",
                                                  "problems": ["models not loaded yet"]}}},
 }
@@ -30,12 +30,16 @@ _UNAVAILABLE = {
 
 @router.get("/readyz", response_model=Ready, responses={503: _UNAVAILABLE})
 def readyz(log: LogDep, store: StoreDep) -> JSONResponse:
-    """Ready: Redis answers and the models are loaded (503 otherwise, with the reason)."""
+    """Ready: Redis answers and takes writes, and the models are loaded (503 otherwise, with the
+    reason)."""
     problems = []
     try:
         log.ping()
+        log.check_writable()
     except EVENT_LOG_ERROR as exc:
-        problems.append(f"Redis unreachable: {exc}")
+        kind = refusal(exc)
+        problems.append(f"Redis refuses writes ({kind}): {exc}" if kind else
+                        f"Redis unreachable: {exc}")
     if not store.ready:
         problems.append("models not loaded yet")
     if problems:
