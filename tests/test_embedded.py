@@ -434,3 +434,23 @@ def test_compose_redis_requires_a_password_from_the_environment():
             name, url,
         )
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_the_data_directory_and_its_files_are_private(tmp_path):
+    """The log holds every context and reward: the data directory is 0700 and its files 0600,
+    a directory made by an older version too (issue 41)."""
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    (data / "appendonly.aof").write_text("")
+    os.chmod(data / "appendonly.aof", 0o644)
+    with EmbeddedRedis(data) as server:
+        client = redis.Redis(unix_socket_path=str(data / SOCKET_NAME))
+        client.set("k", "v")
+        client.bgrewriteaof()
+        time.sleep(0.5)
+        assert server.pid is not None
+    assert data.stat().st_mode & 0o777 == 0o700
+    files = [p for p in data.rglob("*") if p.is_file()]
+    assert len(files) >= 4 and {p.name for p in files} >= {"redis.conf", "redis.log", LOCK_NAME}
+    for path in files:
+        assert path.stat().st_mode & 0o077 == 0, (path, oct(path.stat().st_mode))

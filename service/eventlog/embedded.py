@@ -211,11 +211,12 @@ class EmbeddedRedis:
                 "(a Unix socket limit): choose a shorter --data-dir"
             )
         try:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
+            self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise EmbeddedRedisError(
                 f"cannot create data directory {self.data_dir}: {exc}"
             ) from None
+        self._private()
         self._lock()
         try:
             self._stop_orphan()
@@ -231,9 +232,18 @@ class EmbeddedRedis:
         return self.process.pid if self.process is not None else None
 
     # --- ownership -----------------------------------------------------------------------------
+    def _private(self) -> None:
+        """The data directory readable by its owner only (0700), and the files in it (0600):
+        the log holds every context and reward. A file or directory not ours is left as is."""
+        for path in (self.data_dir, *self.data_dir.iterdir()):
+            if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                continue
+            with contextlib.suppress(OSError):
+                os.chmod(path, 0o700 if path.is_dir() else 0o600)
+
     def _lock(self) -> None:
         path = self.data_dir / LOCK_NAME
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -350,7 +360,9 @@ class EmbeddedRedis:
         ]
         path = self.data_dir / _CONF_NAME
         tmp = path.with_suffix(".conf.tmp")
-        tmp.write_text("\n".join(lines) + "\n")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "w") as out:
+            out.write("\n".join(lines) + "\n")
         os.replace(tmp, path)
         return path
 
@@ -366,10 +378,12 @@ class EmbeddedRedis:
                 "embedded Redis started outside the main thread: it is stopped when that thread "
                 "ends (PR_SET_PDEATHSIG), not only when the process does"
             )
-        with open(self.data_dir / _LOG_NAME, "ab") as out:
+        log_fd = os.open(self.data_dir / _LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with open(log_fd, "ab") as out:
             self.process = subprocess.Popen(
                 [binary, str(conf)],
                 cwd=self.data_dir,
+                umask=0o077,  # its append-only file and dumps: 0600
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
