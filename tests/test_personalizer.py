@@ -396,3 +396,18 @@ def test_a_model_file_has_its_own_body_limit(redis_url: str) -> None:
             assert r.status_code == status, (key, r.text)
         r = c.put(f"{BASE}/model", content=blob, headers={"Authorization": "Bearer admin-1"})
         assert r.status_code == 400, r.text
+
+
+def test_both_credentials_are_checked_when_both_are_sent(redis_url: str) -> None:
+    """A valid subscription key does not carry an invalid bearer token, and a user key beside
+    an admin key gets a user's rights (issue 41)."""
+    settings = Settings(redis_url=redis_url, api_keys="k1", admin_keys="adm", **SETTINGS)
+    with TestClient(create_app(settings)) as c:
+        both = {"Ocp-Apim-Subscription-Key": "adm", "Authorization": "Bearer nope"}
+        r = c.post(f"{BASE}/rank", json=RANK_EXAMPLE, headers=both)
+        assert r.status_code == 401 and "both must be valid" in r.json()["error"]["message"]
+        mixed = {"Ocp-Apim-Subscription-Key": "adm", "Authorization": "Bearer k1"}
+        r = c.post(f"{BASE}/rank", json=RANK_EXAMPLE, headers=mixed)
+        assert r.status_code == 403 and r.json()["error"]["code"] == "Forbidden"
+        admin = {"Ocp-Apim-Subscription-Key": "adm", "Authorization": "Bearer adm"}
+        assert c.post(f"{BASE}/rank", json=RANK_EXAMPLE, headers=admin).status_code == 201

@@ -108,15 +108,15 @@ def key_matches(token: str, keys: set[str]) -> bool:
 
 def holds_admin_key(headers: list[tuple[bytes, bytes]], settings: Settings) -> bool:
     """Whether raw ASGI ``headers`` carry an admin key (``Ocp-Apim-Subscription-Key`` or
-    ``Authorization: Bearer``); always true without keys configured. For middleware, which runs
-    before the routes' dependencies."""
+    ``Authorization: Bearer``; both, when both are sent); always true without keys configured.
+    For middleware, which runs before the routes' dependencies."""
     if not settings.auth_enabled:
         return True
     found = {k.lower(): v.decode("latin-1").strip() for k, v in headers}
-    scheme, _, token = found.get(b"authorization", "").partition(" ")
-    token = found.get(b"ocp-apim-subscription-key") or (
-        token.strip() if scheme.lower() == "bearer" else "")
-    return bool(token) and key_matches(token, settings.admins)
+    scheme, _, bearer = found.get(b"authorization", "").partition(" ")
+    tokens = [t for t in (found.get(b"ocp-apim-subscription-key", ""),
+                          bearer.strip() if scheme.lower() == "bearer" else "") if t]
+    return bool(tokens) and all(key_matches(t, settings.admins) for t in tokens)
 
 
 def bearer_token(credentials: HTTPAuthorizationCredentials | None) -> str | None:

@@ -26,16 +26,19 @@ async def require_personalizer_key(
     settings: SettingsDep,
 ) -> str | None:
     """With keys configured: ``Ocp-Apim-Subscription-Key`` or ``Authorization: Bearer`` (the
-    key is returned; None without auth). Both schemes are declared to the OpenAPI."""
+    key is returned; None without auth). Both schemes are declared to the OpenAPI. A request
+    sending both is checked on both: each must be valid, and the returned key is the weaker (a
+    user key beside an admin key gets a user's rights)."""
     if not settings.auth_enabled:
         return None
-    token = (subscription_key or "").strip() or bearer_token(credentials)
-    if not token or not key_matches(token, settings.user_keys):
+    tokens = [t for t in ((subscription_key or "").strip(), bearer_token(credentials)) if t]
+    if not tokens or not all(key_matches(t, settings.user_keys) for t in tokens):
         raise PersonalizerFailure(
             401, "Unauthorized",
-            "missing or invalid key (Ocp-Apim-Subscription-Key or Authorization: Bearer)",
+            "missing or invalid key (Ocp-Apim-Subscription-Key or Authorization: Bearer; "
+            "when both are sent, both must be valid)",
         )
-    return token
+    return min(tokens, key=lambda t: key_matches(t, settings.admins))
 
 
 PersonalizerKey = Annotated[str | None, Depends(require_personalizer_key)]
