@@ -241,6 +241,11 @@ class Settings(BaseSettings):
     personalizer_max_actions: int = Field(
         default=50, ge=1, description="Most actions in one rank request (Personalizer: 50)."
     )
+    personalizer_max_slot_actions: int = Field(
+        default=500, ge=1, description="Most slots x actions of one multi-slot rank sent with a "
+        "user key when keys are configured (each slot is a decision over the actions; an admin "
+        "key, or no keys configured, is bounded by the 50 slots and 50 actions alone)."
+    )
     personalizer_max_models: int = Field(
         default=100, ge=1, description="Most models created on first use (one per action set)."
     )

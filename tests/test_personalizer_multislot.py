@@ -322,3 +322,25 @@ def test_a_rank_failing_half_way_keeps_its_logged_slots_and_says_so(
     assert _error(lambda: client.rank_multi_slot(_body("none")))[2] == "injected failure"
     fail_at = set()
     assert [s["id"] for s in client.rank_multi_slot(_body("none"))["slots"]] == ["A", "B", "C"]
+
+
+def test_a_user_keys_multislot_work_is_bounded(redis_url: str) -> None:
+    """A user key may rank at most ``personalizer_max_slot_actions`` slots x actions at once
+    (a 400 saying so); an admin key is bounded by the 50 slots and 50 actions alone (issue 41)."""
+    from fastapi.testclient import TestClient
+
+    from service.api.app import create_app
+
+    settings = Settings(redis_url=redis_url, api_keys="k1", admin_keys="adm",
+                        personalizer_auto_create="any-key", personalizer_max_slot_actions=10,
+                        **SETTINGS)
+    path = "/personalizer/v1.1-preview.1/multislot/rank"
+    with TestClient(create_app(settings)) as c:
+        r = c.post(path, json=_body("big"), headers={"Ocp-Apim-Subscription-Key": "k1"})
+        assert r.status_code == 400, r.text
+        assert "3 slots x 5 actions" in r.json()["error"]["message"]
+        r = c.post(path, json=_body("big", slots=copy.deepcopy(SLOTS[:2])),
+                   headers={"Ocp-Apim-Subscription-Key": "k1"})
+        assert r.status_code == 201, r.text  # 2 x 5 = 10: within the bound
+        r = c.post(path, json=_body("big2"), headers={"Ocp-Apim-Subscription-Key": "adm"})
+        assert r.status_code == 201, r.text

@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from service import contexts
+from service.api.deps import key_matches
 from service.eventlog import EventLog
 from service.personalizer import mapping
 from service.personalizer.errors import PersonalizerFailure, bad
@@ -62,6 +63,18 @@ def starved_slot(allowed: list[set[str]]) -> int | None:
         if rivals >= len(mine):
             return k
     return None
+
+
+def _check_cost(slots: int, actions: int, settings: Settings, token: str | None) -> None:
+    """A user key's multi-slot rank does at most ``personalizer_max_slot_actions`` slots x
+    actions of work (400 otherwise, saying so)."""
+    if not settings.auth_enabled or key_matches(token or "", settings.admins):
+        return
+    if slots * actions > settings.personalizer_max_slot_actions:
+        raise bad("InvalidRankRequest",
+                  f"{slots} slots x {actions} actions is more than a user key may rank at once "
+                  f"(personalizer_max_slot_actions: {settings.personalizer_max_slot_actions}); "
+                  "send fewer slots or actions, or use an admin key")
 
 
 def _checked_slots(body: MultiSlotRankRequest, ids: list[str], settings: Settings
@@ -137,6 +150,7 @@ def rank(body: MultiSlotRankRequest, log: EventLog, store: ModelStore, settings:
     actions its slot allows and no earlier slot took; each is logged (or deferred) as the
     event ``<eventId>/<slotId>``."""
     ids = [a.id for a in body.actions]
+    _check_cost(len(body.slots), len(ids), settings, token)
     excluded = _checked_slots(body, ids, settings)
     model = mapping.resolve_model(ids, log, store, settings,
                                   mapping.may_create_models(token, settings))
