@@ -258,18 +258,17 @@ class RidgeRewards(OffsetTables, NumericLayout):
             self.cardinality[name] = seen + 1
         return key, False
 
-    def _features(self, x: dict, learn: bool) -> tuple[list, list, list, np.ndarray, list, tuple]:
+    def _features(self, x: dict, learn: bool) -> tuple[list, list, list, np.ndarray, list]:
         """Coordinates and values of the features of ``x`` (the constant excluded), the offset
         rows of its values past their features' caps, what an offset reads of ``x`` (a constant
-        and the standardised values of the first ``offset_features`` numeric features), the
-        rows of its pairs' offsets, and for a context of the last numeric layout the places of
-        those features in it with the layout's table of products (else None)."""
+        and the standardised values of the first ``offset_features`` numeric features), and the
+        rows of its pairs' offsets."""
         fast = self._numeric_features(x, learn)
         if fast is not None:
             return fast
         out = self._features_one_by_one(x, learn)
         self._remember_layout(x)
-        return (*out, None)
+        return out
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
@@ -323,19 +322,14 @@ class RidgeRewards(OffsetTables, NumericLayout):
         compiled = self._encode_compiled(x, learn)
         if compiled is not None:
             return compiled
-        slots, values, rows, local, pairs, placed = self._features(x, learn)
+        slots, values, rows, local, pairs = self._features(x, learn)
         scale = self._scale(self.feature_weight, len(slots))
         slots = np.asarray([0, *slots], dtype=np.int64)
         values = np.asarray([1.0, *(scale * v for v in values)])
         if self.quadratic and slots.size > 1:
             base, vals = slots[1 : PAIR_FEATURES + 1], values[1 : PAIR_FEATURES + 1]
             i, j = _triu(base.size)
-            table = None if placed is None else self._pair_table(placed[1])
-            if table is None:
-                coords, signs = self._pair_slots(base[i], base[j], learn)
-            else:
-                at = placed[0][:PAIR_FEATURES]
-                coords, signs = table[0][at[i], at[j]], table[1][at[i], at[j]]
+            coords, signs = self._pair_slots(base[i], base[j], learn)
             keep = coords >= 0
             products = self._scale(self.pair_weight, base.size) / scale * signs * vals[i] * vals[j]
             slots = np.concatenate([slots, coords[keep]])

@@ -71,7 +71,7 @@ class NumericLayout:
         placed = places > 0
         local[places[placed]] = z[placed]
         keep = z != 0.0
-        return slots[keep].tolist(), z[keep].tolist(), [], local, [], (np.flatnonzero(keep), layout)
+        return slots[keep].tolist(), z[keep].tolist(), [], local, []
 
     def _encode_compiled(self, x: dict, learn: bool) -> tuple | None:
         """:meth:`_encode` in one compiled call (the same floats) for a context of the last
