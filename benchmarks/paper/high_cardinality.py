@@ -72,6 +72,10 @@ def main() -> None:
             print(seed, name, result, file=sys.stderr, flush=True)
     base = {k: median(r[k] for r in rows["Car"]) for k in rows["Car"][0]}
     lines = [
+        "Command: `python -m benchmarks.paper.high_cardinality "
+        + " ".join(a for a in sys.argv[1:] if a != "--results") + " --results` (compiled trees, "
+        "the default; `--river` adds River's trees).",
+        "",
         f"AdaBandit N = 20, rho = 0.01, Car x{args.dup} ({len(args.seeds)} seeds "
         f"{args.seeds}; medians), a 5,000-value random id `user` added:",
         "",
