@@ -265,6 +265,23 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = 8000
+    api_limit_concurrency: int = Field(
+        default=512, ge=0,
+        description="Open connections of one API process (or running requests) at which a new "
+        "connection closes the one that has waited longest for its request, and, if none is "
+        "waiting, a new request answers 503 at once (uvicorn's limit_concurrency); lowered to "
+        "the open-file limit less 64. 0: no limit.",
+    )
+    api_request_timeout_seconds: float = Field(
+        default=10.0, ge=0,
+        description="Seconds a request may take to arrive, headers and body, from the "
+        "connection's opening or the previous response; past it the connection is closed, so "
+        "slow or idle half-sent requests cannot hold the server's connections. 0: no deadline.",
+    )
+    api_keep_alive_seconds: int = Field(
+        default=5, ge=1, description="An idle keep-alive connection is closed after this long."
+    )
+    api_backlog: int = Field(default=2048, ge=64, description="Listen backlog of the socket.")
 
     @staticmethod
     def key_list(value: str) -> list[str]:

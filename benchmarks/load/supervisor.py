@@ -115,13 +115,15 @@ def start_service(
     split: bool = False,
     learner_nice: int = 0,
     extra_env: dict[str, str] | None = None,
+    wrapper: list[str] | None = None,
 ) -> tuple[str, subprocess.Popen]:
     """The service on a free loopback port, once ready.
 
     Default: ``python -m service serve`` (API + learner thread in one process, the embedded
     default's shape). ``split``: the scaled-out shape of docker-compose.yml, an API process
     (``uvicorn --factory service.api.app:create_app``, one worker, reloading the learner's
-    snapshots) and a separate ``python -m service learner`` process.
+    snapshots) and a separate ``python -m service learner`` process. ``wrapper`` prefixes the
+    service's command line (e.g. ``prlimit --nofile=256:256 --``).
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("BOOSTBANDIT_")}
     env["REDIS_URL"] = redis_url
@@ -138,7 +140,7 @@ def start_service(
     else:
         argv = [sys.executable, "-m", "service", "serve", "--host", LOOPBACK, "--port", str(port)]
         argv += ["--log-level", "warning"]
-    process = procs.spawn("service", argv, env=env, cwd=procs.tmp)
+    process = procs.spawn("service", [*(wrapper or []), *argv], env=env, cwd=procs.tmp)
     base = f"http://{LOOPBACK}:{port}"
     deadline = time.monotonic() + 90
     with httpx.Client(base_url=base, timeout=2, trust_env=False) as client:

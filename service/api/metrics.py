@@ -36,6 +36,7 @@ log = logging.getLogger("boostbandit.metrics")
 
 __all__ = [
     "DECISIONS",
+    "INCOMPLETE_CLOSED",
     "JOINED",
     "JOINED_REWARD",
     "LEARNER_LAG",
@@ -61,6 +62,10 @@ REQUEST_LATENCY = Histogram(
 DECISIONS = Counter("boostbandit_decisions_total", "Decisions logged", ["model"])
 REFUSALS = Counter("boostbandit_redis_refusals_total",
                    "Requests answered 503 because Redis refused a write", ["kind"])
+INCOMPLETE_CLOSED = Counter(
+    "boostbandit_incomplete_requests_closed_total",
+    "Connections closed because their request did not arrive within api_request_timeout_seconds",
+)
 REWARDS = Counter("boostbandit_rewards_total", "Feedback logged (first per event)", ["model"])
 JOINED = Counter(
     "boostbandit_joined_total", "Joined events applied by this learner", ["model", "source"]

@@ -36,8 +36,10 @@ def serve_command(
     import uvicorn
 
     from service.api.app import create_app
+    from service.api.server import raise_file_limit, uvicorn_options
 
     chosen = settings(data_dir, run_learner=True)
+    raise_file_limit()
     embedded = None
     if not chosen.redis_url:
         embedded = _start_embedded(chosen)
@@ -51,6 +53,7 @@ def serve_command(
             host=host or chosen.host,
             port=port or chosen.port,
             log_level=log_level,
+            **uvicorn_options(chosen),
         )
     finally:
         if embedded is not None:
