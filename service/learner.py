@@ -20,13 +20,14 @@ from learners.frozen import dumps_serving
 from service.api import metrics
 from service.eventlog import EventLog, LeaseLost, Limits, Redis, RedisError, ResponseError, keys
 from service.eventlog.consumer import StreamConsumer
+from service.eventlog.replies import stream_id
 from service.events import joined_event, loads
 from service.runtime import ServedModel
 from service.settings import Settings
 from service.snapshots import HeapFreezer, pickle_isolated
 from service.store import ModelStore, save_snapshot
 
-__all__ = ["Learner", "limits", "summed_feedback"]
+__all__ = ["EVERYSEC_LAG_SECONDS", "Learner", "durable_lag", "limits", "summed_feedback"]
 
 log = logging.getLogger("boostbandit.learner")
 
@@ -46,6 +47,29 @@ def limits(settings: Settings) -> Limits:
         stream_max_events=settings.stream_max_events,
         event_retention_seconds=settings.event_retention_seconds,
     )
+
+
+#: the durable lag under appendfsync everysec: Redis fsyncs the append-only file once a second
+#: and, while an fsync runs late, defers its writes for at most 2 s more
+EVERYSEC_LAG_SECONDS = 2.0
+
+
+def durable_lag(settings: Settings, client: Redis) -> float:
+    """``learner_durable_lag_seconds``, or, if unset, the lag the server's persistence needs:
+    0 when every acknowledged write is fsynced (``appendfsync always``) or when no append-only
+    file is kept (nothing recent is durable then; a crash loses back to the last RDB save, and a
+    snapshot ahead of the log is caught at the next start), else :data:`EVERYSEC_LAG_SECONDS`."""
+    if settings.learner_durable_lag_seconds is not None:
+        return settings.learner_durable_lag_seconds
+    try:
+        config = {**client.config_get("appendonly"), **client.config_get("appendfsync")}
+    except RedisError as exc:  # e.g. a managed Redis that renames CONFIG
+        log.info("appendfsync unknown (%s): learning events %g s after they are joined", exc,
+                 EVERYSEC_LAG_SECONDS)
+        return EVERYSEC_LAG_SECONDS
+    if config.get("appendonly") == "no" or config.get("appendfsync") == "always":
+        return 0.0
+    return EVERYSEC_LAG_SECONDS
 
 
 def summed_feedback(model: ServedModel, first: dict[str, Any], total: float) -> dict[str, Any]:
@@ -74,6 +98,8 @@ class Learner(StreamConsumer):
         self._publishing: dict[str, threading.Thread] = {}  # serving copies being published
         self._retention_clock: dict[str, float] = {}  # when each model's log was last expired
         self.heap = HeapFreezer(settings.gc_freeze_seconds)
+        self.durable_lag = durable_lag(settings, client)
+        self._recheck = False  # after a Redis error: is a model ahead of the log it came back with?
 
     # --- lifecycle -----------------------------------------------------------------------------
     def endpoint(self):
@@ -101,6 +127,7 @@ class Learner(StreamConsumer):
         try:
             for model in self.store.loaded():
                 if model.owned and model.name in self.leases:
+                    self._finish(model)
                     if model.version != model.snapshot_version:
                         save_snapshot(self.log, model, lease=self.leases[model.name])
                     model.owned = False
@@ -133,14 +160,23 @@ class Learner(StreamConsumer):
             renewed = model is not None and model.config.uid != configs[name].uid
             if state == 2 or model is None or not model.owned or renewed:
                 self.log.ensure_group(keys(name)["feedback"], self.GROUP)
-                model = self.store.reload(name, on_event=lambda n=name: self.keep_alive(n))
+                model = self.store.reload(name, on_event=lambda n=name: self.keep_alive(n),
+                                          until=self.log.durable_until(self.durable_lag))
                 if model is None:
                     continue
                 model.owned = True
-                if renewed:  # its first snapshot: what replicas swap in
-                    save_snapshot(self.log, model, lease=self.held(name))
+                if renewed or model.rebuilt_from is not None:
+                    # its first snapshot (what replicas swap in), or the rebuild of one found
+                    # ahead of the log, replacing it
+                    save_snapshot(self.log, model, lease=self.held(name),
+                                  replace=model.rebuilt_from is not None)
+                    model.rebuilt_from = None
             owned.append(model)
         return owned
+
+    def on_error(self) -> None:
+        """After a failed step (e.g. Redis restarted): check the models against the log."""
+        self._recheck = True
 
     def step(self) -> None:
         """Join (feedback, then closed windows), apply, snapshot: one round over the models."""
@@ -148,6 +184,10 @@ class Learner(StreamConsumer):
         if not owned:
             self.stop_event.wait(self.settings.learner_block_ms / 1000)
             return
+        if self._recheck:
+            for name, model in owned.items():
+                owned[name] = self.rebuild_if_ahead(model)
+            self._recheck = False
         # entries delivered but never acknowledged first: a crash between read and ack, or a
         # learner that lost its lease after reading them (learners share the consumer name)
         pending = {keys(name)["feedback"]: "0" for name in owned}
@@ -190,6 +230,25 @@ class Learner(StreamConsumer):
                         self.join_event(model, feedback["EventId"])
                 self.log.ack(stream, self.GROUP, entry_id)
         return handled
+
+    def rebuild_if_ahead(self, model: ServedModel) -> ServedModel:
+        """``model``, or, if it applied joined events the log lost (Redis came back without its
+        tail), the model rebuilt from its snapshot and the log, its snapshot rewritten and the
+        published serving copy dropped (``boostbandit_model_ahead_of_log_total`` counts it)."""
+        last = self.log.ahead_of_log(model.name, model.joined_id)
+        if last is None:
+            return model
+        metrics.AHEAD_OF_LOG.labels(model.name).inc()
+        log.warning("%s: the model applied joined events up to %s (v%s), which the log no longer "
+                    "has (its last joined event: %s); rebuilding it from the log", model.name,
+                    model.joined_id, model.version, last)
+        fresh = self.store.reload(model.name, on_event=lambda: self.keep_alive(model.name),
+                                  until=self.log.durable_until(self.durable_lag))
+        if fresh is None:
+            return model
+        save_snapshot(self.log, fresh, lease=self.held(model.name), replace=True)
+        fresh.rebuilt_from = None
+        return fresh
 
     def expire(self, model: ServedModel) -> None:
         """Join every decision whose window closed (its on-time feedback, else the default)."""
@@ -249,11 +308,14 @@ class Learner(StreamConsumer):
             event["bb"]["client_reward"] = model.config.to_client(reward)
         return event
 
-    def catch_up(self, model: ServedModel) -> int:
-        """Apply the joined events after the model's last applied one, in stream order."""
-        applied = 0
-        while not self.stop_event.is_set():
-            batch = self.log.joined_batch(model.name, model.joined_id, self.settings.learner_batch)
+    def catch_up(self, model: ServedModel, until: str | None = None) -> int:
+        """Apply the joined events after the model's last applied one, in stream order, up to
+        ``until`` (default: the durable horizon, joined at least :attr:`durable_lag` seconds
+        ago); stops early when the learner stops, unless ``until`` is given."""
+        applied, bound = 0, until or self.log.durable_until(self.durable_lag)
+        while until is not None or not self.stop_event.is_set():
+            batch = self.log.joined_batch(model.name, model.joined_id, self.settings.learner_batch,
+                                          bound)
             if not batch:
                 break
             for sid, event in batch:
@@ -261,6 +323,18 @@ class Learner(StreamConsumer):
             applied += len(batch)
             self.keep_alive(model.name)
         return applied
+
+    def _finish(self, model: ServedModel) -> None:
+        """At a graceful stop: apply the events joined so far once they are durable (waiting
+        at most :attr:`durable_lag`), so the final snapshot holds the whole log."""
+        newest = self.log.newest_id(keys(model.name)["joined"])
+        if stream_id(newest) <= stream_id(model.joined_id):
+            return
+        end = time.monotonic() + self.durable_lag - self.log.age_seconds(newest)
+        while (left := end - time.monotonic()) > 0:  # the lease is renewed while it waits
+            time.sleep(min(left, self.settings.learner_lease_seconds / 4))
+            self.keep_alive(model.name)
+        self.catch_up(model, until=newest)
 
     def maybe_snapshot(self, model: ServedModel) -> None:
         """Snapshot every ``snapshot_every_events`` events or ``snapshot_every_seconds``.

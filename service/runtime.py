@@ -174,6 +174,7 @@ class ServedModel:
         self.snapshot_staleness: float | None = None
         self.owned = False  # True while this process's learner holds the model's lease
         self.serving_copy = False  # True for a booster restored from a serving copy: no learning
+        self.rebuilt_from: int | None = None  # the version of a snapshot found ahead of the log
         self.last_applied_ts: float | None = None
         # the feature types the log confirmed (service/contexts.py checks contexts against them)
         self.feature_types: dict[str, str] = {}
@@ -204,6 +205,7 @@ class ServedModel:
             self.joined_id, self.snapshot_time = other.joined_id, other.snapshot_time
             self.snapshot_clock = other.snapshot_clock
             self.snapshot_version, self.serving_copy = other.snapshot_version, other.serving_copy
+            self.rebuilt_from = other.rebuilt_from
         return replaced
 
     def decide(

@@ -103,6 +103,14 @@ class Settings(BaseSettings):
     )
     learner_block_ms: int = Field(default=100, ge=1, description="Learner's XREADGROUP block.")
     learner_batch: int = Field(default=100, ge=1, description="Feedback entries per read.")
+    learner_durable_lag_seconds: float | None = Field(
+        default=None, ge=0,
+        description="The learner applies (and so snapshots and publishes) only joined events "
+        "at least this old by Redis's clock, so that the model never runs ahead of a log that "
+        "loses its tail in a crash. Empty: from the server's persistence (CONFIG GET): 0 with "
+        "appendfsync always or no append-only file, 2 s with appendfsync everysec or when the "
+        "server does not say (docs/consistency.md, 'The model and a durable log').",
+    )
     learner_lease_seconds: float = Field(
         default=10.0, gt=0, description="Lease that makes one learner the only writer of a model."
     )

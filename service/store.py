@@ -18,6 +18,7 @@ from typing import Any
 
 from learners.frozen import release
 from service import snapshots
+from service.api.metrics import AHEAD_OF_LOG
 from service.domain import ModelConfig, ServingConfig
 from service.eventlog import EventLog
 from service.runtime import ServedModel, ServedPolicy
@@ -30,7 +31,7 @@ log = logging.getLogger("boostbandit.store")
 
 def restore(
     log_: EventLog, config: ModelConfig, replay: bool = True, serving: bool = False,
-    on_event: Callable[[], None] | None = None,
+    on_event: Callable[[], None] | None = None, until: str = "+",
 ) -> ServedModel:
     """Latest snapshot (or a fresh booster), plus the joined events after it if ``replay``.
 
@@ -40,12 +41,19 @@ def restore(
 
     With ``serving`` the snapshot's serving copy is loaded instead of the whole booster (when
     the snapshot has one): it decides the same and cannot learn, so nothing is replayed.
-    ``on_event`` is called after each replayed event (a learner renews its lease there).
+    ``on_event`` is called after each replayed event (a learner renews its lease there); only
+    joined events up to ``until`` are replayed (a learner's durable horizon).
+
+    A snapshot *ahead of the log* (it applied joined events the log lost) is not used: the
+    model is rebuilt from the log, with a warning and ``boostbandit_model_ahead_of_log_total``,
+    and its ``rebuilt_from`` names the version it replaces (the learner overwrites that
+    snapshot).
     """
     snap = log_.load_snapshot(config.name, serving=serving)
     if (snap is None or snap["uid"] != config.uid) and config.learn_after is not None:
         snap = log_.load_seed(config.name, config.uid, serving)  # an imported model's start
-    booster = _stored_booster(config, snap)
+    ahead = not serving and _ahead_of_log(log_, config, snap)
+    booster = None if ahead else _stored_booster(config, snap)
     if booster is not None:
         model = ServedModel(config, booster, snap["version"], snap["joined_id"])
         # a published serving copy is not a snapshot: report the snapshot it builds on
@@ -56,12 +64,28 @@ def restore(
             return model
     else:
         model = ServedModel(config, config.build(), joined_id=config.learn_after or "0-0")
+        model.rebuilt_from = snap["version"] if ahead else None
     if replay:
-        for sid, event in log_.joined_after(config.name, model.joined_id):
+        for sid, event in log_.joined_after(config.name, model.joined_id, until=until):
             model.apply(event, sid)
             if on_event is not None:
                 on_event()
     return model
+
+
+def _ahead_of_log(log_: EventLog, config: ModelConfig, snap: dict | None) -> bool:
+    """Whether ``snap`` (this model's) applied joined events the log no longer has
+    (:meth:`EventLog.ahead_of_log`). Warns and counts it."""
+    if snap is None or snap["uid"] != config.uid:
+        return False
+    last = log_.ahead_of_log(config.name, snap["joined_id"])
+    if last is None:
+        return False
+    AHEAD_OF_LOG.labels(config.name).inc()
+    log.warning("%s: snapshot v%s applied joined events up to %s, which the log no longer has "
+                "(its last joined event: %s; it lost its tail in a crash); rebuilding the model "
+                "from the log", config.name, snap["version"], snap["joined_id"], last)
+    return True
 
 
 def _stored_booster(config: ModelConfig, snap: dict | None) -> Any | None:
@@ -80,12 +104,14 @@ def _stored_booster(config: ModelConfig, snap: dict | None) -> Any | None:
 
 
 def save_snapshot(
-    log_: EventLog, model: ServedModel, snapshot: Snapshot | None = None, lease: str | None = None
+    log_: EventLog, model: ServedModel, snapshot: Snapshot | None = None, lease: str | None = None,
+    replace: bool = False,
 ) -> int:
     """Write the model's snapshot (``snapshot``, or one taken now, between two events) as the
-    lease holder ``lease`` (None: the initial snapshot of a new model); returns its version."""
+    lease holder ``lease`` (None: the initial snapshot of a new model); ``replace``: over a
+    snapshot found ahead of the log, whatever its version. Returns its version."""
     blob, serving, version, joined_id = snapshot if snapshot is not None else model.dump()
-    now = log_.save_snapshot(model.config, blob, serving, version, joined_id, lease)
+    now = log_.save_snapshot(model.config, blob, serving, version, joined_id, lease, replace)
     if version >= model.snapshot_version:
         model.snapshot_version, model.snapshot_time = version, now
         model.snapshot_clock = time.monotonic()
@@ -200,15 +226,15 @@ class ModelStore:
         self.ready = True
 
     def reload(
-        self, name: str, on_event: Callable[[], None] | None = None
+        self, name: str, on_event: Callable[[], None] | None = None, until: str = "+"
     ) -> ServedModel | None:
-        """Rebuild ``name`` from its snapshot and the joined events (a learner taking over;
-        ``on_event`` is called after each replayed event)."""
+        """Rebuild ``name`` from its snapshot and the joined events up to ``until`` (a learner
+        taking over; ``on_event`` is called after each replayed event)."""
         config = self.log.config(name)
         if config is None:
             self.drop(name)
             return None
-        fresh = restore(self.log, config, on_event=on_event)
+        fresh = restore(self.log, config, on_event=on_event, until=until)
         current = self._models.get(name)
         if current is None or current.config.uid != config.uid:
             self.put(fresh)

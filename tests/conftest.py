@@ -34,6 +34,7 @@ class RedisServer:
     port: int
     data_dir: Path
     process: subprocess.Popen | None = None
+    fsync: str = "always"
 
     @property
     def url(self) -> str:
@@ -63,7 +64,7 @@ class RedisServer:
                 "--appendonly",
                 "yes",
                 "--appendfsync",
-                "always",
+                self.fsync,
                 "--databases",
                 "1024",
             ],
@@ -94,9 +95,9 @@ class RedisServer:
         self.process = None
 
 
-def start_redis(tmp: Path) -> RedisServer:
-    """Start a fresh server in ``tmp``."""
-    server = RedisServer(free_port(), tmp)
+def start_redis(tmp: Path, fsync: str = "always") -> RedisServer:
+    """Start a fresh server in ``tmp`` (append-only, ``appendfsync`` ``fsync``)."""
+    server = RedisServer(free_port(), tmp, fsync=fsync)
     server.start()
     return server
 

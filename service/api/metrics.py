@@ -35,6 +35,7 @@ disable_created_metrics()
 log = logging.getLogger("boostbandit.metrics")
 
 __all__ = [
+    "AHEAD_OF_LOG",
     "DECISIONS",
     "INCOMPLETE_CLOSED",
     "JOINED",
@@ -62,6 +63,11 @@ REQUEST_LATENCY = Histogram(
 DECISIONS = Counter("boostbandit_decisions_total", "Decisions logged", ["model"])
 REFUSALS = Counter("boostbandit_redis_refusals_total",
                    "Requests answered 503 because Redis refused a write", ["kind"])
+AHEAD_OF_LOG = Counter(
+    "boostbandit_model_ahead_of_log_total",
+    "Models (a snapshot at load, or a learner's after Redis came back) found to have applied "
+    "joined events the log lost, and rebuilt from the log", ["model"],
+)
 INCOMPLETE_CLOSED = Counter(
     "boostbandit_incomplete_requests_closed_total",
     "Connections closed because their request did not arrive within api_request_timeout_seconds",

@@ -199,10 +199,12 @@ return 0
 """
 
 #: Write a model's snapshot (the whole booster and its serving copy).
-#: KEYS: snapshot hash, lease.  ARGV: lease value held, blob, serving copy, version, id of the
-#: last joined event applied, time, model uid, mode ("held": by the lease holder; "initial":
-#: the version-0 snapshot of a new model, written only if no snapshot is stored at all: a
-#: deleted model's snapshot is deleted with it).
+#: KEYS: snapshot hash, lease, serving-copy hash.  ARGV: lease value held, blob, serving copy,
+#: version, id of the last joined event applied, time, model uid, mode ("held": by the lease
+#: holder; "initial": the version-0 snapshot of a new model, written only if no snapshot is
+#: stored at all: a deleted model's snapshot is deleted with it; "rebuild": by the lease holder,
+#: replacing a snapshot found ahead of the log whatever its version, and dropping the published
+#: serving copy built on it).
 #: Returns {-1} not the lease holder (nothing written); {0, stored version} a newer snapshot
 #: of the same model (or, "initial", any snapshot) is stored already; {1} written.
 SNAPSHOT = """
@@ -212,7 +214,11 @@ if ARGV[8] == 'initial' then
 elseif redis.call('GET', KEYS[2]) ~= ARGV[1] then
   return {-1}
 end
-if uid == ARGV[7] and tonumber(version) > tonumber(ARGV[4]) then return {0, version} end
+if ARGV[8] == 'rebuild' then
+  redis.call('DEL', KEYS[3])
+elseif uid == ARGV[7] and tonumber(version) > tonumber(ARGV[4]) then
+  return {0, version}
+end
 redis.call('HSET', KEYS[1], 'blob', ARGV[2], 'serving', ARGV[3], 'version', ARGV[4],
            'joined_id', ARGV[5], 'ts', ARGV[6], 'uid', ARGV[7])
 return {1}

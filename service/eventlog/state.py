@@ -126,16 +126,18 @@ class ModelState:
 
     # --- snapshots -----------------------------------------------------------------------------
     def save_snapshot(self, config: ModelConfig, blob: bytes, serving: bytes, version: int,
-                      joined_id: str, lease: str | None) -> float:
+                      joined_id: str, lease: str | None, replace: bool = False) -> float:
         """Write a snapshot as the lease holder (``lease``), or, with None, the initial one of a
-        new model (written only if none is stored). Returns its time; raises
-        :class:`LeaseLost` if the lease moved on."""
+        new model (written only if none is stored); ``replace``: whatever the stored version
+        (a rebuild of a snapshot ahead of the log; the published serving copy is dropped).
+        Returns its time; raises :class:`LeaseLost` if the lease moved on."""
         now = time.time()
         k = keys(config.name)
+        mode = "initial" if lease is None else "rebuild" if replace else "held"
         res = self._s["SNAPSHOT"](
-            keys=[k["snapshot"], k["lease"]],
+            keys=[k["snapshot"], k["lease"], k["serving_copy"]],
             args=["" if lease is None else lease, blob, serving, version, joined_id, repr(now),
-                  config.uid, "initial" if lease is None else "held"],
+                  config.uid, mode],
         )
         if int(res[0]) == -1:
             raise LeaseLost(config.name, f"{config.name}: lease lost; snapshot {version} refused")
