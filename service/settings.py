@@ -264,6 +264,18 @@ class Settings(BaseSettings):
         "work) or any-key (any valid key). Without keys anyone can; unused with "
         "personalizer_model.",
     )
+    evaluation_max_cost: int = Field(
+        default=4_000_000, ge=1,
+        description="Largest estimated cost of a Personalizer evaluation, in learner-events: "
+        "the events it replays (each model's joined events, at most 20,000) times the learners "
+        "of its custom policies, summed. A costlier one is refused at creation (400 "
+        "EvaluationTooCostly). 4,000,000: e.g. 10 policies of 20 learners over 20,000 events.",
+    )
+    evaluation_time_limit_seconds: float = Field(
+        default=1800.0, gt=0,
+        description="A Personalizer evaluation or feature importance still running after this "
+        "long is stopped and stored with status timeout (Timeout for a feature importance).",
+    )
     personalizer_model_signing_key: str = Field(
         default="", pattern=r"^(|.{16,})$",
         description="Secret (at least 16 characters) of the HMAC-SHA256 that signs the model "

@@ -38,7 +38,7 @@ from service.eventlog import EventLog, Redis, RedisError, ResponseError
 from service.eventlog.consumer import StreamConsumer
 from service.eventlog.keys import keys
 from service.events import loads
-from service.personalizer import evaluations
+from service.personalizer import evaluations, importances
 from service.settings import Settings
 from service.snapshots import dumps_whole
 from service.store import ModelStore
@@ -263,6 +263,9 @@ class Worker(StreamConsumer):
         """One round of :meth:`run_evaluations` (errors are logged: retried next round)."""
         try:
             evaluations.run_pending(self.log, self.settings, self.owner)
+            # each model as its snapshot and the joined events after it (nothing is loaded
+            # until a feature importance is due)
+            importances.run_pending(self.log, ModelStore(self.log), self.settings, self.owner)
             # a store of this process (none loaded): applying a policy renews stored configs
             evaluations.auto_optimize(self.log, ModelStore(self.log), self.settings,
                                       self.owner, now)

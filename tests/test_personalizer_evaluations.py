@@ -291,11 +291,11 @@ def test_two_schedulers_at_once_run_the_auto_evaluation_once(
     runs, seen_pending, real_run = [], [], evaluations.run
     barrier = threading.Barrier(2)
 
-    def counted(log, settings_, doc):
+    def counted(log, settings_, doc, budget=None):
         runs.append(doc["id"])
         other = EventLog(redis.Redis.from_url(redis_url))
         seen_pending.append(evaluations.run_pending(other, settings_, "other"))
-        return real_run(log, settings_, doc)
+        return real_run(log, settings_, doc, budget)
 
     monkeypatch.setattr(evaluations, "run", counted)
     results = []
@@ -325,7 +325,7 @@ def test_an_auto_evaluation_that_raises_ends_failed(
     from service.personalizer import evaluations
     from service.store import ModelStore
 
-    def broken(log, settings_, doc):
+    def broken(log, settings_, doc, budget=None):
         raise RuntimeError("booster exploded")
 
     monkeypatch.setattr(evaluations, "run", broken)

@@ -12,13 +12,15 @@ from service.eventlog.keys import keys
 from service.eventlog.replies import text
 from service.events import dumps, loads
 
-__all__ = ["EVALUATIONS_KEY", "IMPORTANCES_KEY", "MULTISLOT_PREFIX", "PERSONALIZER_KEY",
-           "PersonalizerState"]
+__all__ = ["EVALUATIONS_KEY", "IMPORTANCES_KEY", "MULTISLOT_PREFIX", "PENDING_IMPORTANCES_KEY",
+           "PERSONALIZER_KEY", "PersonalizerState"]
 
 #: hash: "service" -> the service configuration, "policy" -> the learning policy
 PERSONALIZER_KEY = "bb:personalizer:loop"
 #: hash: feature importance id -> its JSON document
 IMPORTANCES_KEY = "bb:personalizer:feature_importances"
+#: set: the ids of the feature importances not computed yet (what the worker polls)
+PENDING_IMPORTANCES_KEY = "bb:personalizer:feature_importances:pending"
 #: + a multi-slot event id: that event's record (model, slot ids), as long as its slots' events
 MULTISLOT_PREFIX = "bb:personalizer:multislot:"
 #: hash: evaluation id -> the evaluation document (service.personalizer.evaluations)
@@ -78,16 +80,35 @@ class PersonalizerState:
         return sorted(docs, key=lambda d: (d.get("creationTime", ""), d.get("id", "")))
 
     def add_feature_importance(self, importance_id: str, doc: dict[str, Any]) -> bool:
-        """Store a new feature importance (False if the id is taken)."""
-        return bool(self.r.hsetnx(IMPORTANCES_KEY, importance_id, dumps(doc)))
+        """Store a new feature importance, queued for the worker (False if the id is taken)."""
+        script = ("if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end "
+                  "redis.call('SADD', KEYS[2], ARGV[1]) return 1")
+        return bool(self.r.eval(script, 2, IMPORTANCES_KEY, PENDING_IMPORTANCES_KEY,
+                                importance_id, dumps(doc)))
 
-    def set_feature_importance(self, importance_id: str, doc: dict[str, Any]) -> None:
-        """Replace the stored feature importance ``importance_id``."""
-        self.r.hset(IMPORTANCES_KEY, importance_id, dumps(doc))
+    def set_feature_importance(self, importance_id: str, doc: dict[str, Any]) -> bool:
+        """Replace a stored feature importance, out of the queue once it is no longer
+        ``NotSubmitted``; False (nothing stored) if it was deleted meanwhile."""
+        script = ("if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end "
+                  "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
+                  "if ARGV[3] == '0' then redis.call('SREM', KEYS[2], ARGV[1]) end return 1")
+        queued = "1" if doc.get("status") == "NotSubmitted" else "0"
+        return bool(self.r.eval(script, 2, IMPORTANCES_KEY, PENDING_IMPORTANCES_KEY,
+                                importance_id, dumps(doc), queued))
+
+    def pending_feature_importances(self) -> list[dict[str, Any]]:
+        """The feature importances not computed yet, oldest first."""
+        ids = sorted(text(v) for v in self.r.smembers(PENDING_IMPORTANCES_KEY))
+        docs = [self.feature_importance(i) for i in ids]
+        return sorted((d for d in docs if d is not None),
+                      key=lambda d: (d.get("creationTime", ""), d["id"]))
 
     def delete_feature_importance(self, importance_id: str) -> bool:
         """Remove a feature importance (False if unknown)."""
-        return bool(self.r.hdel(IMPORTANCES_KEY, importance_id))
+        pipe = self.r.pipeline()
+        pipe.hdel(IMPORTANCES_KEY, importance_id)
+        pipe.srem(PENDING_IMPORTANCES_KEY, importance_id)
+        return bool(pipe.execute()[0])
 
     def add_feature_types(self, name: str, types: dict[str, str]) -> None:
         """Record feature types (name -> ``n`` | ``s``) in ``name``'s schema where it has none
@@ -167,6 +188,14 @@ class PersonalizerState:
         ``seconds``)."""
         key = EVALUATION_CLAIM_KEY.format(evaluation_id)
         return bool(self.r.set(key, owner, nx=True, px=max(1, int(seconds * 1000))))
+
+    def renew_evaluation_claim(self, evaluation_id: str, owner: str, seconds: float) -> bool:
+        """Extend ``owner``'s claim on an evaluation it runs by ``seconds``; False if the claim
+        is not ``owner``'s any more (it expired and another worker took it)."""
+        script = ("if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end "
+                  "return redis.call('PEXPIRE', KEYS[1], ARGV[2])")
+        return bool(self.r.eval(script, 1, EVALUATION_CLAIM_KEY.format(evaluation_id), owner,
+                                max(1, int(seconds * 1000))))
 
     def claim_auto_schedule(self, owner: str, seconds: float) -> bool:
         """Whether ``owner`` may schedule the Auto evaluation now (nobody else claimed the

@@ -31,6 +31,7 @@ log in order by :func:`service.replay.offline.replay_events`, importance-weighte
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,7 +107,16 @@ def _baseline(bb: dict[str, Any], ev: LoggedEvent, actions: list[str]) -> int:
     return int(np.flatnonzero(ev.allowed)[0])
 
 
-def _targets(candidate: Candidate, log: ModelLog) -> np.ndarray:
+def _ticking(events: list[Any], tick: Callable[[], None] | None, every: int = 64):
+    """``events``, calling ``tick`` every ``every`` of them (a time limit, a claim renewal)."""
+    for i, event in enumerate(events):
+        if tick is not None and i % every == 0:
+            tick()
+        yield event
+
+
+def _targets(candidate: Candidate, log: ModelLog, tick: Callable[[], None] | None = None
+             ) -> np.ndarray:
     """The candidate's probability of each logged action of ``log``."""
     a = np.array([e.action for e in log.events], dtype=np.intp)
     if candidate.source == "Online":
@@ -119,7 +129,7 @@ def _targets(candidate: Candidate, log: ModelLog) -> np.ndarray:
         return _bundle_targets(candidate.bundles.get(log.name), log, a)
     params = {"seed": REPLAY_SEED, **candidate.params}
     booster = make_booster(str(candidate.booster), n_actions=len(log.actions), **params)
-    return replay_events(booster, iter(log.events), "weighted", len(log.events)).target
+    return replay_events(booster, _ticking(log.events, tick), "weighted", len(log.events)).target
 
 
 def _bundle_targets(bundle: Any, log: ModelLog, a: np.ndarray) -> np.ndarray:
@@ -188,8 +198,10 @@ def _rows(ts: np.ndarray, p: np.ndarray, r: np.ndarray, pi: np.ndarray) -> list[
     return out
 
 
-def evaluate(logs: list[ModelLog], candidates: list[Candidate]) -> list[dict[str, Any]]:
-    """Every candidate's result (Personalizer's PolicyResult), best total average reward first."""
+def evaluate(logs: list[ModelLog], candidates: list[Candidate],
+             tick: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+    """Every candidate's result (Personalizer's PolicyResult), best total average reward first.
+    ``tick`` is called every few replayed events (it may raise to stop the evaluation)."""
     ts = np.concatenate([log.ts for log in logs]) if logs else np.zeros(0)
     order = np.argsort(ts, kind="stable")
     p = np.concatenate([[e.propensity for e in log.events] for log in logs])[order]
@@ -197,7 +209,7 @@ def evaluate(logs: list[ModelLog], candidates: list[Candidate]) -> list[dict[str
     ts = ts[order]
     results = []
     for c in candidates:
-        pi = np.concatenate([_targets(c, log) for log in logs])[order]
+        pi = np.concatenate([_targets(c, log, tick) for log in logs])[order]
         span = float(ts.max() - ts.min()) if ts.size else 0.0
         total = summary(p, r, pi, iso_timestamp(float(ts.min())) if ts.size else "",
                         f"PT{round(span)}S")

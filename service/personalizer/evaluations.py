@@ -23,8 +23,9 @@ from service.personalizer.schemas import EvaluationContract
 from service.settings import Settings
 from service.store import ModelStore
 
-__all__ = ["AUTO_CANDIDATES", "AUTO_ID_PREFIX", "MAX_EVENTS", "apply_from", "auto_optimize",
-           "delete", "found", "listed", "public", "run_pending", "submit"]
+__all__ = ["AUTO_CANDIDATES", "AUTO_ID_PREFIX", "MAX_EVENTS", "Budget", "Stopped", "apply_from",
+           "auto_optimize", "delete", "estimate_cost", "found", "listed", "public", "run_pending",
+           "submit"]
 
 log_ = logging.getLogger("boostbandit.personalizer")
 
@@ -32,8 +33,10 @@ log_ = logging.getLogger("boostbandit.personalizer")
 MAX_EVENTS = 20_000
 #: The sources of the policies every evaluation compares (not applicable, not custom names).
 BUILT_IN = ("Online", "Baseline", "Random")
-#: How long a worker holds an evaluation it runs before another may retry it.
-CLAIM_SECONDS = 600.0
+#: How long a worker's claim on an evaluation it runs lasts unless renewed (it is renewed every
+#: RENEW_SECONDS while the evaluation runs): a worker that died is replaced after at most this.
+CLAIM_SECONDS = 120.0
+RENEW_SECONDS = 20.0
 #: The candidates of an Auto evaluation (small boosters, quick to replay).
 AUTO_CANDIDATES = (
     ("adabandit-5", "--booster adabandit --learners 5"),
@@ -46,6 +49,68 @@ AUTO_CANDIDATES = (
 AUTO_ID_PREFIX = "auto~"
 #: The date range of an Auto evaluation: the last this many seconds.
 AUTO_RANGE_SECONDS = 30 * 86400.0
+
+
+class Stopped(Exception):  # noqa: N818 - a verdict, not a failure
+    """An evaluation stopped before its end: ``status`` says why (``timeout``, or ``claim``: the
+    claim went to another worker, which runs it; nothing is stored then)."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Budget:
+    """What a running evaluation (or feature importance) is allowed: a time limit and a claim
+    kept renewed. :meth:`tick` is called every few replayed events; it raises :class:`Stopped`
+    past the limit or when the claim was lost."""
+
+    def __init__(self, log: EventLog, claim_id: str, owner: str, seconds: float,
+                 clock=time.monotonic) -> None:
+        self.log, self.claim_id, self.owner, self.clock = log, claim_id, owner, clock
+        self.seconds = seconds
+        self.deadline = clock() + seconds
+        self.renewed = clock()
+
+    def tick(self) -> None:
+        now = self.clock()
+        if now > self.deadline:
+            raise Stopped("timeout", f"EvaluationTimedOut: still running after "
+                          f"{self.seconds:g} s (evaluation_time_limit_seconds)")
+        if now - self.renewed >= RENEW_SECONDS:
+            if not self.log.renew_evaluation_claim(self.claim_id, self.owner, CLAIM_SECONDS):
+                raise Stopped("claim", f"{self.claim_id}: claim lost to another worker")
+            self.renewed = now
+
+
+def _learners(doc: dict[str, Any]) -> int:
+    """The learners a custom policy document replays (its ``n_learners``, or the booster's
+    default; 1 for a booster without learners)."""
+    from boosters.registry import booster_params
+
+    n = doc["params"].get("n_learners", booster_params(doc["booster"]).get("n_learners"))
+    return max(1, int(n or 1))
+
+
+def estimate_cost(log: EventLog, settings: Settings, policies: list[dict[str, Any]]
+                  ) -> tuple[int, int]:
+    """``(cost, events)``: the events an evaluation would replay at most (each model's
+    joined events, capped at :data:`MAX_EVENTS`), and that times the custom policies' learners
+    (the built-in policies and the offline one cost nothing next to a replay)."""
+    events = sum(min(log.stream_length(c.name, "joined"), MAX_EVENTS)
+                 for c in loop.models(log, settings))
+    return events * sum(_learners(p) for p in policies), events
+
+
+def _check_cost(log: EventLog, settings: Settings, policies: list[dict[str, Any]]) -> int:
+    cost, events = estimate_cost(log, settings, policies)
+    if cost > settings.evaluation_max_cost:
+        per = ", ".join(f"{p['name']}: {_learners(p)}" for p in policies)
+        raise bad("EvaluationTooCostly",
+                  f"estimated cost {cost:,} learner-events ({events:,} logged events x the "
+                  f"learners of the custom policies: {per}) is above evaluation_max_cost "
+                  f"{settings.evaluation_max_cost:,}: evaluate fewer or smaller policies")
+    return cost
 
 
 def _seconds(moment: datetime) -> float:
@@ -85,13 +150,15 @@ def submit(log: EventLog, settings: Settings, body: EvaluationContract,
         raise bad("InvalidEvaluationContract", f"startTime/endTime: {exc}") from None
     if end <= start:
         raise bad("InvalidEvaluationContract", "endTime must be after startTime")
+    policies = _custom(body, settings, policy.action_counts(log, settings))
+    cost = _check_cost(log, settings, policies)
     doc = {
         "id": evaluation_id or uuid.uuid4().hex, "name": body.name,
         "startTime": times[0], "endTime": times[1],
         "jobId": uuid.uuid4().hex, "status": "pending", "policyResults": [],
         "featureImportance": [], "evaluationType": kind, "optimalPolicy": None,
         "creationTime": iso_timestamp(time.time()), "description": None,
-        "policies": _custom(body, settings, policy.action_counts(log, settings)),
+        "policies": policies, "estimatedCost": cost,
         "enableOfflineExperimentation": body.experimentation,
         "range": [start, end],
     }
@@ -158,8 +225,10 @@ def _logs(log: EventLog, settings: Settings, start: float, end: float) -> list[M
     return out
 
 
-def run(log: EventLog, settings: Settings, doc: dict[str, Any]) -> dict[str, Any]:
-    """Compute the evaluation: ``completed`` with its results, or ``failed`` with the reason."""
+def run(log: EventLog, settings: Settings, doc: dict[str, Any], budget: Budget | None = None
+        ) -> dict[str, Any]:
+    """Compute the evaluation: ``completed`` with its results, ``failed`` with the reason, or,
+    past the ``budget``'s time limit, ``timeout``."""
     start, end = doc["range"]
     logs = _logs(log, settings, start, end)
     if not logs:
@@ -167,9 +236,14 @@ def run(log: EventLog, settings: Settings, doc: dict[str, Any]) -> dict[str, Any
                 f"NoLogsExistInDateRange: no joined event between {doc['startTime']} and "
                 f"{doc['endTime']}"}
     try:
-        results = evaluate(logs, _candidates(log, settings, doc))
+        results = evaluate(logs, _candidates(log, settings, doc),
+                           None if budget is None else budget.tick)
     except (ValueError, TypeError) as exc:
         return {**doc, "status": "failed", "description": f"{type(exc).__name__}: {exc}"}
+    except Stopped as stop:
+        if stop.status != "timeout":
+            raise
+        return {**doc, "status": "timeout", "description": str(stop)}
     return {**doc, "status": "completed", "policyResults": results,
             "optimalPolicy": results[0]["name"], "description": None}
 
@@ -181,16 +255,21 @@ def _failed(doc: dict[str, Any], exc: Exception) -> dict[str, Any]:
 
 
 def run_pending(log: EventLog, settings: Settings, owner: str) -> list[str]:
-    """Run every pending evaluation nobody else runs; the ids run."""
+    """Run every pending evaluation nobody else runs, each within its time limit and its claim
+    renewed while it runs; the ids run."""
     done = []
     for doc in log.pending_evaluations():
         if not log.claim_evaluation(doc["id"], owner, CLAIM_SECONDS):
             continue
         log_.info("evaluation %s: running", doc["id"])
+        budget = Budget(log, doc["id"], owner, settings.evaluation_time_limit_seconds)
         try:
-            doc = run(log, settings, doc)
+            doc = run(log, settings, doc, budget)
         except RedisError:
             raise
+        except Stopped as stop:  # the claim went to another worker: it stores the result
+            log_.warning("evaluation %s: %s", doc["id"], stop)
+            continue
         except Exception as exc:  # a bug or a booster failure: the evaluation says so
             doc = _failed(doc, exc)
         log.update_evaluation(doc)
@@ -264,10 +343,14 @@ def auto_optimize(log: EventLog, store: ModelStore, settings: Settings, owner: s
         endTime=datetime.fromtimestamp(now, UTC),
         policies=[{"name": n, "arguments": a} for n, a in AUTO_CANDIDATES])
     doc = submit(log, settings, body, evaluation_id, kind="Auto")
+    budget = Budget(log, evaluation_id, owner, settings.evaluation_time_limit_seconds)
     try:
-        doc = _run_auto(log, store, settings, doc)
+        doc = _run_auto(log, store, settings, doc, budget)
     except RedisError:
         raise
+    except Stopped as stop:
+        log_.warning("auto-optimization: %s", stop)
+        return None
     except Exception as exc:  # a bug or a booster failure: the evaluation says so
         doc = _failed(doc, exc)
     log.update_evaluation(doc)
@@ -275,10 +358,10 @@ def auto_optimize(log: EventLog, store: ModelStore, settings: Settings, owner: s
     return doc
 
 
-def _run_auto(log: EventLog, store: ModelStore, settings: Settings, doc: dict[str, Any]
-              ) -> dict[str, Any]:
+def _run_auto(log: EventLog, store: ModelStore, settings: Settings, doc: dict[str, Any],
+              budget: Budget | None = None) -> dict[str, Any]:
     """An Auto evaluation run, its verdict applied."""
-    doc = run(log, settings, doc)
+    doc = run(log, settings, doc, budget)
     if doc["status"] != "completed":
         return doc
     doc, best = _decide(doc)

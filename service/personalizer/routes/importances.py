@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import Path, Query, Response, status
 
-from service.api.deps import LogDep, SettingsDep, StoreDep
+from service.api.deps import LogDep, SettingsDep
 from service.personalizer import importances
 from service.personalizer.routes.common import admin_router, responses
 from service.personalizer.schemas import (
@@ -27,18 +27,20 @@ IdPath = Annotated[str, Path(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9
 @router.put(
     "/featureImportances/{featureImportanceId}",
     response_model=FeatureImportance,
-    response_description="Computed and stored (status `Succeeded`).",
+    response_description="Stored, status `NotSubmitted`: the offline worker computes it "
+    "(`Running`, then `Succeeded`, `Failed` or `Timeout`); poll GET for its scores.",
     responses=responses(400, 409),
 )
 def create_feature_importance(featureImportanceId: IdPath,  # noqa: N803
-                              body: FeatureImportanceRequest, log: LogDep, store: StoreDep,
+                              body: FeatureImportanceRequest, log: LogDep,
                               settings: SettingsDep) -> FeatureImportance:
     """Which context features the models' choices depend on, over the events joined between
     `startTime` and `endTime`: for each feature, the share of sampled events whose greedy
     choice changes when the feature's values are shuffled across the sample (at most 1,000
-    events shared by the models, the newest of the range; computed now). 409 if the id
-    exists."""
-    doc = importances.create(log, store, settings, featureImportanceId, body)
+    events shared by the models, the newest of the range). Answered at once; the offline
+    worker computes it (within `evaluation_time_limit_seconds`), as Personalizer's job did.
+    409 if the id exists."""
+    doc = importances.create(log, settings, featureImportanceId, body)
     return FeatureImportance(**doc)
 
 

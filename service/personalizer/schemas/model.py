@@ -78,8 +78,9 @@ class FeatureImportanceSummary(BaseModel):
     startTime: str = Field(description="Start of the range (ISO-8601).")  # noqa: N815
     endTime: str = Field(description="End of the range (ISO-8601).")  # noqa: N815
     creationTime: str = Field(description="When it was created (ISO-8601).")  # noqa: N815
-    status: str = Field(description="`Succeeded`: computed when it was created (the only "
-                        "status this service gives).")
+    status: str = Field(description="`NotSubmitted` (waiting for the offline worker), "
+                        "`Running`, `Succeeded` (its scores are in), `Failed` (the description "
+                        "says why) or `Timeout` (past evaluation_time_limit_seconds).")
 
 
 class FeatureImportance(FeatureImportanceSummary):
