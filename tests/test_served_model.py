@@ -235,7 +235,8 @@ def test_the_learner_snapshots_in_the_background(redis_url: str) -> None:
     what lands is the state frozen when it started, and a restore of it equals the model then."""
     import redis
 
-    from service.eventlog import EventLog
+    from service.eventlog import EventLog, keys
+    from service.events import dumps
     from service.learner import Learner
     from service.settings import Settings
     from service.store import ModelStore
@@ -263,12 +264,18 @@ def test_the_learner_snapshots_in_the_background(redis_url: str) -> None:
         return wait_then_collect
 
     model.begin_dump = gated_begin  # type: ignore[method-assign]
+
+    def apply(i: int) -> None:  # as the learner applies the log: each event is in it
+        event = _joined(model, i)
+        client.xadd(keys(config.name)["joined"], {"e": dumps(event)}, id=f"{i + 1}-0")
+        model.apply(event, f"{i + 1}-0")
+
     for i in range(5):
-        model.apply(_joined(model, i), f"{i + 1}-0")
+        apply(i)
     learner.maybe_snapshot(model)  # returns at once: the write waits on the gate
     frozen_state = pickle.dumps(model.booster, protocol=5)
     for i in range(5, 12):  # learning goes on meanwhile
-        model.apply(_joined(model, i), f"{i + 1}-0")
+        apply(i)
         learner.maybe_snapshot(model)  # in flight: no second snapshot
     assert started == [5] and model.snapshot_version == 0
     gate.set()

@@ -23,6 +23,7 @@ import redis.asyncio
 
 from service.domain import ModelConfig, ServingConfig
 from service.eventlog import scripts
+from service.eventlog.durability import DurabilityState
 from service.eventlog.keys import (
     MODELS_KEY,
     READY_PROBE_KEY,
@@ -39,7 +40,6 @@ from service.eventlog.replies import (
     OutcomeUnknown,
     decision_outcome,
     feedback_outcome,
-    stream_id,
     text,
 )
 from service.eventlog.state import ModelState
@@ -71,7 +71,7 @@ class Limits:
     event_retention_seconds: float = 7 * 86400.0
 
 
-class EventLog(ModelState, PersonalizerState):
+class EventLog(ModelState, PersonalizerState, DurabilityState):
     """The Redis side of the service."""
 
     GROUP = "learner"
@@ -323,43 +323,6 @@ class EventLog(ModelState, PersonalizerState):
         """The last ``count`` joined events up to ``max_id``, oldest first."""
         raw = self.r.xrevrange(keys(name)["joined"], max=max_id, min="-", count=count)
         return [(text(sid), loads(fields[b"e"])) for sid, fields in reversed(raw)]
-
-    def durable_until(self, lag_seconds: float) -> str:
-        """The newest joined id the log holds durably with ``lag_seconds`` of fsync horizon:
-        Redis's clock less the lag, in ms ("+" when the lag is 0: every write is durable)."""
-        if lag_seconds <= 0:
-            return "+"
-        seconds, micros = self.r.time()
-        return str(max(0, seconds * 1000 + micros // 1000 - round(lag_seconds * 1000)))
-
-    def age_seconds(self, sid: str) -> float:
-        """How old the stream entry id ``sid`` is by Redis's clock, in seconds."""
-        seconds, micros = self.r.time()
-        return seconds + micros / 1e6 - stream_id(sid)[0] / 1000
-
-    def ahead_of_log(self, name: str, joined_id: str) -> str | None:
-        """Whether a model that applied joined events up to ``joined_id`` is ahead of the log
-        (the log lost its tail after the model applied it: a Redis crash under appendfsync
-        everysec). Returns the log's last joined id then ("0-0": none), else None.
-
-        Ahead: ``joined_id`` is not in the joined stream although the stream did not trim it
-        away: it still holds an older entry, or never generated an id as new. Retention trims
-        only below a snapshot's joined id (:meth:`trim`) or whole days of old events."""
-        if joined_id in ("0-0", "", None):
-            return None
-        stream = keys(name)["joined"]
-        pipe = self.r.pipeline(transaction=False)
-        pipe.xrange(stream, min=joined_id, max=joined_id, count=1)
-        pipe.xrange(stream, count=1)
-        pipe.xinfo_stream(stream)
-        found, first, info = pipe.execute(raise_on_error=False)
-        if found:
-            return None
-        generated = "0-0" if isinstance(info, Exception) else text(info["last-generated-id"])
-        older_kept = bool(first) and stream_id(text(first[0][0])) < stream_id(joined_id)
-        if older_kept or stream_id(generated) < stream_id(joined_id):
-            return self.newest_id(stream)
-        return None
 
     def newest_id(self, stream: str) -> str:
         """The id of the newest entry of ``stream`` ("0-0" if empty)."""
