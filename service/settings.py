@@ -282,6 +282,13 @@ class Settings(BaseSettings):
         "files of GET /personalizer/model?signed=true; PUT /personalizer/model imports only "
         "files signed with it. Empty: no signed export, no import. See docs/personalizer.md.",
     )
+    personalizer_model_allow_pickle: bool = Field(
+        default=False,
+        description="Let PUT /personalizer/model import model files of version 1, whose "
+        "boosters are pickles (read with the allow-listed unpickler of service/snapshots.py). "
+        "Off: such a file is refused with 400 PickledModelFileNotAllowed; files of version 2 "
+        "hold data only. See docs/personalizer.md.",
+    )
 
     host: str = "127.0.0.1"
     port: int = 8000

@@ -19,7 +19,7 @@ import redis
 
 from benchmarks.paper.personalizer_rewards import serve
 from learners.frozen import dumps_serving
-from service import snapshots
+from service import modeldata, snapshots
 from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.personalizer import loop, modelfile, models
@@ -135,7 +135,7 @@ def test_export_then_import_into_a_fresh_endpoint_decides_the_same(redis_url: st
         uid = EventLog(redis.Redis.from_url(redis_url)).config(NAME).uid
         # refused: nothing of the endpoint changes
         refused(lambda: admin.import_model(unsigned), "ModelFileNotSigned")
-        booster = f"models/{NAME}/booster.pkl"
+        booster = f"models/{NAME}/booster.data"
         refused(lambda: admin.import_model(tampered(signed, booster)), "InvalidModelSignature")
         refused(lambda: admin.import_model(tampered(signed, "manifest.json")),
                 "InvalidModelSignature")
@@ -151,6 +151,9 @@ def test_export_then_import_into_a_fresh_endpoint_decides_the_same(redis_url: st
     with zipfile.ZipFile(io.BytesIO(unsigned)) as z:
         manifest = json.loads(z.read("manifest.json"))
         assert "signature.json" not in z.namelist()
+        assert not [n for n in z.namelist() if n.endswith(".pkl")]  # data, never a pickle
+    assert manifest["formatVersion"] == modelfile.FORMAT_VERSION == 2
+    assert manifest["models"][0]["booster"]["encoding"] == modelfile.DATA
     assert [(m["name"], m["version"], m["uid"]) for m in manifest["models"]] == [
         (NAME, TRAIN, uid)]
     assert manifest["models"][0]["featureTypes"] == {"user.segment": "s", "visit.hour": "n"}
@@ -270,10 +273,14 @@ def local(redis_url: str) -> tuple[EventLog, Settings, ModelConfig]:
     return log, settings(redis_url).model_copy(update={"personalizer_model": "shop"}), config
 
 
-def seeded(config: ModelConfig) -> modelfile.ModelEntry:
+def seeded(config: ModelConfig) -> snapshots.Snapshot:
     booster = config.build()
+    return snapshots.Snapshot(snapshots.dumps_whole(booster), dumps_serving(booster), 7, "0-0")
+
+
+def entry(config: ModelConfig) -> modelfile.ModelEntry:
     return modelfile.ModelEntry(json.loads(config.to_json()), 7, "0-0",
-                                snapshots.dumps_whole(booster), dumps_serving(booster))
+                                modeldata.dumps(config.build()))
 
 
 def test_replace_config_is_compare_and_set(redis_url: str) -> None:
@@ -334,8 +341,8 @@ def encrypted(data: bytes) -> bytes:
 
 
 def test_an_encrypted_entry_is_an_invalid_file_not_a_500(redis_url: str) -> None:
-    entry = seeded(ModelConfig("shop", "adabandit", ACTIONS, {"n_learners": 3, "seed": 1}))
-    crafted = encrypted(modelfile.pack([entry], KEY.encode(), 0.0))
+    one = entry(ModelConfig("shop", "adabandit", ACTIONS, {"n_learners": 3, "seed": 1}))
+    crafted = encrypted(modelfile.pack([one], KEY.encode(), 0.0))
     with zipfile.ZipFile(io.BytesIO(crafted)) as z, pytest.raises(RuntimeError):
         z.read("manifest.json")  # what the unverified file raises
     with pytest.raises(modelfile.ModelFileError) as info:

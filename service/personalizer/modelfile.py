@@ -1,12 +1,16 @@
 """The model file of the Personalizer endpoint (``GET``/``PUT /personalizer/model``): a zip of
-a JSON manifest and each model's snapshot, optionally signed with HMAC-SHA256. Pure: bytes in,
-bytes out (docs/personalizer.md, "Model, logs and feature importances", describes the format).
+a JSON manifest and each model's booster as data (:mod:`service.modeldata`: a JSON tree and the
+bytes of its numeric arrays, never a pickle), optionally signed with HMAC-SHA256. Pure: bytes
+in, bytes out (docs/personalizer.md, "Model, logs and feature importances", describes the
+format).
 
-A file is read back (:func:`unpack`) only if its signature verifies against the server's key:
-its pickles were then written by a server holding that key, and only then are they handed on
-to be unpickled. Nothing of an unverified file but its manifest and signature is read.
+A file is read back (:func:`unpack`) only if its signature verifies against the server's key;
+nothing of an unverified file but its manifest and signature is read. Reading a booster never
+runs code named by the file, even with the key: its data names only allow-listed classes. Files
+of version 1 held pickles: :func:`unpack` refuses them unless ``allow_pickle`` (the setting
+``personalizer_model_allow_pickle``), and then they are read with the allow-listed unpickler.
 
->>> entry = ModelEntry({"name": "pz-1", "uid": "u1"}, 3, "5-0", b"whole", b"serving")
+>>> entry = ModelEntry({"name": "pz-1", "uid": "u1"}, 3, "5-0", b"booster data")
 >>> signed = pack([entry], key=b"k" * 16, created=0.0)
 >>> unpack(signed, key=b"k" * 16) == [entry]
 True
@@ -38,10 +42,13 @@ from typing import Any
 
 from service.events import iso_timestamp
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "ModelEntry", "ModelFileError", "pack", "unpack"]
+__all__ = ["DATA", "FORMAT", "FORMAT_VERSION", "PICKLE", "ModelEntry", "ModelFileError", "pack",
+           "unpack"]
 
 FORMAT = "boostbandit-personalizer-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: the encodings of a booster: model data (:mod:`service.modeldata`), or a pickle (version 1)
+DATA, PICKLE = "boostbandit-data 1", "pickle"
 MANIFEST = "manifest.json"
 SIGNATURE = "signature.json"
 #: the largest manifest or signature read from a file (before anything is verified)
@@ -59,15 +66,16 @@ class ModelFileError(ValueError):
 @dataclass(frozen=True)
 class ModelEntry:
     """One model of a file: its stored config (a dict), the number of joined events its
-    booster applied, the joined id it stood at, the pickles of its booster and serving copy,
-    and the types of the features it has seen (feature name -> ``n`` number, ``s`` string)."""
+    booster applied, the joined id it stood at, its booster in ``encoding`` (:data:`DATA`, or
+    :data:`PICKLE` in a file of version 1), and the types of the features it has seen
+    (feature name -> ``n`` number, ``s`` string)."""
 
     config: dict[str, Any]
     version: int
     joined_id: str
-    blob: bytes
-    serving: bytes
+    booster: bytes
     feature_types: dict[str, str] = field(default_factory=dict)
+    encoding: str = DATA
 
     @property
     def name(self) -> str:
@@ -82,14 +90,13 @@ def _sha256(data: bytes) -> str:
 def _manifest(entries: list[ModelEntry], created: float) -> bytes:
     models = []
     for e in entries:
-        base = f"models/{e.name}"
+        if e.encoding != DATA:
+            raise ValueError(f"model {e.name!r}: only {DATA} is written, not {e.encoding}")
         models.append({
             "name": e.name, "uid": e.config.get("uid"), "version": e.version,
             "joinedId": e.joined_id, "config": e.config, "featureTypes": e.feature_types,
-            "booster": {"path": f"{base}/booster.pkl", "bytes": len(e.blob),
-                        "sha256": _sha256(e.blob)},
-            "serving": {"path": f"{base}/serving.pkl", "bytes": len(e.serving),
-                        "sha256": _sha256(e.serving)},
+            "booster": {"path": f"models/{e.name}/booster.data", "encoding": DATA,
+                        "bytes": len(e.booster), "sha256": _sha256(e.booster)},
         })
     doc = {"format": FORMAT, "formatVersion": FORMAT_VERSION, "created": iso_timestamp(created),
            "models": models}
@@ -107,8 +114,7 @@ def pack(entries: list[ModelEntry], key: bytes | None, created: float) -> bytes:
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
         z.writestr(MANIFEST, manifest)
         for e, m in zip(entries, json.loads(manifest)["models"], strict=True):
-            z.writestr(m["booster"]["path"], e.blob)
-            z.writestr(m["serving"]["path"], e.serving)
+            z.writestr(m["booster"]["path"], e.booster)
         if key is not None:
             z.writestr(SIGNATURE, json.dumps({"algorithm": "HMAC-SHA256", "signs": MANIFEST,
                                               "hmac": _hmac(key, manifest)}))
@@ -149,7 +155,7 @@ def _verified_manifest(z: zipfile.ZipFile, key: bytes) -> dict[str, Any]:
                              "personalizer_model_signing_key (tampered, or signed by another "
                              "server)")
     doc = json.loads(manifest)
-    if doc.get("format") != FORMAT or doc.get("formatVersion") != FORMAT_VERSION:
+    if doc.get("format") != FORMAT or doc.get("formatVersion") not in (1, FORMAT_VERSION):
         raise ModelFileError("InvalidModelFile",
                              f"unsupported format {doc.get('format')!r} version "
                              f"{doc.get('formatVersion')!r} (expected {FORMAT} {FORMAT_VERSION})")
@@ -164,16 +170,39 @@ def _blob(z: zipfile.ZipFile, part: dict[str, Any]) -> bytes:
     return data
 
 
-def unpack(data: bytes, key: bytes) -> list[ModelEntry]:
+def _encoding(doc: dict[str, Any], part: dict[str, Any], allow_pickle: bool) -> str:
+    """The encoding of a booster: model data; a pickle (version 1) only with ``allow_pickle``."""
+    if doc["formatVersion"] == 1:
+        if not allow_pickle:
+            raise ModelFileError(
+                "PickledModelFileNotAllowed",
+                "the file is of version 1, whose boosters are pickles: export it again from "
+                "a server of this version, or import it with the setting "
+                "personalizer_model_allow_pickle=true (BOOSTBANDIT_PERSONALIZER_MODEL_ALLOW_"
+                "PICKLE; read with the allow-listed unpickler)")
+        return PICKLE
+    if part.get("encoding") != DATA:
+        raise ModelFileError("InvalidModelFile", f"{part['path']}: unknown encoding "
+                             f"{part.get('encoding')!r} (expected {DATA!r})")
+    return DATA
+
+
+def _entry(z: zipfile.ZipFile, doc: dict[str, Any], m: dict[str, Any],
+           allow_pickle: bool) -> ModelEntry:
+    encoding = _encoding(doc, m["booster"], allow_pickle)
+    return ModelEntry(m["config"], int(m["version"]), str(m["joinedId"]),
+                      _blob(z, m["booster"]), dict(m.get("featureTypes") or {}), encoding)
+
+
+def unpack(data: bytes, key: bytes, allow_pickle: bool = False) -> list[ModelEntry]:
     """The models of a file signed with ``key``, or :class:`ModelFileError` naming why not
-    (not a model file, not signed, a signature or a content that does not verify)."""
+    (not a model file, not signed, a signature or a content that does not verify, a file of
+    version 1 without ``allow_pickle``). A version-1 file's serving copies are not read: they
+    are made again from the boosters."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             doc = _verified_manifest(z, key)
-            return [ModelEntry(m["config"], int(m["version"]), str(m["joinedId"]),
-                               _blob(z, m["booster"]), _blob(z, m["serving"]),
-                               dict(m.get("featureTypes") or {}))
-                    for m in doc["models"]]
+            return [_entry(z, doc, m, allow_pickle) for m in doc["models"]]
     except ModelFileError:
         raise
     except Exception:  # noqa: BLE001 - an untrusted archive fails in many ways (an encrypted

@@ -1,8 +1,9 @@
 """The Personalizer endpoint's models as a whole: exported as one file, imported from a signed
 one, reset to fresh models, and their creation and modification times (``GET``/``PUT``/
 ``DELETE /model``, ``GET /model/properties``). The file format is
-:mod:`service.personalizer.modelfile`; what each operation does to the models and the learner:
-docs/personalizer.md, "Model, logs and feature importances".
+:mod:`service.personalizer.modelfile`, its boosters written as data (:mod:`service.modeldata`);
+what each operation does to the models and the learner: docs/personalizer.md, "Model, logs and
+feature importances".
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import re
 import time
 from typing import Any
 
+from boosters.registry import booster_class
 from learners.frozen import dumps_serving
-from service import snapshots
+from service import modeldata, snapshots
 from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.eventlog.keys import NAME_PATTERN
@@ -53,17 +55,22 @@ def _stored(log: EventLog, config: ModelConfig) -> tuple[bytes, int, str]:
 
 
 def _entry(log: EventLog, store: ModelStore, config: ModelConfig) -> modelfile.ModelEntry:
-    """One model as a file entry: the state this process decides with (pickled between two
-    events), or the latest snapshot where this process holds only a serving copy."""
+    """One model as a file entry, its booster as data: the state this process decides with
+    (pickled between two events), or the latest snapshot where this process holds only a
+    serving copy."""
     model = store.get(config.name)
     if model is not None and model.config.uid != config.uid:
         config = model.config  # renewed, the new version not ready yet: what serves now
     if model is not None and not model.serving_copy:
-        blob, serving, version, joined_id = model.dump()
+        blob, _, version, joined_id = model.dump()
     else:
         blob, version, joined_id = _stored(log, config)
-        serving = dumps_serving(snapshots.loads(blob))  # our own snapshot: trusted
-    return modelfile.ModelEntry(json.loads(config.to_json()), version, joined_id, blob, serving,
+    try:
+        data = modeldata.dumps(snapshots.loads(blob))
+    except (modeldata.ModelDataError, snapshots.ForbiddenName) as exc:
+        raise PersonalizerFailure(500, "InternalServerError", f"model {config.name!r} cannot "
+                                  f"be exported as data: {exc}") from None
+    return modelfile.ModelEntry(json.loads(config.to_json()), version, joined_id, data,
                                 log.schema(config.name))
 
 
@@ -74,28 +81,42 @@ def export(log: EventLog, store: ModelStore, settings: Settings, signed: bool) -
     return modelfile.pack(entries, key, time.time())
 
 
-def _imported(log: EventLog, entry: modelfile.ModelEntry, settings: Settings) -> ModelConfig:
+def _booster(entry: modelfile.ModelEntry, config: ModelConfig) -> Any:
+    """The booster of a verified entry: read as data (or, in a file of version 1 allowed by
+    the setting, with the allow-listed unpickler), and of the class its config names."""
+    if entry.encoding == modelfile.PICKLE:
+        booster = snapshots.loads(entry.booster)
+    else:
+        booster = modeldata.loads(entry.booster)
+    if type(booster) is not booster_class(config.booster):
+        raise TypeError(f"its booster is a {type(booster).__name__}, not a {config.booster}")
+    if getattr(booster, "n_actions", len(config.actions)) != len(config.actions):
+        raise ValueError("its booster does not match its actions")
+    return booster
+
+
+def _imported(log: EventLog, entry: modelfile.ModelEntry,
+              settings: Settings) -> tuple[ModelConfig, snapshots.Snapshot]:
     """The config of a verified entry, checked against this endpoint (its name, the feature
-    types its log recorded) and loadable here."""
+    types its log recorded), and the snapshot it starts from (its booster and serving copy,
+    pickled here)."""
     if not (re.match(NAME_PATTERN, entry.name) and
             loop.is_personalizer_model(entry.name, settings)):
         raise bad("InvalidModelFile", f"model {entry.name!r} of the file is not a model of this "
                   "endpoint (names pz-<hash>, or the personalizer_model setting)")
     try:
         config = ModelConfig.from_json(json.dumps(entry.config))
-        booster = snapshots.loads(entry.blob)  # verified: written by a server holding the key
+        booster = _booster(entry, config)
     except (TypeError, ValueError, AttributeError, ImportError, pickle.UnpicklingError) as exc:
-        raise bad("InvalidModelFile", f"model {entry.name!r} cannot be loaded by this "
-                  f"version: {exc}") from None
-    if getattr(booster, "n_actions", len(config.actions)) != len(config.actions):
-        raise bad("InvalidModelFile", f"model {entry.name!r}: its booster does not match its "
-                  "actions")
+        raise bad("InvalidModelFile", f"model {entry.name!r} cannot be loaded: {exc}") from None
     stored = log.schema(entry.name, list(entry.feature_types))
     changed = sorted(f for f, kind in stored.items() if entry.feature_types[f] != kind)
     if changed:
         raise bad("InvalidModelFile", f"model {entry.name!r}: feature(s) {', '.join(changed)} "
                   "have another type in this endpoint's log than in the file")
-    return config
+    seed = snapshots.Snapshot(snapshots.dumps_whole(booster), dumps_serving(booster),
+                              entry.version, entry.joined_id)
+    return config, seed
 
 
 def import_file(log: EventLog, store: ModelStore, settings: Settings, data: bytes) -> list[str]:
@@ -104,18 +125,18 @@ def import_file(log: EventLog, store: ModelStore, settings: Settings, data: byte
     models the file does not hold are left as they are. The names imported."""
     key = _key(settings, "importing a model file")
     try:
-        entries = modelfile.unpack(data, key)
+        entries = modelfile.unpack(data, key, settings.personalizer_model_allow_pickle)
     except modelfile.ModelFileError as exc:
         raise bad(exc.code, exc.message) from None
     current = log.configs()  # what the import replaces: checked again as it writes
-    configs = [_imported(log, e, settings) for e in entries]  # all checked before any write
-    for entry, config in zip(entries, configs, strict=True):
+    imported = [_imported(log, e, settings) for e in entries]  # all checked before any write
+    for entry, (config, seed) in zip(entries, imported, strict=True):
         new = config.renewed(learn_after=log.joined_end(config.name))
         log.add_feature_types(new.name, entry.feature_types)
-        _land(log, new, current.get(new.name), entry)
+        _land(log, new, current.get(new.name), seed)
         log_.info("imported model %s (version %s) as uid %s", new.name, entry.version, new.uid)
     store.sync_configs(log.configs())
-    return [c.name for c in configs]
+    return [config.name for config, _ in imported]
 
 
 def _conflict(name: str) -> PersonalizerFailure:
@@ -124,11 +145,11 @@ def _conflict(name: str) -> PersonalizerFailure:
 
 
 def _land(log: EventLog, new: ModelConfig, replaced: ModelConfig | None,
-          entry: modelfile.ModelEntry) -> None:
+          seed: snapshots.Snapshot) -> None:
     """Write the seed of ``new`` (keyed by its uid), then its config if the model is still
     ``replaced`` (None: still absent); otherwise drop the seed and answer 409: the config
     that lands always finds its own seed."""
-    log.save_seed(new, entry.blob, entry.serving, entry.version, new.learn_after)
+    log.save_seed(new, seed.blob, seed.serving, seed.version, new.learn_after)
     landed = (log.replace_config(new, replaced.uid) if replaced is not None
               else log.add_config(new))
     if not landed:
