@@ -31,10 +31,14 @@ _METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
 #: Redis's refusals of a write it did not start: memory full (``OOM``, under ``maxmemory`` with
 #: no eviction), writes stopped after a failed save (``MISCONF``: a full or failing disk), a
 #: read-only replica (``READONLY``, e.g. after a failover), busy with a long script (``BUSY``),
-#: too few replicas (``NOREPLICAS``), its master down (``MASTERDOWN``). Inside one of the event
-#: log's scripts Redis 6 reports them as a script error carrying the code (``-OOM ...``); a
-#: script is refused at its first write, so a refused script has written nothing.
-_REFUSAL = re.compile(r"(?:^|-)(OOM|MISCONF|READONLY|BUSY|NOREPLICAS|MASTERDOWN)\b")
+#: too few replicas (``NOREPLICAS``), its master down (``MASTERDOWN``), still loading its data
+#: (``LOADING``; redis-py raises most of those as a connection error: 503 too), a script it no
+#: longer has and could not load again (``NOSCRIPT``; redis-py reloads it once on its own).
+#: Inside one of the event log's scripts Redis 6 reports them as a script error carrying the
+#: code (``-OOM ...``); a script is refused at its first write, so a refused script has written
+#: nothing.
+_REFUSAL = re.compile(
+    r"(?:^|-)(OOM|MISCONF|READONLY|BUSY|NOREPLICAS|MASTERDOWN|LOADING|NOSCRIPT)\b")
 _REFUSAL_CLASSES = {redis.exceptions.OutOfMemoryError: "OOM",
                     redis.exceptions.ReadOnlyError: "READONLY",
                     redis.exceptions.MasterDownError: "MASTERDOWN"}
@@ -52,6 +56,8 @@ def refusal(exc: BaseException) -> str | None:
     'MISCONF'
     >>> refusal(redis.ResponseError("ERR Error running script: -OOM command not allowed"))
     'OOM'
+    >>> refusal(redis.exceptions.NoScriptError("NOSCRIPT No matching script."))
+    'NOSCRIPT'
     >>> refusal(redis.ResponseError("WRONGTYPE Operation against a key")) is None
     True
     """
