@@ -19,7 +19,10 @@ evaluation throughput").
 - :func:`doubly_robust`: DM plus w_i (r_i - rhat(x_i, a_i)).
 - :func:`paired_difference`: value(target) - value(baseline) on the *same* events, from per-event
   differences of the two policies' DR (or linearised SNIPS) terms, with a one-sided lower
-  confidence bound: the test "is the target better than the baseline?" at a stated level.
+  confidence bound by betting: the test "is the target better than the baseline?" at a stated
+  level, valid whatever the terms' distribution above their lowest possible value. It lives in
+  :mod:`boosters.ope_difference` (with :class:`Difference`, :data:`DIFFERENCE_ESTIMATORS` and the
+  bound), which builds on this module; its names load from here on first use.
 - :func:`estimate_all`: several of the above on the same events (Open Bandit Pipeline style).
 - :func:`mean_estimate`: a mean with its normal interval (the rejection replay's estimate).
 - :func:`cross_fitted_predictions`: reward predictions for DM/DR, each half of the events
@@ -33,9 +36,6 @@ evaluation throughput").
 (1.0, 0.5774)
 >>> snips(a, p, r, target).value
 1.0
->>> diff = paired_difference(a, p, r, target, np.full((4, 2), 0.5), estimator="snips")
->>> diff.value, diff.target_value, diff.baseline_value    # always-0 vs the uniform logger
-(0.5, 1.0, 0.5)
 """
 
 from __future__ import annotations
@@ -44,18 +44,24 @@ import math
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import import_module
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from boosters._params import check_logged
+
+if TYPE_CHECKING:  # at run time from __getattr__ (below), on first use
+    from boosters.ope_difference import BET_CAP as BET_CAP  # public, though not in __all__
+    from boosters.ope_difference import DIFFERENCE_ESTIMATORS, Difference, paired_difference
 
 __all__ = [
     "DIFFERENCE_ESTIMATORS",
     "ESTIMATORS",
     "Difference",
     "Estimate",
+    "check_events",
     "check_level",
     "clipped_ips",
     "cross_fitted_predictions",
@@ -68,8 +74,19 @@ __all__ = [
     "snips",
 ]
 
-#: Estimators :func:`paired_difference` can pair.
-DIFFERENCE_ESTIMATORS: tuple[str, ...] = ("dr", "snips")
+#: the names of :mod:`boosters.ope_difference` this module re-exports, loaded on first use: that
+#: module imports :class:`Estimate` and the checks from here, so it cannot load before this one
+_DIFFERENCE_NAMES = ("BET_CAP", "DIFFERENCE_ESTIMATORS", "Difference", "paired_difference")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _DIFFERENCE_NAMES:
+        return getattr(import_module("boosters.ope_difference"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_DIFFERENCE_NAMES})
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +141,11 @@ def check_level(level: float) -> float:
     return float(level)
 
 
-def _check(
+def check_events(
     actions: np.ndarray, propensities: np.ndarray, rewards: np.ndarray, target: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The logged events and the target's (n, k) probability matrix on them, checked
+    (ValueError) and as arrays: ``(actions, propensities, rewards, target)``."""
     target = np.asarray(target, dtype=np.float64)
     if target.ndim != 2:
         raise ValueError(f"target must be a 2-D probability matrix (n, k), got {target.shape}")
@@ -178,7 +197,7 @@ def ips(
 ) -> Estimate:
     """Inverse propensity scoring: mean_i r_i pi(a_i|x_i) / p_i (Eq. 6 with the sign flipped)."""
     level = check_level(level)
-    a, p, r, target = _check(actions, propensities, rewards, target)
+    a, p, r, target = check_events(actions, propensities, rewards, target)
     terms = _weights(a, p, target) * r
     return _interval(float(terms.mean()), terms, level)
 
@@ -201,7 +220,7 @@ def clipped_ips(
     ):
         raise ValueError(f"clip must be a number > 0, got {clip!r}")
     level = check_level(level)
-    a, p, r, target = _check(actions, propensities, rewards, target)
+    a, p, r, target = check_events(actions, propensities, rewards, target)
     terms = np.minimum(_weights(a, p, target), clip) * r
     return _interval(float(terms.mean()), terms, level)
 
@@ -219,7 +238,7 @@ def snips(
     The linearisation of the ratio gives per-event terms w_i (r_i - V) / mean(w).
     """
     level = check_level(level)
-    a, p, r, target = _check(actions, propensities, rewards, target)
+    a, p, r, target = check_events(actions, propensities, rewards, target)
     w = _weights(a, p, target)
     total = w.sum()
     if total <= 0:
@@ -244,7 +263,7 @@ def direct_method(
     The interval covers only the sampling variance over contexts, not the model's bias.
     """
     level = check_level(level)
-    a, p, r, target = _check(actions, propensities, rewards, target)
+    a, p, r, target = check_events(actions, propensities, rewards, target)
     q = _check_predictions(reward_predictions, target.shape)
     terms = np.einsum("ij,ij->i", target, q)
     return _interval(float(terms.mean()), terms, level)
@@ -261,7 +280,7 @@ def doubly_robust(
 ) -> Estimate:
     """Doubly robust: DM + mean_i w_i (r_i - rhat(x_i, a_i)); unbiased if p is correct."""
     level = check_level(level)
-    a, p, r, target = _check(actions, propensities, rewards, target)
+    a, p, r, target = check_events(actions, propensities, rewards, target)
     q = _check_predictions(reward_predictions, target.shape)
     rows = np.arange(a.shape[0])
     terms = np.einsum("ij,ij->i", target, q) + _weights(a, p, target) * (r - q[rows, a])
@@ -309,7 +328,7 @@ def estimate_all(
     if unknown:
         raise ValueError(f"unknown estimator {unknown[0]!r}; choose from {', '.join(ESTIMATORS)}")
     level = check_level(level)
-    a, p, r, target = _check(actions, propensities, rewards, target)
+    a, p, r, target = check_events(actions, propensities, rewards, target)
     if reward_predictions is None and any(name in _MODEL_BASED for name in estimators):
         raise ValueError("dm and dr need reward_predictions")
     estimates: dict[str, Estimate] = {}
@@ -361,136 +380,3 @@ def cross_fitted_predictions(
             q = np.empty((n, scores.shape[1]))
         q[test] = scores
     return q
-
-
-@dataclass(frozen=True, slots=True)
-class Difference:
-    """value(target) - value(baseline), paired on the same events, with a one-sided interval.
-
-    ``low`` is the one-sided lower confidence bound at ``level`` (the interval is
-    ``[low, +inf)``): under the normal approximation, P(true difference < low) <= 1 - level.
-    ``p_value`` is the one-sided p-value of "the difference is <= 0".
-    """
-
-    value: float
-    stderr: float
-    low: float
-    level: float
-    n: int
-    estimator: str
-    target_value: float
-    baseline_value: float
-    p_value: float
-
-    @property
-    def high(self) -> float:
-        """The upper end of the one-sided interval: +inf."""
-        return math.inf
-
-    @property
-    def positive(self) -> bool:
-        """Whether the lower bound is above 0 (the target is better at level ``level``)."""
-        return self.low > 0.0
-
-    #: JSON-ready form, as :meth:`Estimate.to_dict` (``high``, +inf, becomes None)
-    to_dict = Estimate.to_dict
-
-
-def _snips_influence(w: np.ndarray, r: np.ndarray, name: str) -> tuple[float, np.ndarray]:
-    """SNIPS value V = sum w r / sum w and its per-event linearisation V + w_i (r_i - V)/mean(w),
-    whose mean is exactly V and whose sample variance is the delta-method one of :func:`snips`."""
-    total = w.sum()
-    if total <= 0:
-        raise ValueError(f"snips needs the {name} to give positive probability to a logged action")
-    value = float(np.dot(w, r) / total)
-    return value, value + w * (r - value) / w.mean()
-
-
-def paired_difference(
-    actions: np.ndarray,
-    propensities: np.ndarray,
-    rewards: np.ndarray,
-    target: np.ndarray,
-    baseline: np.ndarray,
-    reward_predictions: np.ndarray | None = None,
-    *,
-    estimator: str = "dr",
-    level: float = 0.95,
-) -> Difference:
-    """Paired estimate of value(``target``) - value(``baseline``) with a one-sided lower bound.
-
-    ``target`` and ``baseline`` are (n, k) probability matrices on the logged contexts; for the
-    usual question, "does a new policy beat the logging policy?", ``baseline`` is the logged
-    probability vectors. Per event i the two policies' terms are computed on the same logged
-    event and differenced, d_i = t_i - b_i, so everything the two estimates share (the context,
-    the reward noise of the logged action) cancels instead of being counted twice or ignored:
-
-    - ``"dr"`` (needs ``reward_predictions`` (n, k)): t_i and b_i are the doubly robust terms
-      sum_a pi(a|x_i) rhat(x_i, a) + w_i (r_i - rhat(x_i, a_i)) of each policy. When the
-      baseline is the logging policy (propensity p_i = baseline[i, a_i]) its weight is 1 and
-      b_i = r_i + sum_a pi_log(a|x_i) rhat(x_i, a) - rhat(x_i, a_i): the logged reward plus a
-      control variate of mean zero, so mean(d) is DR applied to the signed difference of the
-      two policies; it is unbiased for the difference whenever the propensities are right and
-      ``rhat`` does not depend on these events (fit it elsewhere).
-    - ``"snips"``: each policy's SNIPS value V = sum w r / sum w, and as its per-event term the
-      delta-method linearisation V + w_i (r_i - V) / mean(w) (mean exactly V, the influence
-      function of the ratio), so mean(d) is exactly V_target - V_baseline and the sample
-      variance of d is the delta-method variance of the difference, covariance included. With
-      the logging policy as baseline b_i = r_i: its on-policy mean reward.
-
-    The interval is the normal approximation with the sample standard deviation of d:
-    ``low = mean(d) - z_level * std(d, ddof=1) / sqrt(n)``, z_level the one-sided quantile
-    (1.645 at 0.95). With fewer than 2 events the bound is -inf.
-
-    >>> import numpy as np
-    >>> a = np.array([0, 1, 0, 1, 0, 1]); p = np.full(6, 0.5)
-    >>> r = np.array([1.0, 0.0, 1.0, 0.0, 1.0, 1.0])
-    >>> logging = np.full((6, 2), 0.5); new = np.array([[0.9, 0.1]] * 6)
-    >>> q = np.array([[0.9, 0.3]] * 6)                   # a reward model fitted elsewhere
-    >>> d = paired_difference(a, p, r, new, logging, q, level=0.9)
-    >>> round(d.value, 4), round(d.target_value - d.baseline_value, 4), round(d.low, 4)
-    (0.2667, 0.2667, 0.1108)
-    >>> d.positive, d.level
-    (True, 0.9)
-    """
-    level = check_level(level)
-    if estimator not in DIFFERENCE_ESTIMATORS:
-        raise ValueError(
-            f"estimator must be one of {', '.join(DIFFERENCE_ESTIMATORS)}, got {estimator!r}"
-        )
-    a, p, r, target = _check(actions, propensities, rewards, target)
-    base = np.asarray(baseline, dtype=np.float64)
-    if base.shape != target.shape:
-        raise ValueError(f"baseline must have shape {target.shape}, got {base.shape}")
-    w_t, w_b = _weights(a, p, target), _weights(a, p, base)
-    if estimator == "dr":
-        if reward_predictions is None:
-            raise ValueError("the dr difference needs reward_predictions")
-        q = _check_predictions(reward_predictions, target.shape)
-        residual = r - q[np.arange(a.shape[0]), a]
-        t_terms = np.einsum("ij,ij->i", target, q) + w_t * residual
-        b_terms = np.einsum("ij,ij->i", base, q) + w_b * residual
-        t_value, b_value = float(t_terms.mean()), float(b_terms.mean())
-    else:
-        t_value, t_terms = _snips_influence(w_t, r, "target")
-        b_value, b_terms = _snips_influence(w_b, r, "baseline")
-    return _one_sided(t_terms - b_terms, t_value, b_value, estimator, level)
-
-
-def _one_sided(
-    d: np.ndarray, t_value: float, b_value: float, estimator: str, level: float
-) -> Difference:
-    """The :class:`Difference` of the per-event differences ``d`` (mean t_value - b_value)."""
-    n = d.shape[0]
-    value = t_value - b_value  # = mean(d), without its rounding
-    stderr = float(np.std(d, ddof=1) / math.sqrt(n)) if n > 1 else math.inf
-    low = value - NormalDist().inv_cdf(level) * stderr if math.isfinite(stderr) else -math.inf
-    if not math.isfinite(stderr):
-        p_value = 1.0  # one event: nothing is shown
-    elif stderr > 0:
-        p_value = 1.0 - NormalDist().cdf(value / stderr)
-    else:  # no spread: the difference is exactly what it is
-        p_value = 0.0 if value > 0 else 1.0
-    return Difference(
-        float(value), stderr, float(low), level, n, estimator, t_value, b_value, float(p_value)
-    )

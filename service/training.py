@@ -48,8 +48,8 @@ from boosters.ope import (
 )
 from learners.batch_trees import LeastSquaresTree, WeightedTreeClassifier
 
-__all__ = ["ESTIMATORS", "VARIANTS", "Featurizer", "LoggedData", "PolicyBundle", "TrainConfig",
-           "TrainResult", "logged_data", "publish_decision", "train_and_evaluate"]
+__all__ = ["ESTIMATORS", "REWARD_RANGE", "VARIANTS", "Featurizer", "LoggedData", "PolicyBundle",
+           "TrainConfig", "TrainResult", "logged_data", "publish_decision", "train_and_evaluate"]
 
 #: BOPL variants: objective (IPS: ``bopl``, surrogate: ``bopls``) x base-learner reduction.
 VARIANTS: tuple[str, ...] = ("bopl-regr", "bopl-class", "bopls-regr", "bopls-class")
@@ -297,6 +297,12 @@ class TrainResult:
         return bool(self.meta["published"])
 
 
+#: The rewards' scale: the service's rewards are on [0, 1] (the feedback route, the formats'
+#: reward maps, the default reward); the publish rule's bound widens it to any reward logged
+#: outside it (events written by other code).
+REWARD_RANGE: tuple[float, float] = (0.0, 1.0)
+
+
 def publish_decision(
     hold: LoggedData,
     target: np.ndarray,
@@ -304,7 +310,22 @@ def publish_decision(
     config: TrainConfig,
 ) -> tuple[bool, dict[str, Difference]]:
     """The publish rule on the hold-out: the paired difference new - logging of each estimator
-    and whether the ``publish_estimator``'s one-sided lower bound at ``level`` is above 0."""
+    and whether the ``publish_estimator``'s one-sided lower bound at ``level`` is above 0.
+
+    The bound is :func:`boosters.ope.paired_difference`'s test by betting, its stakes capped by
+    the lowest per-event difference that any action the logging policy could play on a
+    hold-out context (its logged probability vector), with a reward anywhere in
+    :data:`REWARD_RANGE` (widened to the logged ones), could give: so ``1 - level`` bounds the
+    chance of publishing a policy that is no better, also when the hold-out misses the rare
+    explored rounds that carry the large weights (docs/training.md, step 5).
+
+    >>> half = np.full((4, 2), 0.5)
+    >>> hold = LoggedData([{}] * 4, np.array([0, 1, 0, 1]), np.full(4, 0.5), np.full(4, 0.5),
+    ...                   half, np.ones((4, 2), bool))
+    >>> same, diffs = publish_decision(hold, half, half, TrainConfig())
+    >>> same, diffs["dr"].value, diffs["snips"].positive     # no difference: never published
+    (False, 0.0, False)
+    """
     differences = {
         name: paired_difference(
             hold.actions,
@@ -315,6 +336,7 @@ def publish_decision(
             reward_predictions,
             estimator=name,
             level=config.level,
+            reward_range=REWARD_RANGE,
         )
         for name in DIFFERENCE_ESTIMATORS
     }
@@ -373,6 +395,12 @@ def _difference_meta(chosen: Difference, config: TrainConfig) -> dict[str, Any]:
         **chosen.to_dict(),
         "estimator": config.publish_estimator,
         "sided": "one-sided lower bound: the interval is [low, +inf)",
+        "bound": (
+            "test by betting (Waudby-Smith & Ramdas), stakes capped by the lowest per-event "
+            "difference any loggable action and reward could give on the hold-out's contexts"
+        ),
+        "term_min": chosen.term_min,
+        "normal_low": chosen.normal_low,
         "p_value": chosen.p_value,
         "policy_value": chosen.target_value,
         "logging_value": chosen.baseline_value,
@@ -448,7 +476,8 @@ def train_and_evaluate(
         "difference": _difference_meta(differences[config.publish_estimator], config),
         "publish_rule": (
             f"one-sided {config.level:.0%} lower bound of the paired {config.publish_estimator} "
-            "difference (policy - logging policy, per hold-out event) > 0"
+            "difference (policy - logging policy, per hold-out event; a test by betting, "
+            "valid whatever the terms' distribution above their lowest possible value) > 0"
         ),
         "published": bool(published),
         "training": _training_meta(model, data, train, started, fitted),
