@@ -4,9 +4,12 @@ Personalizer ``rank``.
 
 The feature schema: the first time a model sees a feature name, its type (number or string) is
 recorded in Redis with the decision that brought it (atomically, so two replicas cannot record
-two types); a later context giving that feature the other type is refused with 422 naming it,
-before anything decides or learns. The number of distinct names a model accepts is bounded
-(``max_feature_names``), and so are the lengths of names and string values.
+two types). A later context giving that feature the other type is not refused: as Vowpal Wabbit
+and Personalizer do, a numeric and a categorical feature of one name are two features, and the
+second type goes by a name of its own (:func:`mixed_name`: ``age:str`` for ``"age": "3"`` once
+``age`` was a number), recorded in the schema like any name (:func:`typed_context`). The model
+decides, and the log keeps, the context with those names. The number of distinct names a model
+accepts is bounded (``max_feature_names``), and so are the lengths of names and string values.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from service.eventlog import EventLog
 from service.runtime import ServedModel
 from service.settings import Settings
 
-__all__ = ["ContextError", "check_context_sizes", "confirm_types", "context_types",
-           "outcome_error", "request_digest", "unconfirmed_types"]
+__all__ = ["ContextError", "check_context_sizes", "confirm_types", "context_types", "mixed_name",
+           "outcome_error", "request_digest", "typed_context"]
 
 _TYPE_NAMES = {"n": "a number", "s": "a string"}
 
@@ -51,33 +54,58 @@ def check_context_sizes(context: dict[str, Any], settings: Settings) -> None:
 
 def _type_error(feature: str, seen: str, got: str) -> ContextError:
     return ContextError(f"feature {feature!r} was {_TYPE_NAMES.get(seen, seen)} when the model "
-                        f"first saw it and is {_TYPE_NAMES.get(got, got)} here; a feature keeps "
-                        "its type for the life of a model")
+                        f"first saw it and is {_TYPE_NAMES.get(got, got)} here, and another "
+                        "decision recorded it at the same moment; send the request again")
 
 
-def unconfirmed_types(model: ServedModel, log: EventLog, types: dict[str, str]) -> dict[str, str]:
-    """Check ``types`` against the model's schema; the types the log has not confirmed yet
-    (to be recorded with the decision). Raises ContextError on a changed type.
+def mixed_name(feature: str, kind: str) -> str:
+    """The name of ``feature`` when it comes with type ``kind`` (``n``/``s``) and the model
+    knows it with the other type.
+
+    >>> mixed_name("age", "s"), mixed_name("age", "n")
+    ('age:str', 'age:num')
+    """
+    return f"{feature}:{'str' if kind == 's' else 'num'}"
+
+
+def _known(model: ServedModel, log: EventLog, names: list[str]) -> dict[str, str]:
+    """The recorded types of ``names``: this process's confirmed ones, the rest read once."""
+    known = {n: model.feature_types[n] for n in names if n in model.feature_types}
+    missing = [n for n in names if n not in known]
+    return {**known, **(log.schema(model.name, missing) if missing else {})}
+
+
+def typed_context(model: ServedModel, log: EventLog, context: dict[str, Any]
+                  ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The context as the model takes it (a feature that comes with the other type than its
+    recorded one under its :func:`mixed_name`), and the names whose types the log has not
+    confirmed yet (to be recorded with the decision).
 
     What this process has seen confirmed is checked in memory; only names new to it cost a
     read of the stored schema.
     """
-    known = model.feature_types
-    new = {}
-    for feature, kind in types.items():
-        seen = known.get(feature)
-        if seen is None:
-            new[feature] = kind
-        elif seen != kind:
-            raise _type_error(feature, seen, kind)
-    if not new:
-        return new
-    stored = log.schema(model.name, list(new))
-    for feature, seen in stored.items():
-        if seen != new[feature]:
-            raise _type_error(feature, seen, new.pop(feature))
-        known[feature] = new.pop(feature)
-    return new
+    types = context_types(context)
+    if all(model.feature_types.get(f) == k for f, k in types.items()):
+        return context, {}
+    recorded = _known(model, log, list(types))
+    out: dict[str, Any] = {}
+    new: dict[str, str] = {}
+    for feature, value in context.items():
+        name, kind = feature, types[feature]
+        while True:
+            seen = new.get(name) or recorded.get(name)
+            if seen is None and name not in out:
+                new[name] = kind
+                break
+            if seen == kind and name not in out:
+                break
+            name = mixed_name(name, kind)
+            recorded.update(_known(model, log, [name]))
+        out[name] = value
+    for name in out:
+        if name not in new and name in recorded:
+            model.feature_types[name] = recorded[name]
+    return out, new
 
 
 def confirm_types(model: ServedModel, types: dict[str, str]) -> None:

@@ -382,14 +382,24 @@ def test_delete_with_a_pattern_deletes_nothing(client: TestClient) -> None:
 # --- 8/9. a feature schema per model; bounded names and sizes -----------------------------------
 
 
-def test_a_feature_that_changes_type_is_a_422(client: TestClient) -> None:
+def test_a_feature_that_changes_type_is_kept_apart(client: TestClient) -> None:
+    """As VW and Personalizer do: ``x`` sent as a number, then as a string, is two features
+    (the string one under ``x:str``), never a 4xx; the schema records both."""
     make_model(client, booster="adabandit")
     for i in range(60):  # enough for the trees to split on x
         d = client.post("/v1/models/m1/predict", json={"context": {"x": float(i % 5)}}).json()
         client.post("/v1/models/m1/feedback",
                     json={"event_id": d["event_id"], "reward": float(d["action"] == "red")})
-    r = client.post("/v1/models/m1/predict", json={"context": {"x": "five"}})
-    assert r.status_code == 422 and "'x'" in r.json()["detail"] and "number" in r.json()["detail"]
+    r = client.post("/v1/models/m1/predict", json={"context": {"x": "3", "y": 1}})
+    assert r.status_code == 200, r.text
+    log = EventLog(redis.Redis.from_url(client.app.state.settings.redis_url))
+    logged = log.event_state("m1", r.json()["event_id"])["decision"]
+    assert logged["c"] == {"x:str": "3", "y": 1}  # the context the model decided on
+    assert log.schema("m1", ["x", "x:str", "y"]) == {"x": "n", "x:str": "s", "y": "n"}
+    assert client.post("/v1/models/m1/feedback", json={"event_id": r.json()["event_id"],
+                                                       "reward": 1.0}).status_code in (200, 202)
+    again = client.post("/v1/models/m1/predict", json={"context": {"x": "4"}})
+    assert again.status_code == 200
     assert client.post("/v1/models/m1/predict", json={"context": {"x": 1.5}}).status_code == 200
 
 

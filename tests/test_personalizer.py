@@ -411,3 +411,18 @@ def test_both_credentials_are_checked_when_both_are_sent(redis_url: str) -> None
         assert r.status_code == 403 and r.json()["error"]["code"] == "Forbidden"
         admin = {"Ocp-Apim-Subscription-Key": "adm", "Authorization": "Bearer adm"}
         assert c.post(f"{BASE}/rank", json=RANK_EXAMPLE, headers=admin).status_code == 201
+
+
+def test_a_feature_sent_as_a_number_then_a_string_is_accepted(client: TestClient) -> None:
+    """Personalizer (and VW) take ``3`` and ``"3"`` as a numeric and a categorical feature:
+    both ranks answer 201 and the second decides on ``age:str``."""
+    body = {**RANK_EXAMPLE, "excludedActions": []}
+    first = client.post(f"{BASE}/rank", json={**body, "eventId": "t1",
+                                              "contextFeatures": [{"age": 3}]})
+    second = client.post(f"{BASE}/rank", json={**body, "eventId": "t2",
+                                               "contextFeatures": [{"age": "3"}]})
+    assert (first.status_code, second.status_code) == (201, 201), second.text
+    slots = client.post(f"{BASE}/multislot/rank", json={
+        "contextFeatures": [{"age": "4"}], "actions": body["actions"],
+        "slots": [{"id": "s1", "baselineAction": "NewsArticle"}], "eventId": "t3"})
+    assert slots.status_code == 201, slots.text

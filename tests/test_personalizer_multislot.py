@@ -113,6 +113,15 @@ def test_defer_activation_then_activate(served) -> None:
     client.activate_multi_slot("deferred")  # idempotent
 
 
+def test_slots_may_give_a_feature_two_types(served) -> None:
+    """``slot.size`` a string in one slot and a number in another: two features, as
+    Personalizer keeps them (never a 400)."""
+    client, r = served
+    body = _body("mixed")
+    body["slots"][1]["features"] = [{"size": 3}]
+    assert len(client.rank_multi_slot(body)["slots"]) == 3
+
+
 def _error(call) -> tuple[int, str, str]:
     with pytest.raises(HttpResponseError) as info:
         call()
@@ -129,8 +138,6 @@ def _error(call) -> tuple[int, str, str]:
     (lambda b: b["slots"].append({"id": "D", "baselineAction": "a3",  # A or B may take a3
                                   "excludedActions": ["a0", "a1", "a2", "a4"]}),
      "slot 'D' may have no action left"),
-    (lambda b: b["slots"][1].update(features=[{"size": 3}]),
-     "slot 'B': feature 'slot.size' has another type"),
     (lambda b: b["contextFeatures"].append({"slot": {"x": 1}}), "slot.x: the feature 'slot'"),
     (lambda b: b.update(slots=[]), "slots"),
     (lambda b: b.update(eventId="a/b"), "eventId"),

@@ -83,8 +83,9 @@ def _baseline(k: int, excluded: list[int], baseline: int | None) -> int:
 
 
 def _checked(body: PredictRequest, model: ServedModel, log: EventLog,
-             settings: Settings) -> tuple[list[int], dict[str, str]]:
-    """The excluded action indices and the feature types new to the log, or a 422."""
+             settings: Settings) -> tuple[list[int], dict[str, Any], dict[str, str]]:
+    """The excluded action indices, the context as the model takes it
+    (:func:`~service.contexts.typed_context`) and the feature types new to the log, or a 422."""
     actions = model.config.actions
     if len(body.context) > settings.max_features:
         raise unprocessable(
@@ -99,22 +100,22 @@ def _checked(body: PredictRequest, model: ServedModel, log: EventLog,
         raise unprocessable("excluded_actions excludes every action")
     try:
         contexts.check_context_sizes(body.context, settings)
-        new_types = contexts.unconfirmed_types(model, log, contexts.context_types(body.context))
+        context, new_types = contexts.typed_context(model, log, body.context)
     except contexts.ContextError as exc:
         raise unprocessable(str(exc)) from None
-    return excluded, new_types
+    return excluded, context, new_types
 
 
 async def predict(body: PredictRequest, model: ServedModel, log: EventLog, store: ModelStore,
                   settings: Settings) -> PredictResponse:
     """Decide for ``body`` and log the decision (idempotent per event id)."""
     config = model.config
-    excluded, new_types = _checked(body, model, log, settings)
+    excluded, context, new_types = _checked(body, model, log, settings)
     event_id = body.event_id or uuid.uuid4().hex
     serving, published = await log.serving_state_async(config.name)
-    decided = decide(model, store, body.context, event_id, excluded, serving, published)
+    decided = decide(model, store, context, event_id, excluded, serving, published)
     event = decision_event(
-        event_id, time.time(), decided.version, config.actions, body.context, decided.decision,
+        event_id, time.time(), decided.version, config.actions, context, decided.decision,
         excluded=excluded, policy=decided.policy, mode=decided.mode,
     )
     digest = contexts.request_digest(body.model_dump(exclude={"event_id"}))

@@ -30,7 +30,7 @@ from service.settings import Settings
 from service.store import ModelStore
 
 __all__ = ["action_set_model_name", "activate", "excluded_ids", "may_create_models",
-           "new_feature_types", "rank", "rank_event", "request_context", "resolve_model", "reward"]
+           "rank", "rank_event", "request_context", "resolve_model", "reward", "typed_context"]
 
 log_ = logging.getLogger("boostbandit.personalizer")
 
@@ -192,11 +192,12 @@ def _ranking(config: ModelConfig, decision, ids: list[str], offered: set[str]
             for a in [chosen, *rest]]
 
 
-def new_feature_types(model: ServedModel, log: EventLog, context: dict[str, Any]
-                      ) -> dict[str, str]:
-    """The context's feature types the model has not confirmed yet (400 on a type change)."""
+def typed_context(model: ServedModel, log: EventLog, context: dict[str, Any]
+                  ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The context as the model takes it and its feature types the model has not confirmed
+    yet (:func:`service.contexts.typed_context`)."""
     try:
-        return contexts.unconfirmed_types(model, log, contexts.context_types(context))
+        return contexts.typed_context(model, log, context)
     except contexts.ContextError as exc:
         raise bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
 
@@ -242,7 +243,7 @@ def rank(body: RankRequest, log: EventLog, store: ModelStore, settings: Settings
     context = request_context(body.contextFeatures, settings)
     model = resolve_model(ids, log, store, settings, may_create_models(token, settings))
     config = model.config
-    new_types = new_feature_types(model, log, context)
+    context, new_types = typed_context(model, log, context)
     offered = set(ids) - set(excluded)
     excluded_indices = [i for i, a in enumerate(config.actions) if a not in offered]
     event_id = body.eventId or uuid.uuid4().hex

@@ -10,7 +10,6 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from service import contexts
 from service.api.deps import key_matches
 from service.eventlog import EventLog
 from service.personalizer import mapping
@@ -125,23 +124,15 @@ def _slot_context(context: dict[str, Any], slot: SlotRequest, settings: Settings
 
 def _slot_contexts(body: MultiSlotRankRequest, model: ServedModel, log: EventLog,
                    settings: Settings) -> list[dict[str, Any]]:
-    """Every slot's context, checked before any is logged (types included: a feature keeps its
-    type across the slots, and from the model's earlier events)."""
+    """Every slot's context, checked before any is logged (a feature of another type than the
+    model knows is kept apart when its slot is decided: :func:`mapping.typed_context`)."""
     context = mapping.request_context(body.contextFeatures, settings)
     reserved = [k for k in context if k == SLOT_FEATURE or k.startswith(SLOT_FEATURE + ".")]
     if reserved:
         raise bad("InvalidRankRequest", f"contextFeatures: {', '.join(reserved)}: the feature "
                   f"{SLOT_FEATURE!r} and its namespace are the slot's in a multi-slot rank "
                   "(the slot id and the slot's features); rename them")
-    slot_contexts = [_slot_context(context, slot, settings) for slot in body.slots]
-    types: dict[str, str] = {}
-    for slot, ctx in zip(body.slots, slot_contexts, strict=True):
-        for name, kind in contexts.context_types(ctx).items():
-            if types.setdefault(name, kind) != kind:
-                raise bad("InvalidRankRequest", f"slot {slot.id!r}: feature {name!r} has "
-                          "another type than in an earlier slot")
-        mapping.new_feature_types(model, log, ctx)
-    return slot_contexts
+    return [_slot_context(context, slot, settings) for slot in body.slots]
 
 
 def rank(body: MultiSlotRankRequest, log: EventLog, store: ModelStore, settings: Settings,
@@ -212,7 +203,7 @@ def _fill(model: ServedModel, log: EventLog, store: ModelStore, settings: Settin
     # the baseline may have been taken by an earlier slot (Online mode only: the other modes
     # play every slot's own baseline, and baselines are distinct)
     baseline = slot.baselineAction if slot.baselineAction in offered else offered[0]
-    new_types = mapping.new_feature_types(model, log, context)
+    context, new_types = mapping.typed_context(model, log, context)
     decision = mapping.rank_event(
         model, log, store, settings, slot_event_id(event_id, slot.id), context, new_types,
         excluded, baseline, defer, extra={"multislot": event_id, "slot": slot.id})
