@@ -4,6 +4,8 @@
   and ``adabandit``, each with its full-information twin.
 - ``oco``: BCHM20's binary online agnostic booster; ``oco_bandit``: its multiclass bandit form.
 - ``baselines``: uniform, epsilon-greedy over one tree, River's bandit policies.
+- ``adf``: per-request candidate sets described by features (VW's ADF case); not of the
+  fixed-action protocol, so not in the registry.
 
 Names load lazily (``boosters.registry`` imports a booster's module only when it is made).
 """
@@ -11,6 +13,7 @@ Names load lazily (``boosters.registry`` imports a booster's module only when it
 from importlib import import_module
 
 __all__ = [
+    "ActionFeatureBooster",
     "AdaBandit",
     "AdaBoostOLM",
     "BanditBBM",
@@ -25,6 +28,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "ActionFeatureBooster": "adf",
     "AdaBandit": "adabandit",
     "AdaBoostOLM": "adabandit",
     "BanditBBM": "banditbbm",
