@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from boosters.base import check_context
-from service.events import dumps
 from service.formats import fields
 from service.formats.fields import RewardRule
 
@@ -42,8 +40,9 @@ def _line_actions(bb: dict[str, Any], index: dict[str, int], model: list[str]) -
 
 
 def _as_is(obj: dict[str, Any]) -> dict[str, Any]:
-    """The line itself, marked as imported (never learned online)."""
-    out = json.loads(dumps(obj))
+    """The line itself, marked as imported (never learned online); ``obj`` is not changed (its
+    nested values are shared: the reader parsed them for this line alone, NaN refused)."""
+    out = {**obj, "bb": dict(obj["bb"])}
     out["_skipLearn"] = True
     out["bb"]["learn"] = False
     out["bb"]["source_original"] = obj["bb"].get("source")

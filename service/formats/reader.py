@@ -50,6 +50,27 @@ class LogError(ValueError):
         self.errors = errors or []
 
 
+def _non_finite(token: str) -> Any:
+    raise ValueError(f"{token} is not a JSON number")
+
+
+#: JSON as the log writes it (:func:`service.events.dumps`): NaN and Infinity are refused
+_DECODER = json.JSONDecoder(parse_constant=_non_finite)
+
+
+def parse_line(line: bytes) -> Any:
+    """One log line's JSON (UTF-8; NaN and Infinity are not JSON: a ``ValueError``).
+
+    >>> parse_line(b'{"a": [1, 2.5]}')
+    {'a': [1, 2.5]}
+    >>> parse_line(b'{"r": NaN}')
+    Traceback (most recent call last):
+    ...
+    ValueError: NaN is not a JSON number
+    """
+    return _DECODER.decode(line.decode())
+
+
 def first_object(path: Path) -> tuple[int, Any]:
     """``(line number, parsed JSON)`` of the first non-blank line; LogError if it is not JSON
     or the file holds no line."""
@@ -133,8 +154,8 @@ def _json_events(
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            obj = parse_line(line)
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             yield n, LineError(n, f"malformed JSON: {exc}")
             continue
         try:
