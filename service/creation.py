@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from boosters.registry import booster_params
 from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.runtime import ServedModel
@@ -68,7 +67,7 @@ def _checked_params(config: ModelConfig, max_actions: int) -> dict[str, Any]:
     if len(config.actions) > max_actions:
         raise InvalidModel(f"too many actions: {len(config.actions)} > {max_actions} "
                            "(max_actions)")
-    accepted = booster_params(config.booster)
+    accepted = config.accepted_params()
     unknown = sorted(set(config.params) - set(accepted))
     if unknown:
         raise InvalidModel(f"unknown parameter(s) for {config.booster}: {', '.join(unknown)}; "

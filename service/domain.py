@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import secrets
 import time
 import uuid
@@ -10,11 +11,30 @@ from typing import Any, Literal, get_args
 
 from boosters import FLAG_PARAMS
 from boosters.base import OnlineBooster
-from boosters.registry import make_booster
+from boosters.registry import booster_params, make_booster
 from service.events import dumps, loads
 
-__all__ = ["LearningMode", "ModelConfig", "NegativeRewards", "RewardAggregation", "ServingConfig",
-           "reward_from_client"]
+__all__ = ["ACTION_FEATURES_BOOSTER", "LearningMode", "ModelConfig", "NegativeRewards",
+           "RewardAggregation", "ServingConfig", "action_features_params", "reward_from_client"]
+
+#: The booster of a model with action features (``action_features``): each predict brings its
+#: own candidates, each described by features (:class:`boosters.online.adf.ActionFeatureBooster`,
+#: not in :mod:`boosters.registry`: it has no fixed action list)
+ACTION_FEATURES_BOOSTER = "adf"
+
+
+def action_features_params() -> dict[str, Any]:
+    """The parameters of :data:`ACTION_FEATURES_BOOSTER` with their defaults.
+
+    >>> action_features_params()["n_trees"]
+    5
+    """
+    from boosters.online.adf import ActionFeatureBooster
+
+    signature = inspect.signature(ActionFeatureBooster.__init__)
+    return {p.name: None if p.default is p.empty else p.default
+            for p in signature.parameters.values() if p.name != "self"}
+
 
 #: How a model reads the rewards of the Personalizer routes (docs/personalizer.md, "Rewards"):
 #: ``clip``: on [0, 1], used as sent, a negative one counts as 0; ``rescale``: on [-1, 1],
@@ -127,6 +147,16 @@ class ModelConfig:
         return 2.0 * float(reward) - 1.0 if self.negative_rewards == "rescale" else float(reward)
 
     @property
+    def action_features(self) -> bool:
+        """Whether each predict brings its own candidates, described by features (the booster
+        :data:`ACTION_FEATURES_BOOSTER`; the config's ``actions`` is then empty)."""
+        return self.booster == ACTION_FEATURES_BOOSTER
+
+    def accepted_params(self) -> dict[str, Any]:
+        """The booster's parameters with their defaults (other than ``n_actions``)."""
+        return action_features_params() if self.action_features else booster_params(self.booster)
+
+    @property
     def seed(self) -> int:
         """The seed of the booster and of the per-event decision generators."""
         return int(self.params["seed"])
@@ -158,7 +188,12 @@ class ModelConfig:
         return cls(**data)
 
     def build(self) -> OnlineBooster:
-        """A fresh booster (raises ValueError/TypeError on bad parameters)."""
+        """A fresh booster (raises ValueError/TypeError on bad parameters): an
+        :class:`~boosters.online.adf.ActionFeatureBooster` for a model with action features."""
+        if self.action_features:
+            from boosters.online.adf import ActionFeatureBooster
+
+            return ActionFeatureBooster(**self.params)  # type: ignore[return-value]
         return make_booster(self.booster, n_actions=len(self.actions), **self.params)
 
     @staticmethod

@@ -62,8 +62,13 @@ def decision_event(
     excluded: list[int] | None = None,
     policy: dict[str, Any] | None = None,
     mode: dict[str, Any] | None = None,
+    candidates: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The logged form of one decision.
+
+    ``candidates`` (a model with action features): the features of each of ``actions`` (the
+    request's candidate ids), kept as ``bb.candidates`` in the same order, so the joined event
+    carries what the learner needs (``a`` indexes them, 1-based).
 
     ``mode`` (``mode``, ``model_action``) marks a decision of the Apprentice or LoggingOnly
     learning mode: ``bb.mode`` and the action the model would have played,
@@ -94,6 +99,8 @@ def decision_event(
             "decision": decision.to_dict(),
         },
     }
+    if candidates is not None:
+        event["bb"]["candidates"] = [dict(features) for features in candidates]
     if excluded:
         event["bb"]["excluded"] = sorted(int(i) for i in excluded)
     if policy is not None:

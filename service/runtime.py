@@ -126,7 +126,10 @@ def apply_steps(booster: OnlineBooster, event: dict[str, Any]) -> Generator[None
         return False
     bb = event["bb"]
     decision = Decision.from_dict(bb["decision"])
-    if bb.get("label") is not None:
+    if "candidates" in bb:  # a model with action features: the logged candidates are its actions
+        steps = _one_step(booster.learn, event["c"], bb["candidates"], decision,
+                          float(bb["reward"]))
+    elif bb.get("label") is not None:
         steps = booster.learn_steps(event["c"], decision, label=int(bb["label"]))
     else:
         steps = booster.learn_steps(event["c"], decision, reward=float(bb["reward"]))
@@ -139,6 +142,12 @@ def apply_steps(booster: OnlineBooster, event: dict[str, Any]) -> Generator[None
         log.exception("event %s: learning failed; counted as not learned", event.get("EventId"))
         return False
     return True
+
+
+def _one_step(learn: Callable[..., None], *args: Any) -> Generator[None, None, None]:
+    """``learn(*args)`` as a single learning step (a booster without ``learn_steps``)."""
+    learn(*args)
+    yield
 
 
 class ServedModel:
@@ -214,14 +223,22 @@ class ServedModel:
         event_id: str,
         excluded: list[int] | None = None,
         policy: ServedPolicy | None = None,
+        candidates: list[dict[str, Any]] | None = None,
     ) -> tuple[Decision, int]:
         """:func:`decide` for ``context`` with the per-event generator of ``event_id``, by
         ``policy`` if given, else by the booster; returns ``(decision, version)``.
 
         ``excluded`` action indices are left out. The booster is read under the lock (a
         learning step waits for it); a policy does not consult it. Nothing changes.
+        ``candidates`` (a model with action features): the request's candidates, each a dict
+        of features; the booster decides among them (``excluded`` indexes them; no policy).
         """
         rng = event_rng(self.config.seed, event_id)
+        if candidates is not None:
+            with self._deciding():
+                decision = self.booster.decide(  # type: ignore[attr-defined]
+                    context, candidates, excluded=excluded or None, rng=rng)
+            return decision, self.version
         allowed = self.allowed(excluded)
         if policy is not None:
             return decide(policy, context, allowed=allowed, rng=rng), self.version

@@ -127,6 +127,10 @@ class Worker(StreamConsumer):
             config = configs.get(name)
             if config is None:
                 raise KeyError(name)
+            if config.action_features:
+                out.append({"model": name, "status": "skipped", "reason": "action features: "
+                            "no offline policy over candidate sets yet"})
+                continue
             events = self.window_events(name)
             if len(events) < self.settings.worker_min_events:
                 out.append(
@@ -192,6 +196,8 @@ class Worker(StreamConsumer):
         """Sync with the stored configs, take/renew leases; the states of the models we train."""
         configs = self.log.configs()
         selected = [n for n in self.models if n in configs] if self.models else sorted(configs)
+        # no offline policy over per-request candidate sets yet (action features)
+        selected = [n for n in selected if not configs[n].action_features]
         for name in list(self.states):
             if name not in selected or configs[name].uid != self.states[name].config.uid:
                 log.info("%s: deleted or recreated; dropping its window", name)

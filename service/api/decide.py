@@ -50,14 +50,24 @@ class Decided(NamedTuple):
 
 def decide(model: ServedModel, store: ModelStore, context: dict[str, Any], event_id: str,
            excluded: list[int], serving: ServingConfig, published: int | None,
-           baseline: int | None = None) -> Decided:
+           baseline: int | None = None, candidates: list[dict[str, Any]] | None = None
+           ) -> Decided:
     """The decision by the one decision path (:meth:`ServedModel.decide`): the published policy
     the model serves, else the online model.
 
     In the ``Apprentice`` and ``LoggingOnly`` learning modes (docs/personalizer.md) the
     baseline is played with probability 1, as logged: ``baseline`` (an action index), or the
     first action not excluded. An apprentice keeps its model's internals, so the learner trains
-    the model on the baseline's outcome; in LoggingOnly the event is not learned."""
+    the model on the baseline's outcome; in LoggingOnly the event is not learned.
+
+    A model with action features decides online among ``candidates`` (feature dicts; a
+    candidate set the booster refuses is a 422)."""
+    if candidates is not None:
+        try:
+            decision, version = model.decide(context, event_id, excluded, candidates=candidates)
+        except ValueError as exc:
+            raise unprocessable(str(exc)) from None
+        return Decided(decision, version, None, None)
     mode = model.config.learning_mode
     policy = None if mode != "Online" else store.served_policy(model.config, serving, published)
     decision, version = model.decide(context, event_id, excluded, policy=policy)
@@ -82,15 +92,45 @@ def _baseline(k: int, excluded: list[int], baseline: int | None) -> int:
     return next(i for i in range(k) if i not in gone)
 
 
-def _checked(body: PredictRequest, model: ServedModel, log: EventLog,
-             settings: Settings) -> tuple[list[int], dict[str, Any], dict[str, str]]:
-    """The excluded action indices, the context as the model takes it
-    (:func:`~service.contexts.typed_context`) and the feature types new to the log, or a 422."""
-    actions = model.config.actions
-    if len(body.context) > settings.max_features:
+def _candidates(body: PredictRequest, model: ServedModel,
+                settings: Settings) -> tuple[list[str], list[dict[str, Any]] | None]:
+    """The action ids of this request and, for a model with action features, its candidates'
+    features (checked like a context's), or a 422."""
+    if not model.config.action_features:
+        if body.actions is not None:
+            raise unprocessable(f"model {model.name!r} has fixed actions: actions (candidates "
+                                "with features) is for a model with action_features")
+        return model.config.actions, None
+    if body.actions is None:
+        raise unprocessable(f"model {model.name!r} has action_features: send its candidates "
+                            "in actions ([{\"id\": ..., \"features\": {...}}, ...])")
+    if len(body.actions) > settings.max_actions:
+        raise unprocessable(f"too many candidates: {len(body.actions)} > "
+                            f"{settings.max_actions} (max_actions)")
+    for candidate in body.actions:
+        _check_size(candidate.features, settings, f"candidate {candidate.id!r}: ")
+        try:
+            contexts.check_context_sizes(candidate.features, settings)
+        except contexts.ContextError as exc:
+            raise unprocessable(f"candidate {candidate.id!r}: {exc}") from None
+    return [c.id for c in body.actions], [dict(c.features) for c in body.actions]
+
+
+def _check_size(features: dict[str, Any], settings: Settings, what: str = "") -> None:
+    if len(features) > settings.max_features:
         raise unprocessable(
-            f"too many features: {len(body.context)} > {settings.max_features} (max_features)"
+            f"{what}too many features: {len(features)} > {settings.max_features} (max_features)"
         )
+
+
+def _checked(body: PredictRequest, model: ServedModel, log: EventLog, settings: Settings
+             ) -> tuple[list[int], dict[str, Any], dict[str, str], list[str],
+                        list[dict[str, Any]] | None]:
+    """The excluded action indices, the context as the model takes it
+    (:func:`~service.contexts.typed_context`), the feature types new to the log, the action
+    ids and the candidates' features (:func:`_candidates`), or a 422."""
+    _check_size(body.context, settings)
+    actions, candidates = _candidates(body, model, settings)
     index = {a: i for i, a in enumerate(actions)}
     unknown = [a for a in body.excluded_actions if a not in index]
     if unknown:
@@ -103,22 +143,24 @@ def _checked(body: PredictRequest, model: ServedModel, log: EventLog,
         context, new_types = contexts.typed_context(model, log, body.context)
     except contexts.ContextError as exc:
         raise unprocessable(str(exc)) from None
-    return excluded, context, new_types
+    return excluded, context, new_types, actions, candidates
 
 
 async def predict(body: PredictRequest, model: ServedModel, log: EventLog, store: ModelStore,
                   settings: Settings) -> PredictResponse:
     """Decide for ``body`` and log the decision (idempotent per event id)."""
     config = model.config
-    excluded, context, new_types = _checked(body, model, log, settings)
+    excluded, context, new_types, actions, candidates = _checked(body, model, log, settings)
     event_id = body.event_id or uuid.uuid4().hex
     serving, published = await log.serving_state_async(config.name)
-    decided = decide(model, store, context, event_id, excluded, serving, published)
+    decided = decide(model, store, context, event_id, excluded, serving, published,
+                     candidates=candidates)
     event = decision_event(
-        event_id, time.time(), decided.version, config.actions, context, decided.decision,
-        excluded=excluded, policy=decided.policy, mode=decided.mode,
+        event_id, time.time(), decided.version, actions, context, decided.decision,
+        excluded=excluded, policy=decided.policy, mode=decided.mode, candidates=candidates,
     )
-    digest = contexts.request_digest(body.model_dump(exclude={"event_id"}))
+    digest = contexts.request_digest(
+        body.model_dump(exclude={"event_id"} | ({"actions"} if candidates is None else set())))
     try:
         outcome = await log.append_decision_async(config, event_id, event, digest, new_types)
     except OutcomeUnknown as exc:
@@ -165,6 +207,11 @@ def response_of(event: dict) -> PredictResponse:
 def _label(body: FeedbackRequest, model: ServedModel) -> int | None:
     """The index of the feedback's label (None for a reward), or a 422."""
     config = model.config
+    if config.action_features:
+        if body.label is not None:
+            raise unprocessable(f"model {config.name!r} has action_features: send a reward "
+                                "(labels name fixed actions)")
+        return None
     if body.label is not None:
         try:
             return config.actions.index(body.label)

@@ -38,6 +38,10 @@ def set_serving(body: ServingRequest, model: ServedModel, log: EventLog,
                 store: ModelStore) -> ServingInfo:
     """Check and store the serving config ``body`` asks for (422 for a floor over 1/number of
     actions, 409 for policy mode without a published policy); the new :func:`serving_info`."""
+    if model.config.action_features:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, f"model {model.name!r} has "
+                            "action_features: it serves its online booster only (no offline "
+                            "policy over candidate sets yet)")
     k = len(model.config.actions)
     if body.min_propensity is not None and body.min_propensity > 1.0 / k:
         raise HTTPException(

@@ -18,7 +18,34 @@ from pydantic import (
 from boosters.base import check_context
 from service.api.schemas.common import EVENT_ID_PATTERN, Body
 
-__all__ = ["FeedbackRequest", "FeedbackResponse", "PredictRequest", "PredictResponse"]
+__all__ = ["Candidate", "FeedbackRequest", "FeedbackResponse", "PredictRequest", "PredictResponse"]
+
+
+Features = dict[str, StrictInt | StrictFloat | StrictStr]
+
+
+def _checked_features(value: dict[str, Any]) -> dict[str, Any]:
+    try:
+        check_context(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+class Candidate(Body):
+    """One candidate of a model with action features: its id and its features."""
+
+    id: StrictStr = Field(min_length=1, max_length=256, description="The candidate's id (any "
+                          "string, unique within the request; it need not have been seen).")
+    features: Features = Field(
+        default_factory=dict, description="The candidate's features: name -> number (finite) "
+        "or string (the id is not a feature: repeat it here for the model to learn it)."
+    )
+
+    @field_validator("features")
+    @classmethod
+    def _finite(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return _checked_features(value)
 
 
 class PredictRequest(Body):
@@ -35,7 +62,7 @@ class PredictRequest(Body):
          "excluded_actions": ["politics"]},
     ]})
 
-    context: dict[str, StrictInt | StrictFloat | StrictStr] = Field(
+    context: Features = Field(
         description="Features: name -> number (finite) or string."
     )
     event_id: str | None = Field(
@@ -47,14 +74,24 @@ class PredictRequest(Body):
     excluded_actions: list[StrictStr] = Field(
         default_factory=list, description="Action ids that must not be chosen."
     )
+    actions: list[Candidate] | None = Field(
+        default=None, min_length=1, description="A model with action features only (and "
+        "required there): this request's candidates (1 to `max_actions`, ids unique), of which "
+        "one is chosen; `excluded_actions` names candidate ids.",
+    )
 
     @field_validator("context")
     @classmethod
     def _finite(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            check_context(value)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(str(exc)) from None
+        return _checked_features(value)
+
+    @field_validator("actions")
+    @classmethod
+    def _unique(cls, value: list[Candidate] | None) -> list[Candidate] | None:
+        seen: set[str] = set()
+        repeated = sorted({c.id for c in value or [] if c.id in seen or seen.add(c.id)})
+        if repeated:
+            raise ValueError(f"candidate ids must be unique; repeated: {', '.join(repeated)}")
         return value
 
 

@@ -6,12 +6,25 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
 from boosters import FLAG_PARAMS
 from boosters.registry import booster_params, names
 from service.api.schemas.common import NAME_PATTERN, Body
-from service.domain import ModelConfig, NegativeRewards
+from service.domain import (
+    ACTION_FEATURES_BOOSTER,
+    ModelConfig,
+    NegativeRewards,
+    action_features_params,
+)
 
 __all__ = ["CreateModel", "ModelInfo"]
 
@@ -59,6 +72,10 @@ def _create_model_schema(schema: dict[str, Any]) -> None:
         typed["seed"] = {"type": ["integer", "null"], "minimum": 0}
         params = {"type": "object", "propertyNames": {"enum": accepted}, "properties": typed}
         branches.append({"properties": {"booster": {"const": booster}, "params": params}})
+    adf = {"type": "object", "propertyNames": {"enum": sorted(action_features_params())},
+           "properties": {"seed": {"type": ["integer", "null"], "minimum": 0}}}
+    branches.append({"properties": {"booster": {"const": ACTION_FEATURES_BOOSTER},
+                                    "action_features": {"const": True}, "params": adf}})
     schema["oneOf"] = branches
 
 
@@ -74,13 +91,22 @@ class CreateModel(Body):
 
     name: str = Field(pattern=NAME_PATTERN, description="URL-safe model name (1-64 characters).")
     booster: str = Field(
-        description="A registered online booster (`boosters/registry.py`).",
-        json_schema_extra={"enum": names()},
+        default=ACTION_FEATURES_BOOSTER,
+        description="A registered online booster (`boosters/registry.py`), or `adf` (the "
+        "action-feature booster) with `action_features` (its default there, required "
+        "elsewhere).",
+        json_schema_extra={"enum": [*names(), ACTION_FEATURES_BOOSTER]},
+    )
+    action_features: bool = Field(
+        default=False,
+        description="True: each predict brings its own candidates, each with features "
+        "(predict's `actions`), and the `adf` booster learns a reward model over context and "
+        "candidate features; the model has no fixed `actions`.",
     )
     actions: list[StrictStr] = Field(
-        min_length=2, max_length=1000,
-        description="Action ids (distinct, 1-256 characters). At most the service's "
-        "`max_actions` (default 1,000).",
+        default_factory=list, max_length=1000,
+        description="Action ids (distinct, 1-256 characters; at least 2). At most the "
+        "service's `max_actions` (default 1,000). None with `action_features`.",
         json_schema_extra={"uniqueItems": True,
                            "items": {"type": "string", "minLength": 1, "maxLength": 256}},
     )
@@ -110,9 +136,26 @@ class CreateModel(Body):
     @field_validator("booster")
     @classmethod
     def _known_booster(cls, value: str) -> str:
-        if value not in names():
-            raise ValueError(f"unknown booster {value!r}; choose from: {', '.join(names())}")
+        if value not in names() and value != ACTION_FEATURES_BOOSTER:
+            raise ValueError(f"unknown booster {value!r}; choose from: {', '.join(names())} "
+                             f"(or {ACTION_FEATURES_BOOSTER} with action_features)")
         return value
+
+    @model_validator(mode="after")
+    def _kind(self) -> CreateModel:
+        adf = self.booster == ACTION_FEATURES_BOOSTER
+        if "booster" not in self.model_fields_set and not self.action_features:
+            raise ValueError("give the booster (or action_features: true)")
+        if adf != self.action_features:
+            raise ValueError(f"action_features: true goes with booster {ACTION_FEATURES_BOOSTER!r}"
+                             f" (its default), and booster {ACTION_FEATURES_BOOSTER!r} with "
+                             "action_features: true")
+        if adf and self.actions:
+            raise ValueError("a model with action_features has no fixed actions: each predict "
+                             "sends its candidates")
+        if not adf and len(self.actions) < 2:
+            raise ValueError(f"actions needs at least 2 action ids, got {len(self.actions)}")
+        return self
 
     @field_validator("params")
     @classmethod
