@@ -22,7 +22,7 @@ evaluation throughput").
   confidence bound by betting: the test "is the target better than the baseline?" at a stated
   level, valid whatever the terms' distribution above their lowest possible value. It lives in
   :mod:`boosters.ope_difference` (with :class:`Difference`, :data:`DIFFERENCE_ESTIMATORS` and the
-  bound), which builds on this module; its names load from here on first use.
+  bound), which builds on this module.
 - :func:`estimate_all`: several of the above on the same events (Open Bandit Pipeline style).
 - :func:`mean_estimate`: a mean with its normal interval (the rejection replay's estimate).
 - :func:`cross_fitted_predictions`: reward predictions for DM/DR, each half of the events
@@ -44,22 +44,15 @@ import math
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib import import_module
 from statistics import NormalDist
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from boosters._params import check_logged
 
-if TYPE_CHECKING:  # at run time from __getattr__ (below), on first use
-    from boosters.ope_difference import BET_CAP as BET_CAP  # public, though not in __all__
-    from boosters.ope_difference import DIFFERENCE_ESTIMATORS, Difference, paired_difference
-
 __all__ = [
-    "DIFFERENCE_ESTIMATORS",
     "ESTIMATORS",
-    "Difference",
     "Estimate",
     "check_events",
     "check_level",
@@ -70,24 +63,8 @@ __all__ = [
     "estimate_all",
     "ips",
     "mean_estimate",
-    "paired_difference",
     "snips",
 ]
-
-#: the names of :mod:`boosters.ope_difference` this module re-exports, loaded on first use: that
-#: module imports :class:`Estimate` and the checks from here, so it cannot load before this one
-_DIFFERENCE_NAMES = ("BET_CAP", "DIFFERENCE_ESTIMATORS", "Difference", "paired_difference")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _DIFFERENCE_NAMES:
-        return getattr(import_module("boosters.ope_difference"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_DIFFERENCE_NAMES})
-
 
 @dataclass(frozen=True, slots=True)
 class Estimate:

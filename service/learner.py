@@ -25,7 +25,7 @@ from service.events import joined_event, loads
 from service.runtime import ServedModel
 from service.settings import Settings
 from service.snapshots import HeapFreezer, pickle_isolated
-from service.store import ModelStore, save_snapshot
+from service.store import ModelStore, ahead_of_log, save_snapshot
 
 __all__ = ["EVERYSEC_LAG_SECONDS", "Learner", "durable_lag", "limits", "summed_feedback"]
 
@@ -195,9 +195,10 @@ class Learner(StreamConsumer):
             pass
         self._read(owned, {keys(n)["feedback"]: ">" for n in owned},
                    block=self.settings.learner_block_ms)
+        until = self.log.durable_until(self.durable_lag)  # one horizon for the whole round
         for model in owned.values():
             self.expire(model)
-            self.catch_up(model)
+            self.catch_up(model, until)
             self.maybe_snapshot(model)
             self.maybe_publish(model)
             self.maybe_expire_log(model)
@@ -235,13 +236,12 @@ class Learner(StreamConsumer):
         """``model``, or, if it applied joined events the log lost (Redis came back without its
         tail), the model rebuilt from its snapshot and the log, its snapshot rewritten and the
         published serving copy dropped (``boostbandit_model_ahead_of_log_total`` counts it)."""
-        last = self.log.ahead_of_log(model.name, model.joined_id)
-        if last is None:
+        if not ahead_of_log(self.log, model.name, f"the model in memory (v{model.version})",
+                            model.joined_id):
             return model
-        metrics.AHEAD_OF_LOG.labels(model.name).inc()
-        log.warning("%s: the model applied joined events up to %s (v%s), which the log no longer "
-                    "has (its last joined event: %s); rebuilding it from the log", model.name,
-                    model.joined_id, model.version, last)
+        for thread in (self._snapshots.get(model.name), self._publishing.get(model.name)):
+            if thread is not None:  # an ahead copy in flight must land before the rebuilt one
+                thread.join()
         fresh = self.store.reload(model.name, on_event=lambda: self.keep_alive(model.name),
                                   until=self.log.durable_until(self.durable_lag))
         if fresh is None:
@@ -308,14 +308,15 @@ class Learner(StreamConsumer):
             event["bb"]["client_reward"] = model.config.to_client(reward)
         return event
 
-    def catch_up(self, model: ServedModel, until: str | None = None) -> int:
+    def catch_up(self, model: ServedModel, until: str | None = None,
+                 finishing: bool = False) -> int:
         """Apply the joined events after the model's last applied one, in stream order, up to
         ``until`` (default: the durable horizon, joined at least :attr:`durable_lag` seconds
-        ago); stops early when the learner stops, unless ``until`` is given."""
-        applied, bound = 0, until or self.log.durable_until(self.durable_lag)
-        while until is not None or not self.stop_event.is_set():
+        ago); stops early when the learner stops, unless ``finishing`` (its final catch-up)."""
+        applied, until = 0, until or self.log.durable_until(self.durable_lag)
+        while finishing or not self.stop_event.is_set():
             batch = self.log.joined_batch(model.name, model.joined_id, self.settings.learner_batch,
-                                          bound)
+                                          until)
             if not batch:
                 break
             for sid, event in batch:
@@ -334,7 +335,7 @@ class Learner(StreamConsumer):
         while (left := end - time.monotonic()) > 0:  # the lease is renewed while it waits
             time.sleep(min(left, self.settings.learner_lease_seconds / 4))
             self.keep_alive(model.name)
-        self.catch_up(model, until=newest)
+        self.catch_up(model, newest, finishing=True)
 
     def maybe_snapshot(self, model: ServedModel) -> None:
         """Snapshot every ``snapshot_every_events`` events or ``snapshot_every_seconds``.

@@ -24,7 +24,7 @@ from service.eventlog import EventLog
 from service.runtime import ServedModel, ServedPolicy
 from service.snapshots import Snapshot
 
-__all__ = ["ModelStore", "restore", "save_snapshot"]
+__all__ = ["ModelStore", "ahead_of_log", "restore", "save_snapshot"]
 
 log = logging.getLogger("boostbandit.store")
 
@@ -73,19 +73,24 @@ def restore(
     return model
 
 
-def _ahead_of_log(log_: EventLog, config: ModelConfig, snap: dict | None) -> bool:
-    """Whether ``snap`` (this model's) applied joined events the log no longer has
-    (:meth:`EventLog.ahead_of_log`). Warns and counts it."""
-    if snap is None or snap["uid"] != config.uid:
-        return False
-    last = log_.ahead_of_log(config.name, snap["joined_id"])
+def ahead_of_log(log_: EventLog, name: str, what: str, joined_id: str) -> bool:
+    """Whether ``what`` (a snapshot, a model in memory) of model ``name``, which applied joined
+    events up to ``joined_id``, is ahead of the log (:meth:`EventLog.ahead_of_log`); warns and
+    counts it (``boostbandit_model_ahead_of_log_total``) when it is."""
+    last = log_.ahead_of_log(name, joined_id)
     if last is None:
         return False
-    AHEAD_OF_LOG.labels(config.name).inc()
-    log.warning("%s: snapshot v%s applied joined events up to %s, which the log no longer has "
-                "(its last joined event: %s; it lost its tail in a crash); rebuilding the model "
-                "from the log", config.name, snap["version"], snap["joined_id"], last)
+    AHEAD_OF_LOG.labels(name).inc()
+    log.warning("%s: %s applied joined events up to %s, which the log no longer has (its last "
+                "joined event: %s; it lost its tail in a crash); rebuilding the model from the "
+                "log", name, what, joined_id, last)
     return True
+
+
+def _ahead_of_log(log_: EventLog, config: ModelConfig, snap: dict | None) -> bool:
+    """Whether ``snap`` (this model's) is ahead of the log (:func:`ahead_of_log`)."""
+    return snap is not None and snap["uid"] == config.uid and ahead_of_log(
+        log_, config.name, f"snapshot v{snap['version']}", snap["joined_id"])
 
 
 def _stored_booster(config: ModelConfig, snap: dict | None) -> Any | None:

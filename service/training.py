@@ -40,12 +40,8 @@ import numpy as np
 from boosters.batch.bopl import BOPL, BOPLS
 from boosters.batch.brr import RewardRegression
 from boosters.exploration import complete_probabilities, restrict
-from boosters.ope import (
-    DIFFERENCE_ESTIMATORS,
-    Difference,
-    estimate_all,
-    paired_difference,
-)
+from boosters.ope import estimate_all
+from boosters.ope_difference import DIFFERENCE_ESTIMATORS, Difference, paired_difference
 from learners.batch_trees import LeastSquaresTree, WeightedTreeClassifier
 
 __all__ = ["ESTIMATORS", "REWARD_RANGE", "VARIANTS", "Featurizer", "LoggedData", "PolicyBundle",
@@ -312,7 +308,8 @@ def publish_decision(
     """The publish rule on the hold-out: the paired difference new - logging of each estimator
     and whether the ``publish_estimator``'s one-sided lower bound at ``level`` is above 0.
 
-    The bound is :func:`boosters.ope.paired_difference`'s test by betting, its stakes capped by
+    The bound is :func:`boosters.ope_difference.paired_difference`'s test by betting, its
+    stakes capped by
     the lowest per-event difference that any action the logging policy could play on a
     hold-out context (its logged probability vector), with a reward anywhere in
     :data:`REWARD_RANGE` (widened to the logged ones), could give: so ``1 - level`` bounds the

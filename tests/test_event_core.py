@@ -148,11 +148,11 @@ def test_failure_between_join_and_apply_loses_nothing(log: EventLog, monkeypatch
     real_catch_up = Learner.catch_up
     failures = iter([RuntimeError("injected"), None])
 
-    def failing_catch_up(self, served):
+    def failing_catch_up(self, served, *args, **kwargs):
         exc = next(failures, None)
         if exc is not None:
             raise exc
-        return real_catch_up(self, served)
+        return real_catch_up(self, served, *args, **kwargs)
 
     monkeypatch.setattr(Learner, "catch_up", failing_catch_up)
     with pytest.raises(RuntimeError):

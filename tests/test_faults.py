@@ -115,13 +115,13 @@ if _failures:  # Learner.catch_up raises on its first calls that have something 
         real = module.Learner.catch_up
         left = [_failures]
 
-        def catch_up(self, model, until=None):
+        def catch_up(self, model, *args, **kwargs):
             if left[0] > 0 and self.log.joined_batch(model.name, model.joined_id, 1):
                 left[0] -= 1
                 with open(os.environ["FAULTS_MARKER"], "a") as marker:
                     marker.write(model.joined_id + "\\n")
                 raise RuntimeError("injected between join and apply")
-            return real(self, model, until)
+            return real(self, model, *args, **kwargs)
 
         module.Learner.catch_up = catch_up
 

@@ -15,9 +15,9 @@ from boosters.ope import (
     direct_method,
     doubly_robust,
     ips,
-    paired_difference,
     snips,
 )
+from boosters.ope_difference import paired_difference
 
 N_EVENTS, K = 2000, 4
 

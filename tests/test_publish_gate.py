@@ -1,4 +1,5 @@
-"""The worker's publish gate (service.training.publish_decision, boosters.ope.paired_difference)
+"""The worker's publish gate (service.training.publish_decision,
+boosters.ope_difference.paired_difference)
 under issue 41's null: the new policy plays an action the logger explores at a floor of 0.002,
 every action pays 0.5, and DR's reward model is 0.1 too high on that action. The simulation is
 benchmarks/paper/publish_gate.py's, at a small size (its full table: benchmarks/RESULTS.md)."""
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from benchmarks.paper.publish_gate import gate_rates
-from boosters.ope import DIFFERENCE_ESTIMATORS, paired_difference
+from boosters.ope_difference import DIFFERENCE_ESTIMATORS, paired_difference
 
 LEVEL = 0.95
 RUNS = 300

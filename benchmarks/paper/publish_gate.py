@@ -15,7 +15,8 @@ With constant rewards SNIPS's difference is exactly 0 up to round-off (every wei
 0.5 is 0.5): the ``null-constant`` SNIPS column is the audit's exact-zero case.
 
 Every hold-out goes through the worker's gate, :func:`service.training.publish_decision` (both
-estimators of :data:`boosters.ope.DIFFERENCE_ESTIMATORS` on the same events): ``new`` is its
+estimators of :data:`boosters.ope_difference.DIFFERENCE_ESTIMATORS` on the same events):
+``new`` is its
 verdict (the betting bound ``low`` > 0), ``old`` the rule before issue 41 (the
 normal-approximation bound ``normal_low`` > 0, which the gate still records). ``kept`` is the
 share of the hold-outs the old rule published that the new one publishes too. One JSON row per
@@ -36,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import OUT
-from boosters.ope import DIFFERENCE_ESTIMATORS
+from boosters.ope_difference import DIFFERENCE_ESTIMATORS
 from service.training import LoggedData, TrainConfig, publish_decision
 
 __all__ = ["SCENARIOS", "gate_rates", "hold_outs", "report"]
