@@ -246,6 +246,18 @@ class Settings(BaseSettings):
         "negative one counts as 0: clients sending 0/1) or rescale (rewards on [-1, 1] mapped "
         "by (x + 1) / 2: clients sending -1 for a miss). See docs/personalizer.md.",
     )
+    personalizer_action_features: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="Which ranks the endpoint's one model with action features "
+        "(pz-action-features, booster adf) serves: auto (ranks in which any action has "
+        "features; the others go to the model of their action set), always (every rank; an "
+        "action without features is described by its id) or never (one model per action set, "
+        "the action features logged only). Unused with personalizer_model. See "
+        "docs/personalizer.md, \"Action features\".",
+    )
+    personalizer_action_features_params: dict[str, Any] = Field(
+        default_factory=dict, description="Parameters of that model's booster, adf (JSON)."
+    )
     personalizer_max_actions: int = Field(
         default=50, ge=1, description="Most actions in one rank request (Personalizer: 50)."
     )

@@ -39,6 +39,7 @@ RANK_EXAMPLE = {
 REWARD_EXAMPLE = {"value": 1.0}  # Reward.json
 IDS = ["NewsArticle", "SportsArticle", "EntertainmentArticle"]
 SETTINGS = dict(FAST, personalizer_params={"n_learners": 3, "seed": 5},
+                personalizer_action_features="never",
                 personalizer_reward_wait_seconds=1.0)
 
 

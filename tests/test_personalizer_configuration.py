@@ -37,7 +37,8 @@ def service(redis_url: str, **over) -> Iterator[tuple[str, EventLog]]:
     client.flushdb()
     settings = Settings(redis_url=redis_url, run_learner=True, redis_async="off",
                         learner_block_ms=5, snapshot_every_events=50,
-                        personalizer_params={"n_learners": 5, "seed": 3}, **over)
+                        personalizer_params={"n_learners": 5, "seed": 3},
+                        **{"personalizer_action_features": "never", **over})
     with serve(settings) as base:
         yield base, EventLog(client)
 

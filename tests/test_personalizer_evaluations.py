@@ -44,7 +44,7 @@ TREES = {"name": "trees", "arguments": "--booster egreedy_tree --epsilon 0.05"}
 def settings(redis_url: str) -> Settings:
     return Settings(redis_url=redis_url, run_learner=True, redis_async="off",
                     learner_block_ms=20, personalizer_booster="uniform",
-                    personalizer_params={})
+                    personalizer_params={}, personalizer_action_features="never")
 
 
 @contextmanager

@@ -46,7 +46,8 @@ TRAIN = 240  # events; the greedy choice is then the best action of every segmen
 def settings(redis_url: str, key: str = KEY) -> Settings:
     return Settings(redis_url=redis_url, run_learner=True, redis_async="off",
                     personalizer_params={"n_learners": 5, "seed": 3},
-                    personalizer_model_signing_key=key, max_body_bytes=4 << 20)
+                    personalizer_model_signing_key=key, max_body_bytes=4 << 20,
+                    personalizer_action_features="never")
 
 
 def request(segment: int, hour: int, event_id: str) -> dict:

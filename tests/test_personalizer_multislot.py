@@ -39,7 +39,7 @@ SLOTS = [  # 3 slots over 5 actions; B and C exclude some
 SETTINGS = dict(run_learner=True, learner_block_ms=5, snapshot_every_events=10**6,
                 redis_async="off", personalizer_booster="adabandit",
                 personalizer_params={"n_learners": 5, "seed": 3},
-                personalizer_reward_wait_seconds=1.0)
+                personalizer_reward_wait_seconds=1.0, personalizer_action_features="never")
 
 
 @pytest.fixture

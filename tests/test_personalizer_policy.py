@@ -29,7 +29,7 @@ ACTIONS = [{"id": "a", "features": [{"k": 1}]}, {"id": "b", "features": [{"k": 2
 def settings(redis_url: str) -> Settings:
     return Settings(redis_url=redis_url, run_learner=True, redis_async="off",
                     learner_block_ms=20, personalizer_booster="adabandit",
-                    personalizer_params={"n_learners": 3})
+                    personalizer_params={"n_learners": 3}, personalizer_action_features="never")
 
 
 def test_policy_get_update_reset_through_the_sdk(redis_url: str) -> None:

@@ -159,7 +159,7 @@ def run_arm(arm: str, redis_url: str, events: int, seed: int, sync: bool = True)
     settings = Settings(
         redis_url=redis_url, run_learner=True, learner_block_ms=5, snapshot_every_events=10**6,
         redis_async="off", personalizer_booster="adabandit",
-        personalizer_params={**PARAMS, "seed": seed},
+        personalizer_params={**PARAMS, "seed": seed}, personalizer_action_features="never",
         personalizer_negative_rewards="rescale" if arm.endswith("rescale") else "clip",
     )
     data = contexts(events, seed)

@@ -60,20 +60,23 @@ def decide(model: ServedModel, store: ModelStore, context: dict[str, Any], event
     first action not excluded. An apprentice keeps its model's internals, so the learner trains
     the model on the baseline's outcome; in LoggingOnly the event is not learned.
 
-    A model with action features decides online among ``candidates`` (feature dicts; a
-    candidate set the booster refuses is a 422)."""
+    A model with action features decides by its booster among ``candidates`` (feature dicts;
+    ``excluded`` and ``baseline`` index them; a candidate set the booster refuses is a 422)."""
+    mode = model.config.learning_mode
     if candidates is not None:
+        policy = None
         try:
             decision, version = model.decide(context, event_id, excluded, candidates=candidates)
         except ValueError as exc:
             raise unprocessable(str(exc)) from None
-        return Decided(decision, version, None, None)
-    mode = model.config.learning_mode
-    policy = None if mode != "Online" else store.served_policy(model.config, serving, published)
-    decision, version = model.decide(context, event_id, excluded, policy=policy)
+    else:
+        policy = (None if mode != "Online"
+                  else store.served_policy(model.config, serving, published))
+        decision, version = model.decide(context, event_id, excluded, policy=policy)
     if mode != "Online":
-        chosen = _baseline(len(model.config.actions), excluded, baseline)
-        p = np.zeros(len(model.config.actions))
+        k = len(model.config.actions) if candidates is None else len(candidates)
+        chosen = _baseline(k, excluded, baseline)
+        p = np.zeros(k)
         p[chosen] = 1.0
         internals = decision.internals if mode == "Apprentice" else {}
         played = Decision(action=chosen, probabilities=p, internals=internals)

@@ -118,7 +118,9 @@ CreateOption = Annotated[bool, typer.Option(
 CreateBoosterOption = Annotated[str | None, typer.Option(
     "--booster", metavar="NAME",
     help="With --create: the new model's booster (default: the PERSONALIZER_BOOSTER setting, "
-    "adabandit).", show_default=False,
+    "adabandit); adf: a model with action features, whose events are each line's own "
+    "candidates (DSJSON _multi with features, our jsonl with bb.candidates).",
+    show_default=False,
 )]
 
 
@@ -189,25 +191,30 @@ def _create_model(
 
     from service.api.schemas import CreateModel
     from service.creation import InvalidModel, ModelExists, create_model
+    from service.domain import ACTION_FEATURES_BOOSTER
     from service.eventlog.transfer import ImportError_, file_actions
     from service.store import ModelStore
 
     chosen = settings()
+    adf = booster == ACTION_FEATURES_BOOSTER  # no fixed actions: each event's candidates
     try:
-        actions = file_actions(path, fmt, action_index)  # type: ignore[arg-type]
+        actions = [] if adf else file_actions(path, fmt, action_index)  # type: ignore[arg-type]
     except ImportError_ as exc:
         fail(f"--create: {exc}")
     try:
         rule = {"clip": "clip", "rescale": "rescale",
                 "personalizer": chosen.personalizer_negative_rewards}.get(reward_map, "clip")
         body = CreateModel(name=name, booster=booster or chosen.personalizer_booster,
-                           actions=actions, negative_rewards=rule)
+                           actions=actions, negative_rewards=rule, action_features=adf)
         info = create_model(log, ModelStore(log), body.to_config(), chosen.max_actions).config
     except ValidationError as exc:
         fail("--create: " + "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()))
     except (InvalidModel, ModelExists) as exc:
         fail(f"--create: {exc}")
+    if adf:
+        typer.echo(f"created model {info.name!r} ({info.booster}: action features)", err=True)
+        return
     typer.echo(f"created model {info.name!r} ({info.booster}, {len(info.actions)} actions: "
                f"{', '.join(info.actions[:10])}{', ...' if len(info.actions) > 10 else ''})",
                err=True)

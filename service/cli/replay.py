@@ -35,6 +35,10 @@ from service.cli.simulate import select_params
 
 __all__ = ["learner_command", "policy_command", "replay_app", "target_command"]
 
+#: :data:`service.domain.ACTION_FEATURES_BOOSTER`, the booster over candidate sets (not
+#: imported from there: service.domain loads numpy, which the command line does not at start)
+ACTION_FEATURES_BOOSTER = "adf"
+
 #: The flag of each subcommand in the flat form of earlier versions.
 _FLAT_FLAGS = {"--booster": "learner", "--policy": "policy", "--target": "target"}
 
@@ -174,7 +178,9 @@ def _run(replay: Callable[[], Any], plot: Path | None, as_json: bool) -> None:
 # --- replay learner --------------------------------------------------------------------------
 
 BoosterOption = Annotated[str, typer.Option(
-    "--booster", metavar="NAME", help=f"The online booster to replay fresh: {', '.join(names())}.",
+    "--booster", metavar="NAME", help=f"The online booster to replay fresh: {', '.join(names())}; "
+    f"or {ACTION_FEATURES_BOOSTER} for a log of a model with action features (each event's own "
+    "candidates, DSJSON _multi with features or our jsonl; its parameters by --param).",
 )]
 ActionsOption = Annotated[str | None, typer.Option(
     "--actions", metavar="A,B,...", help="The booster's action ids (default: from the log).",
@@ -236,9 +242,15 @@ def learner_command(
     action_list = _action_list(actions)
     params = _booster_params(booster, learners, rho, gamma, seed, param or [])
 
+    if booster == ACTION_FEATURES_BOOSTER and action_list is not None:
+        fail(f"--booster {booster} replays each event's own candidates: give no --actions")
+
     def replay() -> Any:
         from service.replay import replay_learner
 
+        if booster == ACTION_FEATURES_BOOSTER:
+            return replay_learner(log, _build_adf(params), name=booster, mode=mode,
+                                  params=params, **common)  # type: ignore[arg-type]
         known = action_list or _log_actions(log, fmt, action_index)
         return replay_learner(log, _build(booster, len(known), params), name=booster,
                               actions=known, mode=mode, params=params,  # type: ignore[arg-type]
@@ -262,11 +274,25 @@ def _booster_params(
     param: list[str],
 ) -> dict[str, Any]:
     """The booster's constructor parameters: the options it accepts, then ``--param``."""
+    if booster == ACTION_FEATURES_BOOSTER:
+        given = [o for o, v in (("--learners", learners), ("--rho", rho), ("--gamma", gamma))
+                 if v is not None]
+        if given:
+            fail(f"--booster {booster} takes {given[0]} as --param (e.g. --param gamma=10)")
+        return {"seed": seed, **_extra_params(param)}
     if booster not in names():
         fail(f"unknown booster {booster!r}; choose from: {', '.join(names())}")
     if full_information(booster):
         fail(f"{booster} is a full-information booster: it needs true labels, which a "
              "logged bandit stream does not have")
+    candidates = {"n_learners": learners, "rho": rho, "gamma": gamma, "seed": seed}
+    params = select_params(booster, {k: v for k, v in candidates.items() if v is not None})
+    params.update(_extra_params(param))
+    return params
+
+
+def _extra_params(param: list[str]) -> dict[str, Any]:
+    """``--param KEY=VALUE`` options (VALUE read as JSON, else a string)."""
     extra: dict[str, Any] = {}
     for item in param:
         key, sep, raw = item.partition("=")
@@ -276,10 +302,7 @@ def _booster_params(
             extra[key.strip()] = json.loads(raw)
         except json.JSONDecodeError:
             extra[key.strip()] = raw
-    candidates = {"n_learners": learners, "rho": rho, "gamma": gamma, "seed": seed}
-    params = select_params(booster, {k: v for k, v in candidates.items() if v is not None})
-    params.update(extra)
-    return params
+    return extra
 
 
 def _log_actions(log: Path, fmt: str, action_index: bool) -> list[str]:
@@ -295,6 +318,17 @@ def _build(booster: str, n_actions: int, params: dict[str, Any]) -> Any:
         return make_booster(booster, n_actions=n_actions, **params)
     except (ValueError, TypeError) as exc:
         fail(f"cannot build booster {booster!r}: {exc}")
+
+
+def _build_adf(params: dict[str, Any]) -> Any:
+    """A fresh booster over candidate sets (one ``error:`` line when its parameters are
+    refused)."""
+    from boosters.online.adf import ActionFeatureBooster
+
+    try:
+        return ActionFeatureBooster(**params)
+    except (ValueError, TypeError) as exc:
+        fail(f"cannot build booster {ACTION_FEATURES_BOOSTER!r}: {exc}")
 
 
 # --- replay policy ---------------------------------------------------------------------------

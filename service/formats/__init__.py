@@ -3,6 +3,7 @@
 - :mod:`~service.formats.fields`: the checks every format shares, reward maps.
 - :mod:`~service.formats.jsonl`: our own joined events, one JSON object per line.
 - :mod:`~service.formats.dsjson`: Vowpal Wabbit's DSJSON, both ways.
+- :mod:`~service.formats.namespaces`: flat feature names and VW namespaces, both ways.
 - :mod:`~service.formats.obp`: Open Bandit Pipeline style CSV rows.
 - :mod:`~service.formats.reader`: the one validation pass over a file, format detection.
 """

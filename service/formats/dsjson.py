@@ -2,8 +2,26 @@
 (:func:`to_dsjson`), a DSJSON line as our joined event (:func:`parse_dsjson`), and VW contexts
 flattened to our features (:func:`flatten_context`). The format's fields: docs/formats.md.
 
->>> flatten_context({"FromUrl": [{"timeofday": "Afternoon", "n": 2}], "x": True, "y": None})
-{'FromUrl.timeofday': 'Afternoon', 'FromUrl.n': 2, 'x': 1}
+An event of a model with action features (``bb.candidates``) keeps its candidates' features in
+``_multi`` and its context's namespaces, as :mod:`service.formats.namespaces` maps them, so that
+``vw --dsjson --cb_explore_adf -q UA`` crosses the context with the candidates:
+
+>>> import numpy as np
+>>> from boosters.base import Decision
+>>> from service.events import decision_event, joined_event
+>>> d = Decision(action=1, probabilities=np.array([0.25, 0.75]))
+>>> ev = decision_event("e1", 0.0, 1, ["a1", "a2"], {"age": 3, "user.name": "tom"}, d,
+...                     candidates=[{"topic": "x"}, {"topic": "y", "article.len": 3}])
+>>> line = to_dsjson(joined_event(ev, reward=1.0, label=None, source="feedback", learn=True,
+...                               ts=0.0), "m")
+>>> line["c"]
+{'User': {'age': 3}, 'user': {'name': 'tom'}, '_multi': [{'_tag': 'a1', 'Action': {'topic': 'x'}}, \
+{'_tag': 'a2', 'Action': {'topic': 'y'}, 'article': {'len': 3}}]}
+>>> back = parse_dsjson(line, [], "identity")      # no fixed actions: the line's candidates
+>>> back["c"], back["bb"]["actions"], back["bb"]["action_id"]
+({'age': 3, 'user.name': 'tom'}, ['a1', 'a2'], 'a2')
+>>> back["bb"]["candidates"]
+[{'topic': 'x'}, {'topic': 'y', 'article.len': 3}]
 """
 
 from __future__ import annotations
@@ -11,10 +29,42 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from boosters.base import check_context
 from service.formats import fields
 from service.formats.fields import RewardRule
+from service.formats.namespaces import (
+    ACTION_NAMESPACE,
+    CONTEXT_NAMESPACE,
+    flatten_context,
+    free_namespace,
+    nest,
+    unnest,
+)
 
 __all__ = ["flatten_context", "multi_ids", "parse_dsjson", "to_dsjson"]
+
+
+def _line_c(event: dict[str, Any], actions: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(c, bb)`` of an event's DSJSON line: its context and ``_multi``, and the ``bb``
+    fields (excluded action ids, the default namespaces of an event with candidates)."""
+    bb = event["bb"]
+    context = event["c"]
+    bad = [k for k in context if k.startswith("_")]
+    if bad:
+        raise ValueError(f"feature name {bad[0]!r} starts with '_' (reserved by DSJSON)")
+    extra: dict[str, Any] = {}
+    if bb.get("excluded"):
+        extra["excluded"] = [actions[i] for i in bb["excluded"]]
+    candidates = bb.get("candidates")
+    if candidates is None:  # fixed actions: the context as is, each action by its id
+        return {**context, "_multi": [{"_tag": a, "Action": {"id": a}} for a in actions]}, extra
+    if len(candidates) != len(actions):
+        raise ValueError(f"{len(candidates)} candidates for {len(actions)} action ids")
+    shared = free_namespace([context], CONTEXT_NAMESPACE)
+    own = free_namespace(candidates, ACTION_NAMESPACE)
+    multi = [{"_tag": a, **nest(features, own)} for a, features in zip(actions, candidates)]
+    extra["namespaces"] = {"context": shared, "action": own}
+    return {**nest(context, shared), "_multi": multi}, extra
 
 
 def to_dsjson(event: dict[str, Any], model: str) -> dict[str, Any]:
@@ -23,11 +73,7 @@ def to_dsjson(event: dict[str, Any], model: str) -> dict[str, Any]:
     Raises ValueError for a context VW would misread (a feature name starting with ``_``).
     """
     bb = event["bb"]
-    actions = list(bb["actions"])
-    context = event["c"]
-    bad = [k for k in context if k.startswith("_")]
-    if bad:
-        raise ValueError(f"feature name {bad[0]!r} starts with '_' (reserved by DSJSON)")
+    c, extra = _line_c(event, list(bb["actions"]))
     cost, outcome = event["_label_cost"], event.get("o")
     if bb.get("client_reward") is not None:  # a Personalizer client's reward, as it sent it
         cost, outcome = -bb["client_reward"], [{"v": bb["client_reward"],
@@ -42,41 +88,13 @@ def to_dsjson(event: dict[str, Any], model: str) -> dict[str, Any]:
         "Version": "1",
         "EventId": event["EventId"],
         "a": event["a"],
-        "c": {**context, "_multi": [{"_tag": a, "Action": {"id": a}} for a in actions]},
+        "c": c,
         "p": event["p"],
         "VWState": {"m": f"{model}/{bb.get('model_version')}"},
     }
-    if bb.get("excluded"):
-        line["bb"] = {"excluded": [actions[i] for i in bb["excluded"]]}
+    if extra:
+        line["bb"] = extra
     return line
-
-
-def flatten_context(c: dict[str, Any]) -> dict[str, Any]:
-    """Flatten a VW/Personalizer JSON context (namespaces, lists of objects) into our flat
-    features; keys starting with ``_`` (``_multi``, ``_slots``, ``_tag``...) are left out."""
-    out: dict[str, Any] = {}
-
-    def put(key: str, value: Any) -> None:
-        if value is None or value is False:
-            return
-        if value is True:
-            out[key] = 1
-        elif isinstance(value, str | int | float):
-            out[key] = value
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                if not k.startswith("_"):
-                    put(f"{key}.{k}", v)
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                put(key if isinstance(v, dict) else f"{key}[{i}]", v)
-        else:
-            raise ValueError(f"feature {key!r} has an unsupported value {value!r}")
-
-    for k, v in c.items():
-        if not k.startswith("_"):
-            put(k, v)
-    return out
 
 
 def multi_ids(obj: Any) -> list[Any] | None:
@@ -157,8 +175,51 @@ def _excluded(obj: dict[str, Any], ids: list[str], actions: list[str],
     return sorted(set(excluded))
 
 
+def _namespaces(obj: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The default namespaces of the context and of the candidates an export wrote
+    (``bb.namespaces``; None: none, every namespace's features keep its name)."""
+    extra = obj.get("bb")
+    spaces = extra.get("namespaces") if isinstance(extra, dict) else None
+    if spaces is None:
+        return None, None
+    if not isinstance(spaces, dict) or not all(
+            isinstance(spaces.get(k), str | None) for k in ("context", "action")):
+        raise ValueError("bb.namespaces must name the context's and the actions' namespaces")
+    return spaces.get("context"), spaces.get("action")
+
+
+def _candidates(multi: Any, own: str | None) -> tuple[list[str], list[dict[str, Any]]]:
+    """``(ids, features)`` of the candidates of ``_multi``: each entry's ``_tag`` (else its
+    ``id``, else its 1-based position) and its features, flattened, without the id fields."""
+    if not isinstance(multi, list) or not multi:
+        raise ValueError("'c._multi' must be a non-empty array (one object per candidate)")
+    ids: list[str] = []
+    candidates: list[dict[str, Any]] = []
+    for i, item in enumerate(multi):
+        if not isinstance(item, dict):
+            raise ValueError(f"_multi[{i}] must be an object")
+        aid = item.get("_tag", item.get("id"))
+        ids.append(str(i + 1) if aid is None else str(aid))
+        features = unnest(item, own)
+        if "_tag" not in item:
+            features.pop("id", None)
+        try:
+            check_context(features)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"candidate {ids[-1]!r}: {exc}") from None
+        candidates.append(features)
+    if len(set(ids)) != len(ids):
+        raise ValueError("_multi repeats an action id")
+    return ids, candidates
+
+
 def parse_dsjson(obj: Any, actions: list[str], rule: RewardRule) -> dict[str, Any] | None:
-    """One DSJSON object -> our joined event over ``actions``, or None for a ``_skipLearn`` line."""
+    """One DSJSON object -> our joined event over ``actions``, or None for a ``_skipLearn`` line.
+
+    With no ``actions`` (a model with action features) the event's actions are the line's own
+    candidates: the ids of ``_multi`` as ``bb.actions`` and its entries' features as
+    ``bb.candidates``.
+    """
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     if obj.get("_skipLearn") is True:
@@ -170,8 +231,15 @@ def parse_dsjson(obj: Any, actions: list[str], rule: RewardRule) -> dict[str, An
     c = obj.get("c")
     if not isinstance(c, dict):
         raise ValueError("'c' must be an object")
-    index = {aid: i for i, aid in enumerate(actions)}
-    ids = _action_ids(c.get("_multi"), actions, index)
+    shared, own = _namespaces(obj)
+    extra = None
+    if actions:
+        index = {aid: i for i, aid in enumerate(actions)}
+        ids = _action_ids(c.get("_multi"), actions, index)
+    else:
+        actions, candidates = _candidates(c.get("_multi"), own)
+        ids, index, extra = actions, {aid: i for i, aid in enumerate(actions)}, {
+            "candidates": candidates}
     if max(a) > len(ids):
         raise ValueError(f"'a' refers to action {max(a)} but _multi has {len(ids)}")
     probs: list[float | None] = [0.0] * len(actions)
@@ -187,6 +255,6 @@ def parse_dsjson(obj: Any, actions: list[str], rule: RewardRule) -> dict[str, An
     else:
         ts, timestamp = time.time(), None
     return fields.build_event(
-        actions, event_id=event_id, ts=ts, timestamp=timestamp, context=flatten_context(c),
-        probabilities=probs, chosen=chosen, reward=reward, excluded=excluded,
+        actions, event_id=event_id, ts=ts, timestamp=timestamp, context=unnest(c, shared),
+        probabilities=probs, chosen=chosen, reward=reward, excluded=excluded, extra_bb=extra,
     )

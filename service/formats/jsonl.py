@@ -28,15 +28,34 @@ def _labels(obj: dict[str, Any], actions: list[str]) -> tuple[list[int], list[fl
     return a, p
 
 
-def _line_actions(bb: dict[str, Any], index: dict[str, int], model: list[str]) -> list[str]:
-    """``bb.actions``, each one of the model's."""
+def _line_actions(bb: dict[str, Any], index: dict[str, int] | None,
+                  model: list[str]) -> list[str]:
+    """``bb.actions``, each one of the model's (``index`` None: any ids)."""
     actions = bb.get("actions")
     if not isinstance(actions, list) or not all(isinstance(x, str) for x in actions):
         raise ValueError("bb.actions must be a list of action ids")
+    if index is None:
+        return actions
     unknown = [x for x in actions if x not in index]
     if unknown:
         raise ValueError(f"unknown action {unknown[0]!r} (model actions: {', '.join(model)})")
     return actions
+
+
+def _candidates(bb: dict[str, Any], logged: list[str]) -> list[dict[str, Any]]:
+    """``bb.candidates``: the features of each of ``bb.actions``, each checked."""
+    candidates = bb.get("candidates")
+    if not isinstance(candidates, list):
+        raise ValueError("missing bb.candidates (a model with action features needs each "
+                         "event's candidates)")
+    if len(candidates) != len(logged) or len(set(logged)) != len(logged):
+        raise ValueError("bb.candidates must describe each of bb.actions once")
+    for aid, features in zip(logged, candidates):
+        try:
+            check_context(features)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"candidate {aid!r}: {exc}") from None
+    return candidates
 
 
 def _as_is(obj: dict[str, Any]) -> dict[str, Any]:
@@ -55,6 +74,8 @@ def parse_jsonl(obj: Any, actions: list[str], rule: RewardRule) -> dict[str, Any
 
     With the same action list the event is kept as it was (decision internals included); with
     another list (same ids, other order, or a subset) it is rebuilt on the model's indices.
+    With no ``actions`` (a model with action features) the line's own candidates are its
+    actions: ``bb.actions`` and ``bb.candidates``, checked and kept.
     """
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
@@ -62,6 +83,10 @@ def parse_jsonl(obj: Any, actions: list[str], rule: RewardRule) -> dict[str, Any
     if not isinstance(bb, dict):
         raise ValueError("missing 'bb' (not a boostbandit joined event; use --format dsjson?)")
     event_id = fields.event_id(obj.get("EventId"))
+    extra: dict[str, Any] = {}
+    if not actions:  # a model with action features: the line's candidates
+        actions = _line_actions(bb, None, [])
+        extra["candidates"] = _candidates(bb, actions)
     index = {aid: i for i, aid in enumerate(actions)}
     logged = _line_actions(bb, index, actions)
     a, p = _labels(obj, logged)
@@ -87,6 +112,7 @@ def parse_jsonl(obj: Any, actions: list[str], rule: RewardRule) -> dict[str, Any
     ts = fields.number(ts, "bb.ts") if ts is not None else fields.parse_timestamp(
         obj.get("Timestamp"))[0]
     keep = {k: v for k, v in bb.items() if k in ("model_version", "policy", "feedback_id")}
+    keep.update(extra)
     keep["source_original"] = bb.get("source")
     return fields.build_event(
         actions, event_id=event_id, ts=ts, timestamp=obj.get("Timestamp"), context=context,

@@ -216,8 +216,12 @@ def _candidates(log: EventLog, settings: Settings, doc: dict[str, Any]) -> list[
 
 
 def _logs(log: EventLog, settings: Settings, start: float, end: float) -> list[ModelLog]:
+    """The logs of the endpoint's models of fixed actions (the policies compared decide over
+    fixed actions; the model with action features is left out)."""
     out = []
     for config in loop.models(log, settings):
+        if config.action_features:
+            continue
         joined = [e for _, e in log.joined_tail(config.name, MAX_EVENTS)]
         model_log = ModelLog.of(joined, config.actions, start, end, config.name)
         if model_log.events:

@@ -61,7 +61,9 @@ def _model_scores(log: EventLog, store: ModelStore, config: ModelConfig, start: 
         calls[0] += 1
         if calls[0] % 64 == 0:
             tick()
-        decision, _ = model.decide(x, events[i]["EventId"], events[i]["bb"].get("excluded"))
+        bb = events[i]["bb"]  # a model with action features decides among the logged candidates
+        decision, _ = model.decide(x, events[i]["EventId"], bb.get("excluded"),
+                                   candidates=bb.get("candidates"))
         return int(decision.probabilities.argmax())
 
     names = feature_names(contexts, MAX_FEATURES)

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from boosters.registry import booster_class, booster_params
-from service.domain import ModelConfig, reward_from_client
+from service.domain import ACTION_FEATURES_BOOSTER, ModelConfig, reward_from_client
 from service.eventlog import MAX_SEQUENCE, EventLog
 from service.personalizer.errors import PersonalizerFailure
 from service.settings import Settings
@@ -63,19 +63,34 @@ def exploration_value(percentage: float) -> float:
     return min(max(float(percentage), 0.001), 0.999)
 
 
-def desired(log: EventLog, settings: Settings, config: ModelConfig | None = None
-            ) -> dict[str, Any]:
-    """The config fields a model of the endpoint should have: the ``personalizer_*`` settings
-    (for the ``personalizer_model``, its own booster and parameters), then the stored policy
-    (booster, parameters), then the stored service configuration (exploration, rewards,
-    learning mode, export frequency)."""
-    policy = log.personalizer_doc("policy") or {}
-    service = log.personalizer_doc("service") or {}
-    booster, params = settings.personalizer_booster, settings.personalizer_params
+def _learner(log: EventLog, settings: Settings, config: ModelConfig | None,
+             action_features: bool) -> tuple[str, dict[str, Any]]:
+    """The booster and parameters a model of the endpoint should have before the service
+    configuration's exploration: the ``personalizer_*`` settings (for the
+    ``personalizer_model``, its own), then the stored policy; the model with action features
+    keeps its booster, ``adf``, with ``personalizer_action_features_params`` (the policy's
+    boosters need fixed actions)."""
     if config is not None and config.name == settings.personalizer_model:
         booster, params = config.booster, config.params
-    booster = policy.get("booster", booster)
-    params = dict(policy.get("params", params))
+    elif action_features or (config is not None and config.action_features):
+        booster, params = ACTION_FEATURES_BOOSTER, settings.personalizer_action_features_params
+    else:
+        booster, params = settings.personalizer_booster, settings.personalizer_params
+    if booster == ACTION_FEATURES_BOOSTER:
+        return booster, dict(params)
+    policy = log.personalizer_doc("policy") or {}
+    return policy.get("booster", booster), dict(policy.get("params", params))
+
+
+def desired(log: EventLog, settings: Settings, config: ModelConfig | None = None,
+            action_features: bool = False) -> dict[str, Any]:
+    """The config fields a model of the endpoint should have (``config``, or a new one, with
+    action features if ``action_features``): the booster and parameters of :func:`_learner`,
+    then the stored service configuration (exploration, rewards, learning mode, export
+    frequency). A set exploration is epsilon-greedy's rate for the model with action
+    features."""
+    service = log.personalizer_doc("service") or {}
+    booster, params = _learner(log, settings, config, action_features)
     negative = settings.personalizer_negative_rewards
     fields: dict[str, Any] = {
         "booster": booster,
@@ -89,7 +104,10 @@ def desired(log: EventLog, settings: Settings, config: ModelConfig | None = None
         "export_seconds": service.get("export_seconds"),
         "log_retention_days": service.get("log_retention_days"),
     }
-    rate, name = service.get("exploration"), exploration_param(booster)
+    rate = service.get("exploration")
+    if rate is not None and booster == ACTION_FEATURES_BOOSTER:
+        params.update(exploration="egreedy", epsilon=exploration_value(rate))
+    name = None if booster == ACTION_FEATURES_BOOSTER else exploration_param(booster)
     if rate is not None and name is not None:
         params[name] = exploration_value(rate)
         if "rho_decay" in booster_params(booster):

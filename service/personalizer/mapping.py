@@ -24,15 +24,29 @@ from service.events import decision_event, iso_timestamp
 from service.formats import flatten_context
 from service.personalizer import loop
 from service.personalizer.errors import PersonalizerFailure, bad
-from service.personalizer.schemas import RankedAction, RankRequest, RankResponse, RewardRequest
+from service.personalizer.schemas import (
+    RankableAction,
+    RankedAction,
+    RankRequest,
+    RankResponse,
+    RewardRequest,
+)
 from service.runtime import ServedModel
 from service.settings import Settings
 from service.store import ModelStore
 
-__all__ = ["action_set_model_name", "activate", "excluded_ids", "may_create_models",
-           "rank", "rank_event", "request_context", "resolve_model", "reward", "typed_context"]
+__all__ = ["ACTION_FEATURES_MODEL", "action_candidates", "action_set_model_name", "activate",
+           "excluded_ids", "may_create_models", "rank", "rank_candidates", "rank_event",
+           "request_context", "resolve_model", "reward", "typed_context",
+           "wants_action_features"]
 
 log_ = logging.getLogger("boostbandit.personalizer")
+
+#: The endpoint's one model with action features (``personalizer_action_features``)
+ACTION_FEATURES_MODEL = "pz-action-features"
+
+#: A rank's candidates for a model with action features: the action ids and their features
+Candidates = tuple[list[str], list[dict[str, Any]]]
 
 
 def may_create_models(token: str | None, settings: Settings) -> bool:
@@ -55,9 +69,10 @@ def action_set_model_name(ids: list[str]) -> str:
 
 def _create(name: str, ids: list[str], log: EventLog, store: ModelStore,
             settings: Settings) -> ServedModel:
-    """Create the model of an action set (a concurrent creator may win: then use theirs)."""
-    fields = loop.desired(log, settings)
-    if fields["booster"] not in names():
+    """Create the model of an action set, or with no ``ids`` the model with action features
+    (a concurrent creator may win: then use theirs)."""
+    fields = loop.desired(log, settings, action_features=not ids)
+    if ids and fields["booster"] not in names():
         raise PersonalizerFailure(500, "InternalServerError",
                                   f"booster {fields['booster']!r} (personalizer_booster or the "
                                   "policy) is not a registered booster")
@@ -78,39 +93,69 @@ def _create(name: str, ids: list[str], log: EventLog, store: ModelStore,
             raise PersonalizerFailure(503, "ServiceUnavailable",
                                       "model creation raced; retry") from None
         return existing
-    log_.info("created model %s for actions %s", name, ", ".join(config.actions))
+    log_.info("created model %s for actions %s", name,
+              ", ".join(config.actions) or "described by their features")
     return model
 
 
-def resolve_model(ids: list[str], log: EventLog, store: ModelStore,
-                  settings: Settings, may_create: bool = True) -> ServedModel:
-    """The model serving a request with action ids ``ids`` (docs/personalizer.md); a model
-    that does not exist yet is created only if ``may_create`` (else 403)."""
+def wants_action_features(actions: list[RankableAction], settings: Settings) -> bool:
+    """Whether a rank of ``actions`` goes to the endpoint's model with action features
+    (``personalizer_action_features``; unused with ``personalizer_model``)."""
+    mode = settings.personalizer_action_features
+    return mode == "always" or (mode == "auto" and any(a.features for a in actions))
+
+
+def _configured(ids: list[str], settings: Settings, store: ModelStore) -> ServedModel:
+    """The ``personalizer_model``, which must know every one of ``ids`` unless it has action
+    features."""
+    model = store.get(settings.personalizer_model or "")
+    if model is None:
+        raise PersonalizerFailure(500, "InternalServerError",
+                                  f"personalizer_model {settings.personalizer_model!r} "
+                                  "does not exist; create it with POST /v1/models")
+    unknown = [a for a in ids if a not in set(model.config.actions)]
+    if unknown and not model.config.action_features:
+        raise bad("InvalidRankRequest",
+                  f"unknown action id(s) for model {model.name!r}: {', '.join(unknown)}")
+    return model
+
+
+def _found_or_created(name: str, ids: list[str], log: EventLog, store: ModelStore,
+                      settings: Settings, may_create: bool) -> ServedModel:
+    """The model ``name`` (of the action set ``ids``, or with no ``ids`` the model with action
+    features), created if it does not exist yet and ``may_create`` (else 403)."""
+    model = store.get(name)
+    if model is not None:
+        return model
+    if not may_create:
+        raise PersonalizerFailure(
+            403, "Forbidden",
+            f"no model serves this {'action set' if ids else 'endpoint'} yet ({name}) and "
+            "creating one needs an admin key (setting personalizer_auto_create = 'admin'): "
+            "rank it once with an admin key, set BOOSTBANDIT_PERSONALIZER_AUTO_CREATE=any-key "
+            "to let any key create models, or set personalizer_model",
+        )
+    return _create(name, ids, log, store, settings)
+
+
+def resolve_model(ids: list[str], log: EventLog, store: ModelStore, settings: Settings,
+                  may_create: bool = True, action_features: bool = False) -> ServedModel:
+    """The model serving a request with action ids ``ids`` (docs/personalizer.md): the
+    ``personalizer_model``, else the model with action features if ``action_features``
+    (:func:`wants_action_features`), else the model of the action set; a model that does not
+    exist yet is created only if ``may_create`` (else 403)."""
     if settings.personalizer_model:
-        model = store.get(settings.personalizer_model)
-        if model is None:
-            raise PersonalizerFailure(500, "InternalServerError",
-                                      f"personalizer_model {settings.personalizer_model!r} "
-                                      "does not exist; create it with POST /v1/models")
-        unknown = [a for a in ids if a not in set(model.config.actions)]
-        if unknown:
-            raise bad("InvalidRankRequest",
-                       f"unknown action id(s) for model {model.name!r}: {', '.join(unknown)}")
+        model = _configured(ids, settings, store)
+    elif action_features:
+        model = _found_or_created(ACTION_FEATURES_MODEL, [], log, store, settings, may_create)
+        if not model.config.action_features:
+            raise PersonalizerFailure(409, "Conflict", f"model {ACTION_FEATURES_MODEL!r} exists "
+                                      "without action features (it was not created by rank)")
     else:
         if len(ids) < 2:
             raise bad("InvalidRankRequest", "rank needs at least 2 actions")
         name = action_set_model_name(ids)
-        model = store.get(name)
-        if model is None:
-            if not may_create:
-                raise PersonalizerFailure(
-                    403, "Forbidden",
-                    f"no model serves this action set yet ({name}) and creating one needs an "
-                    "admin key (setting personalizer_auto_create = 'admin'): rank it once with "
-                    "an admin key, set BOOSTBANDIT_PERSONALIZER_AUTO_CREATE=any-key to let any "
-                    "key create models, or set personalizer_model",
-                )
-            model = _create(name, ids, log, store, settings)
+        model = _found_or_created(name, ids, log, store, settings, may_create)
         # a model of that name made through POST /v1/models may hold other actions
         missing = [a for a in ids if a not in set(model.config.actions)]
         if missing:
@@ -119,16 +164,17 @@ def resolve_model(ids: list[str], log: EventLog, store: ModelStore,
                 f"model {name!r}, the model of this action set, exists with other actions "
                 f"(it was not created by rank); missing: {', '.join(missing)}",
             )
-    if full_information(model.config.booster):
+    if not model.config.action_features and full_information(model.config.booster):
         raise PersonalizerFailure(500, "InternalServerError",
                                   f"model {model.name!r} uses a full-information booster; the "
                                   "Personalizer routes need a bandit booster")
     return model
 
 
-def request_context(features: list[dict[str, Any]] | None, settings: Settings
-                    ) -> dict[str, Any]:
-    """A request's ``contextFeatures`` merged and flattened into our features, checked."""
+def request_context(features: list[dict[str, Any]] | None, settings: Settings,
+                    where: str = "contextFeatures") -> dict[str, Any]:
+    """A request's ``contextFeatures`` (or other feature objects, named ``where`` in errors)
+    merged and flattened into our features, checked."""
     merged: dict[str, Any] = {}
     for obj in features or []:
         merged.update(obj)
@@ -136,8 +182,22 @@ def request_context(features: list[dict[str, Any]] | None, settings: Settings
         context = flatten_context(merged)
         check_context(context)
     except (TypeError, ValueError) as exc:
-        raise bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
-    return check_limits(context, settings, "contextFeatures")
+        raise bad("InvalidRankRequest", f"{where}: {exc}") from None
+    return check_limits(context, settings, where)
+
+
+def action_candidates(actions: list[RankableAction], settings: Settings
+                      ) -> list[dict[str, Any]]:
+    """The features of each action of a rank for the model with action features, flattened
+    like the context's; an action without features is described by its id (``{"id": ...}``).
+
+    >>> from service.settings import Settings
+    >>> action_candidates([RankableAction(id="a1", features=[{"topic": {"name": "x"}}]),
+    ...                    RankableAction(id="a2")], Settings())
+    [{'topic.name': 'x'}, {'id': 'a2'}]
+    """
+    return [request_context(a.features, settings, f"action {a.id!r} features")
+            if a.features else {"id": a.id} for a in actions]
 
 
 def check_limits(context: dict[str, Any], settings: Settings, where: str) -> dict[str, Any]:
@@ -179,13 +239,13 @@ def _log_decision(model: ServedModel, log: EventLog, event_id: str, event: dict[
     contexts.confirm_types(model, new_types)
 
 
-def _ranking(config: ModelConfig, decision, ids: list[str], offered: set[str]
+def _ranking(actions: list[str], decision, ids: list[str], offered: set[str]
              ) -> list[RankedAction]:
     """The chosen action first, then the others by decreasing probability (stable: request
-    order), excluded actions last with probability 0."""
+    order), excluded actions last with probability 0 (``actions``: the decision's)."""
     p = decision.probabilities.tolist()
-    index = {a: i for i, a in enumerate(config.actions)}
-    chosen = config.actions[decision.action]
+    index = {a: i for i, a in enumerate(actions)}
+    chosen = actions[decision.action]
     rest = sorted((a for a in ids if a != chosen),
                   key=lambda a: (a not in offered, -p[index[a]]))  # stable: request order
     return [RankedAction(id=a, probability=p[index[a]] if a in offered else 0.0)
@@ -205,22 +265,26 @@ def typed_context(model: ServedModel, log: EventLog, context: dict[str, Any]
 def rank_event(model: ServedModel, log: EventLog, store: ModelStore, settings: Settings,
                event_id: str, context: dict[str, Any], new_types: dict[str, str],
                excluded: list[int], baseline: str, defer: bool,
-               extra: dict[str, Any] | None = None) -> Decision:
+               extra: dict[str, Any] | None = None,
+               candidates: Candidates | None = None) -> Decision:
     """Claim ``event_id``, decide like predict does (``baseline``: the action id the
     Apprentice and LoggingOnly modes play), and log the decision, or keep it until
-    ``activate`` if ``defer``; ``extra`` goes into the event's ``bb.personalizer``."""
+    ``activate`` if ``defer``; ``extra`` goes into the event's ``bb.personalizer``.
+    ``candidates`` (a model with action features): the request's action ids and their
+    features (:func:`action_candidates`), which ``excluded`` indexes."""
     config = model.config
+    actions, features = candidates if candidates is not None else (config.actions, None)
     retention = config.reward_wait_seconds + settings.event_retention_seconds
     if not log.claim_event_id(event_id, config.name, retention):
         raise PersonalizerFailure(409, "Conflict", f"eventId {event_id!r} was already used")
     try:
         serving, published = log.serving_state(config.name)
         decided = decide(model, store, context, event_id, excluded, serving, published,
-                         baseline=config.actions.index(baseline))
+                         baseline=actions.index(baseline), candidates=features)
         ts = time.time()
-        event = decision_event(event_id, ts, decided.version, config.actions, context,
+        event = decision_event(event_id, ts, decided.version, actions, context,
                                decided.decision, excluded=excluded, policy=decided.policy,
-                               mode=decided.mode)
+                               mode=decided.mode, candidates=features)
         event["bb"]["personalizer"] = {"deferred": defer, "baseline": baseline, **(extra or {})}
         if defer:
             log.defer_decision(config.name, event_id, event, ts, retention,
@@ -241,17 +305,29 @@ def rank(body: RankRequest, log: EventLog, store: ModelStore, settings: Settings
     ids = [a.id for a in body.actions]
     excluded = excluded_ids(body.excludedActions, ids, settings)
     context = request_context(body.contextFeatures, settings)
-    model = resolve_model(ids, log, store, settings, may_create_models(token, settings))
-    config = model.config
+    model = resolve_model(ids, log, store, settings, may_create_models(token, settings),
+                          wants_action_features(body.actions, settings))
+    candidates = rank_candidates(model, body.actions, settings)
+    actions = model.config.actions if candidates is None else ids
     context, new_types = typed_context(model, log, context)
     offered = set(ids) - set(excluded)
-    excluded_indices = [i for i, a in enumerate(config.actions) if a not in offered]
+    excluded_indices = [i for i, a in enumerate(actions) if a not in offered]
     event_id = body.eventId or uuid.uuid4().hex
     baseline = next(a for a in ids if a in offered)
     decision = rank_event(model, log, store, settings, event_id, context, new_types,
-                          excluded_indices, baseline, bool(body.deferActivation))
-    ranking = _ranking(config, decision, ids, offered)
+                          excluded_indices, baseline, bool(body.deferActivation),
+                          candidates=candidates)
+    ranking = _ranking(actions, decision, ids, offered)
     return RankResponse(ranking=ranking, eventId=event_id, rewardActionId=ranking[0].id)
+
+
+def rank_candidates(model: ServedModel, actions: list[RankableAction], settings: Settings
+                    ) -> Candidates | None:
+    """For a model with action features, the action ids and features a rank decides among
+    (:func:`action_candidates`); None for a model of fixed actions."""
+    if not model.config.action_features:
+        return None
+    return [a.id for a in actions], action_candidates(actions, settings)
 
 
 def _model_of(event_id: str, log: EventLog, code: str) -> ModelConfig:

@@ -88,11 +88,21 @@ def _booster(entry: modelfile.ModelEntry, config: ModelConfig) -> Any:
         booster = snapshots.loads(entry.booster)
     else:
         booster = modeldata.loads(entry.booster)
-    if type(booster) is not booster_class(config.booster):
+    if type(booster) is not _booster_class(config):
         raise TypeError(f"its booster is a {type(booster).__name__}, not a {config.booster}")
     if getattr(booster, "n_actions", len(config.actions)) != len(config.actions):
         raise ValueError("its booster does not match its actions")
     return booster
+
+
+def _booster_class(config: ModelConfig) -> type:
+    """The class of the booster ``config`` names (with action features, the booster over
+    candidate sets, which is not in the registry)."""
+    if config.action_features:
+        from boosters.online.adf import ActionFeatureBooster
+
+        return ActionFeatureBooster
+    return booster_class(config.booster)
 
 
 def _imported(log: EventLog, entry: modelfile.ModelEntry,

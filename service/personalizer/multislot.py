@@ -144,7 +144,9 @@ def rank(body: MultiSlotRankRequest, log: EventLog, store: ModelStore, settings:
     _check_cost(len(body.slots), len(ids), settings, token)
     excluded = _checked_slots(body, ids, settings)
     model = mapping.resolve_model(ids, log, store, settings,
-                                  mapping.may_create_models(token, settings))
+                                  mapping.may_create_models(token, settings),
+                                  mapping.wants_action_features(body.actions, settings))
+    candidates = mapping.rank_candidates(model, body.actions, settings)
     slot_contexts = _slot_contexts(body, model, log, settings)
     event_id = body.eventId or uuid.uuid4().hex
     defer = bool(body.deferActivation)
@@ -156,7 +158,7 @@ def rank(body: MultiSlotRankRequest, log: EventLog, store: ModelStore, settings:
     try:
         for slot, ctx, mine in zip(body.slots, slot_contexts, excluded, strict=True):
             chosen.append(_fill(model, log, store, settings, event_id, slot, ctx,
-                                [*mine, *chosen], ids, defer))
+                                [*mine, *chosen], ids, defer, candidates))
     except Exception:
         _failed(event_id, record, log)
         raise
@@ -193,9 +195,11 @@ def _used(event_id: str, log: EventLog) -> str:
 
 def _fill(model: ServedModel, log: EventLog, store: ModelStore, settings: Settings,
           event_id: str, slot: SlotRequest, context: dict[str, Any], taken: list[str],
-          ids: list[str], defer: bool) -> str:
-    """Decide and log one slot among the request's actions not in ``taken``; its action id."""
-    actions = model.config.actions
+          ids: list[str], defer: bool, candidates: mapping.Candidates | None) -> str:
+    """Decide and log one slot among the request's actions not in ``taken``; its action id.
+    ``candidates``: the request's, for a model with action features
+    (:func:`mapping.rank_candidates`)."""
+    actions = model.config.actions if candidates is None else candidates[0]
     offered = [a for a in ids if a not in set(taken)]
     if not offered:  # pragma: no cover - starved_slot refuses such requests beforehand
         raise bad("InvalidRankRequest", f"slot {slot.id!r} has no action left")
@@ -206,7 +210,8 @@ def _fill(model: ServedModel, log: EventLog, store: ModelStore, settings: Settin
     context, new_types = mapping.typed_context(model, log, context)
     decision = mapping.rank_event(
         model, log, store, settings, slot_event_id(event_id, slot.id), context, new_types,
-        excluded, baseline, defer, extra={"multislot": event_id, "slot": slot.id})
+        excluded, baseline, defer, extra={"multislot": event_id, "slot": slot.id},
+        candidates=candidates)
     return actions[decision.action]
 
 

@@ -151,7 +151,8 @@ def arguments_of(booster: str, params: dict[str, Any]) -> str:
 
 def action_counts(log: EventLog, settings: Settings) -> list[int]:
     """The action counts a policy must build for: each model of the endpoint's (2 if none)."""
-    return sorted({len(c.actions) for c in loop.models(log, settings)}) or [2]
+    return sorted({len(c.actions) for c in loop.models(log, settings)
+                   if not c.action_features}) or [2]
 
 
 def make_policy(name: str, arguments: str, settings: Settings,

@@ -37,6 +37,7 @@ import numpy as np
 
 from boosters.base import Decision, OnlineBooster
 from boosters.exploration import complete_probabilities, restrict
+from boosters.online.adf import ActionFeatureBooster
 from boosters.ope import Estimate, cross_fitted_predictions, estimate_all, mean_estimate
 from service import snapshots
 from service.formats.reader import LineError
@@ -114,7 +115,12 @@ def _learn_one(booster: OnlineBooster, ev: LoggedEvent, mode: str, stream: _Stre
     """The booster decides on event ``t``'s context, then learns from it as ``mode`` says."""
     # as served: the booster decides among the allowed actions, by the service's decision path
     allowed = None if ev.allowed.all() else np.flatnonzero(ev.allowed)
-    decision = decide(booster, ev.context, allowed=allowed)
+    candidates = None if ev.candidates is None else list(ev.candidates)
+    if candidates is None:
+        decision = decide(booster, ev.context, allowed=allowed)
+    else:  # a booster over candidate sets (ActionFeatureBooster): the event's own candidates
+        excluded = None if allowed is None else np.flatnonzero(~ev.allowed).tolist()
+        decision = booster.decide(ev.context, candidates, excluded=excluded)
     a = ev.action
     stream.rewards[t], stream.props[t] = ev.reward, ev.propensity
     stream.target[t] = decision.probabilities[a]
@@ -127,7 +133,10 @@ def _learn_one(booster: OnlineBooster, ev: LoggedEvent, mode: str, stream: _Stre
     if teach is None:
         return
     try:
-        booster.learn_one(ev.context, teach, reward=ev.reward)
+        if candidates is None:
+            booster.learn_one(ev.context, teach, reward=ev.reward)
+        else:
+            booster.learn(ev.context, candidates, teach, ev.reward)
         stream.learned += 1
     except (ValueError, TypeError) as exc:
         if len(stream.not_learned) < 3:
@@ -185,7 +194,7 @@ def _learner_estimates(
 
 def replay_learner(
     path: str | Path,
-    booster: OnlineBooster,
+    booster: OnlineBooster | ActionFeatureBooster,
     *,
     name: str | None = None,
     fmt: LogFormat = "auto",
@@ -202,6 +211,10 @@ def replay_learner(
 ) -> ReplayResult:
     """Replay ``path`` through a fresh online ``booster`` (docs/replay.md, "Learner replay").
 
+    An :class:`~boosters.online.adf.ActionFeatureBooster` (no ``actions``) replays a log of a
+    model with action features: on each event it decides among the event's own candidates (its
+    excluded ones left out), and the logged candidate is matched by its index in them.
+
     Two passes: validation (line errors, uniform logging, the event count), then the replay.
     Raises :class:`ReplayError` for bad lines (``on_error="fail"``) or a log without events, and
     ValueError for bad arguments (a full-information booster, an action count that does not match
@@ -209,11 +222,18 @@ def replay_learner(
     """
     _check_learner(booster, mode)
     check_common(limit, level)
-    path, fmt, actions = open_log(path, fmt, actions, action_index)
-    actions = actions or infer_actions(path, fmt, action_index)
-    if booster.n_actions != len(actions):
-        raise ValueError(f"the booster has {booster.n_actions} actions but the log has "
-                         f"{len(actions)}: {', '.join(actions)}")
+    if isinstance(booster, ActionFeatureBooster):  # each event's own candidates are its actions
+        if actions:
+            raise ValueError("a booster over candidate sets replays each event's own "
+                             "candidates: give no actions")
+        path, fmt, _ = open_log(path, fmt, None, action_index)
+        actions = []
+    else:
+        path, fmt, actions = open_log(path, fmt, actions, action_index)
+        actions = actions or infer_actions(path, fmt, action_index)
+        if booster.n_actions != len(actions):
+            raise ValueError(f"the booster has {booster.n_actions} actions but the log has "
+                             f"{len(actions)}: {', '.join(actions)}")
     scan = usable_scan(
         path, fmt, actions, on_error, reward_map=reward_map, action_index=action_index,
         limit=limit, progress=progress, repeated_ids=repeated_ids,

@@ -82,6 +82,9 @@ class LoggedEvent:
     reward: float
     probabilities: np.ndarray  # the logged vector (k,); zeros on excluded actions, NaN unknown
     allowed: np.ndarray  # (k,) False for the excluded actions
+    #: an event of a model with action features: the features of each of its own k candidates
+    #: (the actions are then the event's, not the replayed policy's; None: fixed actions)
+    candidates: tuple[dict[str, Any], ...] | None = None
 
     @property
     def uniform(self) -> bool:
@@ -128,6 +131,10 @@ def infer_actions(path: str | Path, fmt: str, action_index: bool = False) -> lis
     with _replay_errors():
         n, obj = first_object(path)
     found: Any = None
+    if isinstance(obj, dict) and isinstance(obj.get("bb"), dict) and (
+            "candidates" in obj["bb"] or "namespaces" in obj["bb"]):
+        raise ReplayError(f"line {n} of {path} is an event with its own candidates (a model with "
+                          "action features): replay it with the adf booster (--booster adf)")
     if isinstance(obj, dict):
         if fmt == "jsonl":
             bb = obj.get("bb")
@@ -143,7 +150,12 @@ def infer_actions(path: str | Path, fmt: str, action_index: bool = False) -> lis
 
 
 def _to_event(n: int, ev: dict[str, Any], k: int) -> LoggedEvent:
+    """The event ``ev`` on ``k`` actions (0: on its own candidates, ``bb.candidates``)."""
     bb = ev["bb"]
+    candidates = None
+    if k == 0:
+        candidates = tuple(bb["candidates"])
+        k = len(candidates)
     allowed = np.ones(k, dtype=bool)
     if bb.get("excluded"):
         allowed[bb["excluded"]] = False
@@ -156,6 +168,7 @@ def _to_event(n: int, ev: dict[str, Any], k: int) -> LoggedEvent:
         reward=float(bb["reward"]),
         probabilities=np.asarray(bb["decision"]["probabilities"], dtype=np.float64),
         allowed=allowed,
+        candidates=candidates,
     )
 
 
@@ -177,7 +190,8 @@ def iter_log(
 ) -> Iterator[tuple[int, LoggedEvent | LineError | None]]:
     """``(line, event | LineError | None)`` for every data line (None: a DSJSON ``_skipLearn``
     line, not an event), by :func:`service.formats.reader.iter_events`. ``repeats`` counts the
-    events whose id was seen before and leaves them out unless its mode is keep."""
+    events whose id was seen before and leaves them out unless its mode is keep. No
+    ``actions`` (a booster over candidate sets): each event on its own candidates."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be jsonl, dsjson or obp, got {fmt!r}")
     check_reward_map(reward_map)

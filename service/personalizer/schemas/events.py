@@ -47,7 +47,7 @@ RANK_EXAMPLE: dict[str, Any] = {
 
 
 class RankableAction(PersonalizerBody):
-    """An action offered to `rank`: its id and optional features (logged, not learned)."""
+    """An action offered to `rank`: its id and optional features."""
 
     model_config = ConfigDict(
         extra="ignore", json_schema_extra={"examples": [RANK_EXAMPLE["actions"][0]]}
@@ -56,7 +56,8 @@ class RankableAction(PersonalizerBody):
     id: StrictStr = Field(min_length=1, max_length=256,
                           description="Action id, distinct within the request.")
     features: list[dict[str, Any]] | None = Field(
-        default=None, description="Action features (accepted; the boosters do not use them)."
+        default=None, description="Action features: learned by the model with action "
+        "features (setting personalizer_action_features), else unused."
     )
 
 
