@@ -36,6 +36,7 @@ __all__ = [
     "MAX_NOMINAL_ATTRIBUTES",
     "MAX_WEAK_LEARNERS",
     "CLASS_SIZE_ATTRIBUTES",
+    "DRIFT_RESTARTS",
     "FLAG_PARAMS",
     "OTHER_PARAMS",
     "SIZE_PARAMS",
@@ -43,6 +44,7 @@ __all__ = [
     "Interval",
     "Options",
     "check_choice",
+    "check_drift_restart",
     "check_flags",
     "check_int",
     "check_logged",
@@ -91,6 +93,7 @@ OTHER_PARAMS = frozenset({
     "realizable", "optimizer", "leaf_prediction", "rho_decay", "rho_floor", "guess_expert",
     "quadratic_expert", "hedge_discount", "guess_play", "guess_model", "hedge_weight",
     "switch_weight", "rho_by_misses", "offset_l2", "rho_min", "tree_core", "grace_by",
+    "drift_restart",
 })
 #: booster parameters that are flags: booleans only
 FLAG_PARAMS = frozenset({
@@ -270,6 +273,24 @@ def check_schedule(
     if rho_min is not None:
         rho_min = check_real("rho_min", rho_min, 0.0, rho_floor, open_low=True)
     return rho_decay, rho_floor, rho_min
+
+
+#: what a bandit booster's ``drift_restart`` restarts when its prediction's misses jump
+#: (``boosters.exploration.MissDrift``): the schedule's clock, or that and all it learned
+DRIFT_RESTARTS = ("model", "schedule")
+
+
+def check_drift_restart(value: Any) -> str | None:
+    """``drift_restart``: one of :data:`DRIFT_RESTARTS`, or None (no test, as before issue 42).
+
+    >>> check_drift_restart("model"), check_drift_restart(None)
+    ('model', None)
+    >>> check_drift_restart("trees")
+    Traceback (most recent call last):
+    ...
+    ValueError: drift_restart must be one of 'model', 'schedule', got 'trees'
+    """
+    return None if value is None else check_choice("drift_restart", value, DRIFT_RESTARTS)
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:

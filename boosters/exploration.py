@@ -22,19 +22,25 @@ __all__ = [
     "complete_probabilities",
     "MAX_AUTO_DECAY",
     "ROUNDS_PER_ACTION",
+    "DRIFT_DELTA",
+    "DRIFT_THRESHOLD",
     "decayed_rate",
     "dr_loss_estimate",
     "draw",
     "estimated_costs",
     "exploration_distribution",
     "explore",
+    "forget_pending",
     "full_information_loss",
     "loss_estimate",
     "MISS_REFERENCE",
+    "MissDrift",
+    "make_drift",
     "missed_rate",
     "mask_scores",
     "naive_loss_estimate",
     "restrict",
+    "schedule_clock",
     "scheduled_rate",
     "track_misses",
 ]
@@ -155,27 +161,104 @@ def decayed_rate(
     return max(floor, rate)
 
 
+def schedule_clock(booster) -> int:
+    """The learning rounds ``booster``'s schedule counts: all of them, or those since the last
+    alarm of its ``drift_restart`` test (:class:`MissDrift`)."""
+    drift = booster.miss_drift
+    return booster.n_updates if drift is None else booster.n_updates - drift.start
+
+
 def scheduled_rate(booster) -> float:
     """The exploration rate of ``booster``'s next decision: its schedule after its learning
-    rounds, scaled by its prediction's miss rate with ``rho_by_misses``, the floor following
-    that rate down to ``rho_min`` (:func:`decayed_rate`)."""
+    rounds (:func:`schedule_clock`), scaled by its prediction's miss rate with
+    ``rho_by_misses``, the floor following that rate down to ``rho_min`` (:func:`decayed_rate`)."""
     miss = booster.miss_rate if booster.rho_by_misses else None
     return decayed_rate(
-        booster.rho, booster.n_updates, booster.rho_decay, booster.rho_floor,
+        booster.rho, schedule_clock(booster), booster.rho_decay, booster.rho_floor,
         booster.n_actions, miss, booster.rho_min,
     )
 
 
 def track_misses(booster, decision, correct: bool, label: int | None) -> None:
-    """``booster``'s prediction's miss rate (``rho_by_misses``, on a schedule) after a round that
-    played the prediction, or any round with the ``label``."""
-    if not booster.rho_by_misses or booster.rho_decay is None:
+    """``booster``'s prediction's miss rate (``rho_by_misses``, on a schedule) and its
+    ``drift_restart`` test (:class:`MissDrift`) after a round that played the prediction, or
+    any round with the ``label``; an alarm restarts the schedule's clock."""
+    tracked = booster.rho_by_misses and booster.rho_decay is not None
+    drift = booster.miss_drift
+    if not tracked and drift is None:
         return
     yhat = int(decision.internals["yhat"])
     if label is None and decision.action != yhat:  # an explored miss says nothing of yhat
         return
     missed = yhat != label if label is not None else not correct
-    booster.miss_rate = missed_rate(booster.miss_rate, missed, booster.rho_decay, booster.n_actions)
+    if tracked:
+        booster.miss_rate = missed_rate(
+            booster.miss_rate, missed, booster.rho_decay, booster.n_actions
+        )
+    if drift is not None and drift.update(missed):
+        drift.alarm(booster.n_updates)
+
+
+#: the Page-Hinkley test of ``drift_restart`` (:class:`MissDrift`): the rise of the miss rate it
+#: tolerates and the excess of summed misses over it that raises the alarm
+DRIFT_DELTA, DRIFT_THRESHOLD = 0.1, 20.0
+
+
+class MissDrift:
+    """A Page-Hinkley test for a rise of the prediction's miss rate, on the misses
+    :func:`track_misses` sees (docs/boosters.md, "Exploration schedule"): with ``m_n`` the mean
+    of the first ``n`` misses since the last alarm, ``S_n = sum_i (miss_i - m_i - delta)``, an
+    alarm when ``S_n`` is more than ``threshold`` above its lowest value. ``mode``: the booster's
+    ``drift_restart``; ``start``: the learning round the schedule's clock counts from (0 until
+    the first alarm); ``pending``: the booster is to forget at the end of this round.
+
+    >>> drift = MissDrift("model")
+    >>> [drift.update(False) for _ in range(500)].count(True)
+    0
+    >>> [drift.update(True) for _ in range(40)].index(True) + 1   # misses before the alarm
+    23
+    """
+
+    def __init__(self, mode: str, delta: float = DRIFT_DELTA, threshold: float = DRIFT_THRESHOLD):
+        self.mode, self.delta, self.threshold = mode, delta, threshold
+        self.start = self.restarts = 0
+        self.pending = False
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the misses seen: the test starts again."""
+        self.n, self.mean, self.sum, self.low = 0, 0.0, 0.0, 0.0
+
+    def update(self, missed: bool) -> bool:
+        """One more miss (or hit) of the played prediction; whether the alarm is raised."""
+        self.n += 1
+        self.mean += (float(missed) - self.mean) / self.n
+        self.sum += float(missed) - self.mean - self.delta
+        self.low = min(self.low, self.sum)
+        return self.sum - self.low > self.threshold
+
+    def alarm(self, rounds: int) -> None:
+        """After an alarm at ``rounds`` learning rounds: the clock restarts there, the test
+        starts again, and with ``"model"`` the booster is to forget (:func:`forget_pending`)."""
+        self.reset()
+        self.start, self.restarts = rounds, self.restarts + 1
+        self.pending = self.mode == "model"
+
+
+def make_drift(mode: str | None) -> MissDrift | None:
+    """The test of a booster's ``drift_restart`` (None: no test)."""
+    return None if mode is None else MissDrift(mode)
+
+
+def forget_pending(booster) -> bool:
+    """Whether ``booster`` forgot what it learned now (its ``_forget``: an alarm of
+    ``drift_restart="model"`` was pending); the alarm is then cleared."""
+    drift = booster.miss_drift
+    if drift is None or not drift.pending:
+        return False
+    drift.pending = False
+    booster._forget()
+    return True
 
 
 def exploration_distribution(

@@ -444,18 +444,20 @@ ADDED = {"loss_clip": None, "alpha_min": -2.0, "leaf_prediction": "mc", "rho_dec
          "rho_floor": 0.01, "guess_expert": False, "quadratic_expert": False,
          "hedge_discount": 1.0, "guess_play": "hedge", "guess_model": "linear",
          "hedge_weight": None, "rho_by_misses": False, "miss_rate": 0.25, "rho_min": None,
-         "tree_core": "river", "grace_by": "weight", "forest": None}
+         "tree_core": "river", "grace_by": "weight", "forest": None, "drift_restart": None,
+         "miss_drift": None}
 #: defaults changed since the reference commit (issue 15), given as the reference's values
 OLD_DEFAULTS = {
     "adabandit": {
         "rho": 0.1, "alpha_min": -2.0, "leaf_prediction": "mc", "estimator": "proposed",
         "rho_decay": None, "guess_model": "linear", "hedge_weight": None, "rho_by_misses": False,
-        "rho_min": None,
+        "rho_min": None, "drift_restart": None,
     },
     "banditbbm": {"leaf_prediction": "mc", "estimator": "proposed", "rho_decay": None,
-                  "guess_model": "linear", "rho_by_misses": False, "rho_min": None},
+                  "guess_model": "linear", "rho_by_misses": False, "rho_min": None,
+                  "drift_restart": None},
     "oco": {"leaf_prediction": "mc", "rho_decay": None, "guess_model": None,
-            "rho_by_misses": False, "rho_min": None},
+            "rho_by_misses": False, "rho_min": None, "drift_restart": None},
 }
 
 

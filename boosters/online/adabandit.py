@@ -16,10 +16,14 @@ import math
 
 import numpy as np
 
-from boosters._params import check_choice, check_real
+from boosters._params import check_choice, check_drift_restart, check_real
+from boosters.exploration import forget_pending, make_drift
 from boosters.online.template import BoostingTemplate
+from learners.hoeffding import cost_sensitive_trees, sample_tree_params
 
-__all__ = ["AdaBandit", "AdaBoostOLM", "logistic_cost_matrices", "logistic_loss"]
+__all__ = [
+    "AdaBandit", "AdaBoostOLM", "forget_trees", "logistic_cost_matrices", "logistic_loss",
+]
 
 
 def logistic_loss(s: np.ndarray, y: int) -> float:
@@ -44,6 +48,32 @@ def logistic_cost_matrices(votes: np.ndarray) -> np.ndarray:
     C[:, idx, idx] = 0.0
     C[:, idx, idx] = -C.sum(axis=1)
     return C
+
+
+def forget_trees(booster) -> None:
+    """``booster``'s (a :class:`boosters.online.template.BoostingTemplate`) trees and reward
+    models as new: the trees' hyperparameters drawn again from its generator, as at its
+    creation, the reward models and their hit counts untrained. Its counters, its generator and
+    its schedule's miss rate stay.
+
+    >>> booster = AdaBandit(n_actions=3, n_learners=2, seed=0)
+    >>> for _ in range(5):
+    ...     booster.learn_one({"x": 1.0}, booster.decide_one({"x": 1.0}), reward=1.0)
+    >>> forget_trees(booster)
+    >>> booster.tree_proba({"x": 1.0}).tolist(), booster.n_updates
+    ([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], 5)
+    """
+    params = [
+        sample_tree_params(booster.tree_profile, booster._rng, fixed=booster.fixed_trees)
+        for _ in range(booster.n_learners)
+    ]
+    booster.forest, booster.learners = cost_sensitive_trees(
+        booster.tree_core, booster.n_actions, params, booster.nominal_attributes,
+        booster.leaf_prediction, booster.fast_trees, booster.grace_by,
+    )
+    booster._trees = [wl.tree for wl in booster.learners]
+    booster.reward_model = booster.quadratic_model = None
+    booster._init_reward_models(booster.guess_expert, booster.quadratic_expert)
 
 
 #: how the reward model's expert is played: by the Hedge among the trees' experts, or by the
@@ -72,6 +102,10 @@ class AdaBandit(BoostingTemplate):
     ``loss_clip=None`` is the paper's estimate; a number ``c >= 1`` clips the estimated loss
     vector to ``[1 - c, c]`` before the trees, the Hedge and the weights ``alpha`` use it, and
     the step becomes ``1 / (k c sqrt t)``.
+    ``drift_restart="model"``: when the played prediction's misses jump (a Page-Hinkley test,
+    ``boosters.exploration.MissDrift``), the schedule's clock restarts and the booster learns
+    again from scratch; ``"schedule"`` restarts the clock alone, None neither (as before issue
+    42).
     """
 
     #: the paper's feasible set [-2, 2]; also what a model pickled before the option existed reads
@@ -115,6 +149,7 @@ class AdaBandit(BoostingTemplate):
         guess_play: str = "hedge",
         guess_model: str = "ridge",
         hedge_weight: float | None = 5.0,
+        drift_restart: str | None = "model",
     ):
         super().__init__(
             n_actions,
@@ -155,6 +190,17 @@ class AdaBandit(BoostingTemplate):
         # Hedge weights in log space, one per expert (the reward model's is the last)
         hedged = self.expert_models() if self.guess_play != "switch" else []
         self.log_v = np.zeros(self.n_learners + len(hedged))
+        self.t = 0
+        self.drift_restart = check_drift_restart(drift_restart)
+        self.miss_drift = make_drift(self.drift_restart)
+
+    def _forget(self) -> None:
+        """Learn again from scratch (``drift_restart="model"``, after an alarm of its
+        ``MissDrift``): new trees and reward models, the weights and the Hedge's as at
+        creation."""
+        forget_trees(self)
+        self.alpha = np.zeros(self.n_learners)
+        self.log_v = np.zeros(self.log_v.size)
         self.t = 0
 
     def _alpha(self) -> np.ndarray:
@@ -203,6 +249,8 @@ class AdaBandit(BoostingTemplate):
         return self.hedge_weight
 
     def _update(self, votes, weak, experts, lhat, costs, true_label, judged) -> None:
+        if forget_pending(self):  # the round's experts are the forgotten trees'
+            return
         self.t += 1
         grads = self._gradients(votes, weak, costs, 1.0 - lhat)
         np.clip(self.alpha - self._step_size() * grads, self.alpha_min, 2.0, out=self.alpha)
@@ -265,6 +313,7 @@ class AdaBoostOLM(AdaBandit):
             guess_expert=False,
             guess_model="linear",
             hedge_weight=None,
+            drift_restart=None,
         )
         self.kappa = 5.0 + 15.0 * self._rng.random(self.n_learners)  # U[5, 20] per learner
         self.kappa[0] = 0.0

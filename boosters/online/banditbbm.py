@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from boosters._params import check_real
+from boosters._params import check_drift_restart, check_real
+from boosters.exploration import forget_pending, make_drift
+from boosters.online.adabandit import forget_trees
 from boosters.online.potentials import BBMPotentials
 from boosters.online.template import BoostingTemplate, model_leads, record_switch
 
@@ -39,6 +41,9 @@ class BanditBBM(BoostingTemplate):
     the doubly robust switch instead); the paper's rate is constant (``rho_decay=None``). Above
     ``dense_max_actions`` actions the cost vectors are formed per class of labels
     (:meth:`boosters.online.potentials.BBMPotentials.costs`) instead of through ``k x k`` matrices.
+    ``drift_restart``: as AdaBandit's (``"model"``: when the played prediction's misses jump,
+    the schedule's clock restarts and the booster learns again from scratch;
+    ``boosters.exploration.MissDrift``).
     """
 
     #: up to this many actions, cost vectors are ``C @ omega`` with dense matrices (as always)
@@ -74,6 +79,7 @@ class BanditBBM(BoostingTemplate):
         guess_expert: bool | None = None,
         guess_model: str = "ridge",
         switch_weight: float | None = 5.0,
+        drift_restart: str | None = "model",
     ):
         self.gamma = check_real("gamma", gamma, 0.0, 1.0, open_low=True, open_high=True)
         super().__init__(
@@ -109,6 +115,15 @@ class BanditBBM(BoostingTemplate):
                 self.switch_weight = weight
                 #: the estimated losses (faded by GUESS_DECAY) of [the vote of all N, the model]
                 self.switch_losses = np.zeros(2)
+        self.drift_restart = check_drift_restart(drift_restart)
+        self.miss_drift = make_drift(self.drift_restart)
+
+    def _forget(self) -> None:
+        """Learn again from scratch (``drift_restart="model"``, after an alarm of its
+        ``MissDrift``): new trees and reward models, the switch's losses as at creation."""
+        forget_trees(self)
+        if self.switch_losses is not None:
+            self.switch_losses = np.zeros(2)
 
     def __setstate__(self, state):
         super().__setstate__(state)
@@ -129,6 +144,8 @@ class BanditBBM(BoostingTemplate):
         return model_leads(self.switch_losses)
 
     def _update(self, votes, weak, experts, lhat, costs, true_label, judged) -> None:
+        if forget_pending(self):  # the round's experts are the forgotten trees'
+            return
         if self.switch_losses is not None:
             n = self.n_learners
             record_switch(self.switch_losses, judged[experts[n - 1 : n + 1]])
@@ -198,6 +215,7 @@ class OnlineMBBM(BanditBBM):
             rho_min=None,
             guess_expert=False,
             guess_model="linear",
+            drift_restart=None,
         )
 
     def _labels_weights(self, costs, u, known_label):

@@ -18,7 +18,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from boosters._params import check_int, check_real, check_rho, check_schedule
+from boosters._params import (
+    check_drift_restart,
+    check_int,
+    check_real,
+    check_rho,
+    check_schedule,
+)
 from boosters.base import (
     Decision,
     OnlineBooster,
@@ -31,7 +37,9 @@ from boosters.exploration import (
     check_allowed,
     exploration_distribution,
     explore,
+    forget_pending,
     full_information_loss,
+    make_drift,
     mask_scores,
     scheduled_rate,
     track_misses,
@@ -134,6 +142,11 @@ class OCOBandit(OCOParams, OnlineBooster):
     switch_weight
         The clip of the importance weights of those estimated losses (the reward model's doubly
         robust estimate, as BanditBBM's switch: docs/boosters.md, "The Hedge's losses").
+    drift_restart
+        ``"model"`` (the default): when the played prediction's misses jump (a Page-Hinkley test,
+        ``boosters.exploration.MissDrift``), the schedule's clock restarts and the booster
+        learns again from scratch (new trees and reward model); ``"schedule"``: the clock
+        alone; None: neither (as before issue 42, and :class:`OCOFull`).
     """
 
     default_tree_profile = "bandit"
@@ -142,6 +155,7 @@ class OCOBandit(OCOParams, OnlineBooster):
     rho_floor, rho_min = 0.01, None
     rho_by_misses = False
     miss_rate = MISS_REFERENCE
+    drift_restart = miss_drift = None
     #: no reward model; also what a model pickled before the option existed reads
     guess_model = None
     reward_model = None
@@ -172,6 +186,7 @@ class OCOBandit(OCOParams, OnlineBooster):
         rho_min: float | None = 0.002,
         guess_model: str | None = "ridge",
         switch_weight: float = 5.0,
+        drift_restart: str | None = "model",
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
@@ -210,6 +225,23 @@ class OCOBandit(OCOParams, OnlineBooster):
             self.switch_losses = np.zeros(2)
         self.n_decisions = 0
         self.n_updates = 0
+        self.drift_restart = check_drift_restart(drift_restart)
+        self.miss_drift = make_drift(self.drift_restart)
+
+    def _forget(self) -> None:
+        """Learn again from scratch (``drift_restart="model"``, after an alarm of its
+        ``MissDrift``): new trees (their hyperparameters drawn again from the booster's
+        generator) and reward model, the switch's losses as at creation."""
+        self.learners = self._make_trees(
+            self.n_actions * self.n_learners, self.tree_profile, self.fixed_trees,
+            self.nominal_attributes, self.fast_trees, self.leaf_prediction,
+        )
+        self._trees = [wl.tree for wl in self.learners]
+        if self.reward_model is not None:
+            self.reward_model = make_reward_model(
+                self.guess_model, self.n_actions, self.nominal_attributes
+            )
+            self.switch_losses = np.zeros(2)
 
     def booster_learners(self, action: int) -> list:
         """The N weak learners of ``action``'s binary booster."""
@@ -319,6 +351,7 @@ class OCOBandit(OCOParams, OnlineBooster):
             track_misses(self, decision, label == decision.action, label)
             if self.reward_model is not None:
                 self._learn_model(x, decision, label == decision.action, label)
+            forget_pending(self)
             return
         a = decision.action
         if self.update == "rounding":
@@ -339,13 +372,14 @@ class OCOBandit(OCOParams, OnlineBooster):
             for wl, lab in zip(self.booster_learners(a), labels.tolist()):
                 if lab:
                     wl.learn_one(x, lab, w=weight)
-        if self.reward_model is None and not self.rho_by_misses:
+        if self.reward_model is None and not self.rho_by_misses and self.miss_drift is None:
             return
         # a fractional reward is rounded, as the template's
         correct, _ = resolve_feedback(decision, reward, None, self.n_actions, self._rng)
         track_misses(self, decision, correct, None)
         if self.reward_model is not None:
             self._learn_model(x, decision, correct, None)
+        forget_pending(self)
 
     def _learn_model(self, x: dict, decision: Decision, correct: bool, label: int | None) -> None:
         """After a round: the switch's estimated losses of the boosters' argmax and the model's
@@ -411,4 +445,5 @@ class OCOFull(OCOBandit):
             guess_model=None,
             rho_by_misses=False,
             rho_min=None,
+            drift_restart=None,
         )

@@ -110,7 +110,7 @@ class BoostingTemplate(OnlineBooster):
     #: what a model pickled before the options existed reads
     rho_decay = None
     rho_floor, rho_min = 0.01, None
-    rho_by_misses, miss_rate = False, MISS_REFERENCE
+    rho_by_misses, miss_rate, drift_restart, miss_drift = False, MISS_REFERENCE, None, None
     guess_expert = False
     quadratic_expert = False
     quadratic_model = None

@@ -102,7 +102,7 @@ def wants_action_features(actions: list[RankableAction], settings: Settings) -> 
     """Whether a rank of ``actions`` goes to the endpoint's model with action features
     (``personalizer_action_features``; unused with ``personalizer_model``)."""
     mode = settings.personalizer_action_features
-    return mode == "always" or (mode == "auto" and any(a.features for a in actions))
+    return mode == "always" or (mode == "auto" and any(any(a.features or []) for a in actions))
 
 
 def _configured(ids: list[str], settings: Settings, store: ModelStore) -> ServedModel:
@@ -193,11 +193,12 @@ def action_candidates(actions: list[RankableAction], settings: Settings
 
     >>> from service.settings import Settings
     >>> action_candidates([RankableAction(id="a1", features=[{"topic": {"name": "x"}}]),
-    ...                    RankableAction(id="a2")], Settings())
-    [{'topic.name': 'x'}, {'id': 'a2'}]
+    ...                    RankableAction(id="a2"), RankableAction(id="a3", features=[{}])],
+    ...                   Settings())
+    [{'topic.name': 'x'}, {'id': 'a2'}, {'id': 'a3'}]
     """
-    return [request_context(a.features, settings, f"action {a.id!r} features")
-            if a.features else {"id": a.id} for a in actions]
+    return [request_context(a.features, settings, f"action {a.id!r} features") or {"id": a.id}
+            for a in actions]
 
 
 def check_limits(context: dict[str, Any], settings: Settings, where: str) -> dict[str, Any]:
