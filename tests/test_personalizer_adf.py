@@ -219,7 +219,7 @@ def test_rotating_catalogue_through_the_sdk_learns_with_one_model(redis_url: str
 
 def test_feature_importances_score_the_model_with_action_features(client) -> None:
     """The permutation scores decide among each logged event's own candidates; the evaluations
-    compare fixed-action policies and leave this model out."""
+    read the model's events over their own candidates."""
     from service.personalizer import evaluations, importances
 
     for i in range(60):
@@ -238,4 +238,5 @@ def test_feature_importances_score_the_model_with_action_features(client) -> Non
                                           lambda: None)
     assert sampled == 60
     assert {s["featureName"] for s in scores} == {"pref", "noise"}
-    assert evaluations._logs(app.log, app.settings, 0.0, 1e12) == []
+    assert [m.name for m in evaluations._logs(app.log, app.settings, 0.0, 1e12)] == [
+        ACTION_FEATURES_MODEL]

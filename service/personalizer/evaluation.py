@@ -9,6 +9,13 @@ estimate is the logged average reward), ``Baseline`` (always the logged baseline
 log in order by :func:`service.replay.offline.replay_events`, importance-weighted) and
 ``OfflineExperimentation`` (a stored offline policy bundle).
 
+The log of the model with action features (:attr:`ModelLog.action_features`) holds each event's
+own candidates: Online, Baseline and Random work per event over them. A Custom policy decides on
+the logs it applies to (booster ``adf`` on that model's, the fixed-action boosters on the
+others); on the other logs the logged decisions stand (its probability of the logged action is
+the logged one), so every policy is estimated over the same events: what the endpoint would have
+earned with it in force. A Custom policy that applies to none of the logs has no estimate.
+
 >>> import numpy as np
 >>> from boosters.base import Decision
 >>> from service.events import decision_event, joined_event
@@ -40,6 +47,7 @@ import numpy as np
 from boosters.exploration import restrict
 from boosters.ope import snips
 from boosters.registry import make_booster
+from service.domain import ACTION_FEATURES_BOOSTER
 from service.events import iso_timestamp
 from service.replay.offline import replay_events
 from service.replay.reading import LoggedEvent, logged_event
@@ -79,10 +87,17 @@ class ModelLog:
     ts: np.ndarray
     baseline: np.ndarray  # the logged baseline action's index per event
 
+    @property
+    def action_features(self) -> bool:
+        """Whether this is the log of the model with action features (no fixed actions: each
+        event on its own candidates, ``LoggedEvent.candidates``)."""
+        return not self.actions
+
     @classmethod
     def of(cls, joined: list[dict[str, Any]], actions: list[str], start: float, end: float,
            name: str = "") -> ModelLog:
-        """The joined events (as logged) decided in [start, end]; unreadable ones are left out."""
+        """The joined events (as logged) decided in [start, end]; unreadable ones are left out.
+        No ``actions``: the events of the model with action features, on their candidates."""
         events, ts, base = [], [], []
         for obj in joined:
             bb = obj.get("bb") or {}
@@ -100,8 +115,10 @@ class ModelLog:
 
 
 def _baseline(bb: dict[str, Any], ev: LoggedEvent, actions: list[str]) -> int:
-    """``bb.personalizer.baseline`` as an index, else the first offered action."""
+    """``bb.personalizer.baseline`` as an index (into the event's own ``bb.actions`` without
+    fixed ``actions``), else the first offered action."""
     chosen = (bb.get("personalizer") or {}).get("baseline")
+    actions = actions or list(bb.get("actions") or [])
     if chosen in actions:
         return actions.index(chosen)
     return int(np.flatnonzero(ev.allowed)[0])
@@ -127,9 +144,40 @@ def _targets(candidate: Candidate, log: ModelLog, tick: Callable[[], None] | Non
         return np.array([1.0 / e.allowed.sum() for e in log.events])
     if candidate.source == "OfflineExperimentation":
         return _bundle_targets(candidate.bundles.get(log.name), log, a)
+    if not _applies(candidate, log):  # the logged decisions stand
+        return np.array([e.propensity for e in log.events])
     params = {"seed": REPLAY_SEED, **candidate.params}
-    booster = make_booster(str(candidate.booster), n_actions=len(log.actions), **params)
+    if log.action_features:
+        from boosters.online.adf import ActionFeatureBooster
+
+        booster: Any = ActionFeatureBooster(**params)
+    else:
+        booster = make_booster(str(candidate.booster), n_actions=len(log.actions), **params)
     return replay_events(booster, _ticking(log.events, tick), "weighted", len(log.events)).target
+
+
+def _applies(candidate: Candidate, log: ModelLog) -> bool:
+    """Whether ``candidate`` decides on ``log``: a Custom policy of booster ``adf`` on the log
+    of the model with action features only, one of a fixed-action booster on the others only."""
+    if candidate.source != "Custom":
+        return True
+    return (candidate.booster == ACTION_FEATURES_BOOSTER) == log.action_features
+
+
+def _note(candidate: Candidate, logs: list[ModelLog]) -> str | None:
+    """What a Custom result says about the models it does not decide for (None: it decides for
+    every model read)."""
+    if candidate.source != "Custom":
+        return None
+    left = [log.name for log in logs if not _applies(candidate, log)]
+    if not left:
+        return None
+    kind = "action features" if candidate.booster == ACTION_FEATURES_BOOSTER else "fixed actions"
+    if len(left) == len(logs):
+        return (f"NotApplicable: booster {candidate.booster!r} decides for the models with "
+                f"{kind}; the date range has no event of such a model")
+    return (f"booster {candidate.booster!r} decides for the models with {kind}; the logged "
+            f"decisions stand for the others ({', '.join(left)})")
 
 
 def _bundle_targets(bundle: Any, log: ModelLog, a: np.ndarray) -> np.ndarray:
@@ -200,7 +248,8 @@ def _rows(ts: np.ndarray, p: np.ndarray, r: np.ndarray, pi: np.ndarray) -> list[
 
 def evaluate(logs: list[ModelLog], candidates: list[Candidate],
              tick: Callable[[], None] | None = None) -> list[dict[str, Any]]:
-    """Every candidate's result (Personalizer's PolicyResult), best total average reward first.
+    """Every candidate's result (Personalizer's PolicyResult, with a ``description`` for a
+    Custom policy that does not decide for every model), best total average reward first.
     ``tick`` is called every few replayed events (it may raise to stop the evaluation)."""
     ts = np.concatenate([log.ts for log in logs]) if logs else np.zeros(0)
     order = np.argsort(ts, kind="stable")
@@ -209,12 +258,17 @@ def evaluate(logs: list[ModelLog], candidates: list[Candidate],
     ts = ts[order]
     results = []
     for c in candidates:
-        pi = np.concatenate([_targets(c, log, tick) for log in logs])[order]
+        note = _note(c, logs)
+        if c.source == "Custom" and not any(_applies(c, log) for log in logs):
+            pi = np.zeros(ts.shape[0])  # no estimate: averageReward None, sorted last
+        else:
+            pi = np.concatenate([_targets(c, log, tick) for log in logs])[order]
         span = float(ts.max() - ts.min()) if ts.size else 0.0
         total = summary(p, r, pi, iso_timestamp(float(ts.min())) if ts.size else "",
                         f"PT{round(span)}S")
         results.append({"name": c.name, "arguments": c.arguments, "policySource": c.source,
-                        "summary": _rows(ts, p, r, pi), "totalSummary": total})
+                        "summary": _rows(ts, p, r, pi), "totalSummary": total,
+                        **({} if note is None else {"description": note})})
     return sorted(results, key=lambda x: -(x["totalSummary"]["averageReward"]
                                            if x["totalSummary"]["averageReward"] is not None
                                            else -math.inf))

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from service import snapshots
+from service.domain import ACTION_FEATURES_BOOSTER, action_features_params
 from service.eventlog import EventLog, RedisError
 from service.events import iso_timestamp
 from service.personalizer import loop, policy
@@ -85,30 +86,49 @@ class Budget:
 
 def _learners(doc: dict[str, Any]) -> int:
     """The learners a custom policy document replays (its ``n_learners``, or the booster's
-    default; 1 for a booster without learners)."""
+    default; 1 for a booster without learners; ``adf``: its ``n_trees``)."""
     from boosters.registry import booster_params
 
-    n = doc["params"].get("n_learners", booster_params(doc["booster"]).get("n_learners"))
+    adf = doc["booster"] == ACTION_FEATURES_BOOSTER
+    key = "n_trees" if adf else "n_learners"
+    defaults = action_features_params() if adf else booster_params(doc["booster"])
+    n = doc["params"].get(key, defaults.get(key))
     return max(1, int(n or 1))
+
+
+def _sizes(log: EventLog, settings: Settings) -> list[tuple[bool, int]]:
+    """``(action_features, events read)`` of each model (its joined events, at most
+    :data:`MAX_EVENTS`)."""
+    return [(c.action_features, min(log.stream_length(c.name, "joined"), MAX_EVENTS))
+            for c in loop.models(log, settings)]
+
+
+def _replayed(doc: dict[str, Any], sizes: list[tuple[bool, int]]) -> int:
+    """The events a custom policy replays: those of the models it decides for (``adf``: the
+    model with action features; the other boosters: the fixed-action models)."""
+    adf = doc["booster"] == ACTION_FEATURES_BOOSTER
+    return sum(n for action_features, n in sizes if action_features == adf)
 
 
 def estimate_cost(log: EventLog, settings: Settings, policies: list[dict[str, Any]]
                   ) -> tuple[int, int]:
-    """``(cost, events)``: the events an evaluation would replay at most (each model's
-    joined events, capped at :data:`MAX_EVENTS`), and that times the custom policies' learners
-    (the built-in policies and the offline one cost nothing next to a replay)."""
-    events = sum(min(log.stream_length(c.name, "joined"), MAX_EVENTS)
-                 for c in loop.models(log, settings))
-    return events * sum(_learners(p) for p in policies), events
+    """``(cost, events)``: the events an evaluation would read at most (each model's joined
+    events, capped at :data:`MAX_EVENTS`), and the learner-events it replays: per custom
+    policy, its learners times the events of the models it decides for (the built-in policies
+    and the offline one cost nothing next to a replay)."""
+    sizes = _sizes(log, settings)
+    return sum(_learners(p) * _replayed(p, sizes) for p in policies), sum(n for _, n in sizes)
 
 
 def _check_cost(log: EventLog, settings: Settings, policies: list[dict[str, Any]]) -> int:
-    cost, events = estimate_cost(log, settings, policies)
+    cost, _ = estimate_cost(log, settings, policies)
     if cost > settings.evaluation_max_cost:
-        per = ", ".join(f"{p['name']}: {_learners(p)}" for p in policies)
+        sizes = _sizes(log, settings)
+        per = ", ".join(f"{p['name']}: {_learners(p)} x {_replayed(p, sizes):,}"
+                        for p in policies)
         raise bad("EvaluationTooCostly",
-                  f"estimated cost {cost:,} learner-events ({events:,} logged events x the "
-                  f"learners of the custom policies: {per}) is above evaluation_max_cost "
+                  f"estimated cost {cost:,} learner-events (per custom policy, its learners x "
+                  f"the logged events it replays: {per}) is above evaluation_max_cost "
                   f"{settings.evaluation_max_cost:,}: evaluate fewer or smaller policies")
     return cost
 
@@ -133,7 +153,8 @@ def _custom(body: EvaluationContract, settings: Settings, counts: list[int]
             raise bad("InvalidEvaluationContract",
                       f"policies: {p.name!r} is the name of a built-in policy")
         try:
-            out.append(policy.make_policy(p.name, p.arguments, settings, counts))
+            out.append(policy.make_policy(p.name, p.arguments, settings, counts,
+                                          evaluated=True))
         except ValueError as exc:
             raise bad("InvalidPolicyConfiguration", f"policy {p.name!r}: {exc}") from None
     return out
@@ -215,12 +236,13 @@ def _candidates(log: EventLog, settings: Settings, doc: dict[str, Any]) -> list[
     return out + ([offline] if offline is not None else [])
 
 
-def _logs(log: EventLog, settings: Settings, start: float, end: float) -> list[ModelLog]:
-    """The logs of the endpoint's models of fixed actions (the policies compared decide over
-    fixed actions; the model with action features is left out)."""
+def _logs(log: EventLog, settings: Settings, start: float, end: float,
+          fixed_only: bool = False) -> list[ModelLog]:
+    """The logs of the endpoint's models with events in the range: the model with action
+    features' on each event's own candidates (left out if ``fixed_only``)."""
     out = []
     for config in loop.models(log, settings):
-        if config.action_features:
+        if fixed_only and config.action_features:
             continue
         joined = [e for _, e in log.joined_tail(config.name, MAX_EVENTS)]
         model_log = ModelLog.of(joined, config.actions, start, end, config.name)
@@ -232,13 +254,16 @@ def _logs(log: EventLog, settings: Settings, start: float, end: float) -> list[M
 def run(log: EventLog, settings: Settings, doc: dict[str, Any], budget: Budget | None = None
         ) -> dict[str, Any]:
     """Compute the evaluation: ``completed`` with its results, ``failed`` with the reason, or,
-    past the ``budget``'s time limit, ``timeout``."""
+    past the ``budget``'s time limit, ``timeout``. An Auto evaluation reads the fixed-action
+    models' logs only (its candidates are fixed-action boosters)."""
     start, end = doc["range"]
-    logs = _logs(log, settings, start, end)
+    auto = doc.get("evaluationType") == "Auto"  # fixed-action candidates: those models only
+    logs = _logs(log, settings, start, end, fixed_only=auto)
     if not logs:
+        which = " of a fixed-action model" if auto else ""
         return {**doc, "status": "failed", "description":
-                f"NoLogsExistInDateRange: no joined event between {doc['startTime']} and "
-                f"{doc['endTime']}"}
+                f"NoLogsExistInDateRange: no joined event{which} between {doc['startTime']} "
+                f"and {doc['endTime']}"}
     try:
         results = evaluate(logs, _candidates(log, settings, doc),
                            None if budget is None else budget.tick)

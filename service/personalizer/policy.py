@@ -3,8 +3,15 @@ parsed into a booster and its parameters, checked by building the booster, and t
 ``policy`` document (or the default the settings give). docs/personalizer.md, "Policy and
 evaluations".
 
+The booster ``adf`` (the model with action features') is accepted as an evaluation's Custom
+policy only (``make_policy(..., evaluated=True)``): the learning policy sets the fixed-action
+models' booster; that model's parameters are the setting
+``personalizer_action_features_params``.
+
 >>> parse_arguments("--booster adabandit --learners 20 --rho 0.1")
 ('adabandit', {'n_learners': 20, 'rho': 0.1})
+>>> parse_arguments("--booster adf --n-trees 3 --exploration egreedy")
+('adf', {'n_trees': 3, 'exploration': 'egreedy'})
 >>> parse_arguments("--cb_explore_adf --epsilon 0.2")
 Traceback (most recent call last):
 ...
@@ -18,6 +25,7 @@ import shlex
 from typing import Any
 
 from boosters.registry import booster_params, make_booster, names
+from service.domain import ACTION_FEATURES_BOOSTER, action_features_params
 from service.eventlog import EventLog
 from service.personalizer import loop
 from service.settings import Settings
@@ -68,15 +76,23 @@ def _booster(tokens: list[str], default: str) -> str:
             found = tokens[i + 1]
         elif token.startswith("--booster="):
             found = token.split("=", 1)[1]
-    if found not in names():
-        raise ValueError(f"unknown booster {found!r}; known: {', '.join(names())}")
+    known = [*names(), ACTION_FEATURES_BOOSTER]
+    if found not in known:
+        raise ValueError(f"unknown booster {found!r}; known: {', '.join(known)}")
     return found
+
+
+def _accepted(booster: str) -> dict[str, Any]:
+    """The parameters ``booster`` accepts, with their defaults (``adf``'s too)."""
+    if booster == ACTION_FEATURES_BOOSTER:
+        return action_features_params()
+    return booster_params(booster)
 
 
 def _refuse_vw(tokens: list[str], booster: str) -> None:
     """A Vowpal Wabbit option (one that is not a parameter of ``booster``): a ValueError naming
     what to use instead."""
-    accepted = booster_params(booster)
+    accepted = _accepted(booster)
     for token in tokens:
         name = token.split("=", 1)[0]
         if name in VW_OPTIONS and _param(name.lstrip("-"), booster) not in accepted:
@@ -89,7 +105,7 @@ def _param(name: str, booster: str) -> str:
     """A parameter name as the booster knows it (dashes as underscores; ``learners`` for
     ``n_learners``)."""
     name = name.replace("-", "_")
-    accepted = booster_params(booster)
+    accepted = _accepted(booster)
     return f"n_{name}" if name not in accepted and f"n_{name}" in accepted else name
 
 
@@ -129,8 +145,14 @@ def parse_arguments(arguments: str, default_booster: str = "adabandit"
 
 
 def check_policy(booster: str, params: dict[str, Any], n_actions: int = 2) -> None:
-    """Build the booster: the project's one set of parameter checks (ValueError/TypeError)."""
+    """Build the booster: the project's one set of parameter checks (ValueError; ``adf``
+    is built without ``n_actions``: it decides over each request's candidates)."""
     try:
+        if booster == ACTION_FEATURES_BOOSTER:
+            from boosters.online.adf import ActionFeatureBooster
+
+            ActionFeatureBooster(**params)
+            return
         make_booster(booster, n_actions=n_actions, **params)
     except TypeError as exc:
         raise ValueError(str(exc)) from None
@@ -156,11 +178,27 @@ def action_counts(log: EventLog, settings: Settings) -> list[int]:
 
 
 def make_policy(name: str, arguments: str, settings: Settings,
-                counts: list[int] | None = None) -> dict[str, Any]:
+                counts: list[int] | None = None, evaluated: bool = False) -> dict[str, Any]:
     """The ``policy`` document of ``arguments``, checked for models of ``counts`` actions
-    (ValueError naming what is wrong)."""
+    (ValueError naming what is wrong). ``adf`` only for an evaluation's Custom policy
+    (``evaluated``): it is no learning policy.
+
+    >>> from service.settings import Settings
+    >>> make_policy("f", "--booster adf --n_trees 3", Settings(), evaluated=True)["params"]
+    {'n_trees': 3}
+    >>> make_policy("f", "--booster adf --n_trees 3", Settings())
+    Traceback (most recent call last):
+    ...
+    ValueError: booster 'adf' is the booster of the model with action features, ...
+    """
     booster, params = parse_arguments(arguments, settings.personalizer_booster)
-    for n in counts or [2]:
+    if booster == ACTION_FEATURES_BOOSTER and not evaluated:
+        raise ValueError(
+            f"booster {booster!r} is the booster of the model with action features, whose "
+            "parameters are the setting personalizer_action_features_params; the learning "
+            f"policy sets the fixed-action models' booster (one of {', '.join(names())}). "
+            f"An {booster!r} policy can be compared in an offline evaluation")
+    for n in [2] if booster == ACTION_FEATURES_BOOSTER else counts or [2]:
         check_policy(booster, params, n)
     return {"name": name, "arguments": arguments, "booster": booster, "params": params}
 

@@ -83,7 +83,9 @@ class Evaluation(BaseModel):
                         "onlinePolicyRetained.")
     policyResults: list[dict[str, Any]] = Field(
         default_factory=list, description="Per policy: name, arguments, policySource, summary "
-        "(per time window), totalSummary.")
+        "(per time window), totalSummary; a Custom policy that does not decide for every model "
+        "(booster adf decides for the model with action features, the others for the "
+        "fixed-action models) also has a description.")
     featureImportance: list[list[str]] = Field(default_factory=list)
     evaluationType: str = Field(description="Manual or Auto.")
     optimalPolicy: str | None = None
