@@ -152,7 +152,7 @@ def play(c: TestClient, rounds: int, seed: int = 1, tag: str = "t") -> list[tupl
 def test_learns_the_rule_and_a_restart_decides_the_same(client: TestClient) -> None:
     make_adf_model(client)
     rounds = play(client, 300)
-    wait_for(lambda: client.app.state.store.get("adf").version >= 300, timeout=20)
+    wait_for(lambda: client.app.state.store.get("adf").version >= 300, timeout=60)
     last = rounds[-100:]
     hit = np.mean([h for h, _ in last])
     chance = np.mean([b for _, b in last])

@@ -207,14 +207,14 @@ def test_the_model_file_exports_and_imports_the_model_with_action_features(redis
 
 def test_rotating_catalogue_through_the_sdk_learns_with_one_model(redis_url: str) -> None:
     """``benchmarks/paper/personalizer_catalogue.py``, short: the azure-ai-personalizer SDK,
-    4 of 30 articles per rank, new ones arriving; measured at 1,000 rounds: 0.895 on the last
-    200 (seed 0)."""
+    4 of 30 articles per rank, new ones arriving; measured at 1,000 rounds: 1.000 on the last
+    200 (seed 0). The first 50 ranks come before any tree may split (grace period 50): chance."""
     pytest.importorskip("azure.ai.personalizer")
     from benchmarks.paper.personalizer_catalogue import run_catalogue
 
     hits, names = run_catalogue(redis_url, 600, seed=0)
     assert names == [ACTION_FEATURES_MODEL]
-    assert sum(hits[:100]) / 100 < 0.6 < sum(hits[-200:]) / 200, (hits[:100], hits[-200:])
+    assert sum(hits[:50]) / 50 < 0.6 < sum(hits[-200:]) / 200, (hits[:50], hits[-200:])
 
 
 def test_feature_importances_score_the_model_with_action_features(client) -> None:
