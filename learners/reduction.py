@@ -11,6 +11,8 @@ More: docs/boosters.md, "learners/reduction.py".
 
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 
 __all__ = ["cost_to_label_weight", "pick_among", "argmax_random_ties"]
@@ -27,7 +29,53 @@ def argmax_random_ties(values: np.ndarray, u: np.ndarray) -> np.ndarray:
     >>> argmax_random_ties(v, np.array([[0.9, 0.1, 0.2], [0.3, 0.8, 0.5]])).tolist()
     [2, 1]
     """
+    if (type(values) is np.ndarray and type(u) is np.ndarray and values.ndim == 2
+            and values.shape == u.shape and values.shape[1] > 0
+            and values.dtype == np.float64 and u.dtype == np.float64):
+        return _compiled_ties()(values, u)  # a few rows: the array operations' overhead
     return np.argmax(np.where(values == values.max(axis=1, keepdims=True), u, -1.0), axis=1)
+
+
+def _ties_loop(values: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """:func:`argmax_random_ties` in loops, with its answers: a row holding a NaN is all
+    "not maximal" (0), and the first NaN draw among the maximal entries wins, as ``np.argmax``
+    would have it.
+
+    >>> v = np.array([[1.0, 3.0, 3.0], [0.0, np.nan, 0.0], [2.0, 2.0, 1.0]])
+    >>> _ties_loop(v, np.array([[0.9, 0.1, 0.2], [0.3, 0.8, 0.5], [0.4, np.nan, 0.1]])).tolist()
+    [2, 0, 1]
+    """
+    n, k = values.shape
+    out = np.zeros(n, dtype=np.int64)
+    for r in range(n):
+        top = values[r, 0]
+        for c in range(k):
+            x = values[r, c]
+            if x != x:
+                top = x
+                break
+            if x > top:
+                top = x
+        if top != top:  # np.max is NaN: no entry equals it, every one reads -1
+            continue
+        best = u[r, 0] if values[r, 0] == top else -1.0
+        at = 0
+        for c in range(1, k):
+            if best != best:
+                break
+            w = u[r, c] if values[r, c] == top else -1.0
+            if w != w or w > best:
+                best, at = w, c
+        out[r] = at
+    return out
+
+
+@cache
+def _compiled_ties():
+    """:func:`_ties_loop` compiled (numba, imported when first needed)."""
+    from numba import njit
+
+    return njit(cache=True)(_ties_loop)
 
 
 def pick_among(mask: np.ndarray, u: np.ndarray) -> np.ndarray:

@@ -24,6 +24,7 @@ import numpy as np
 
 from learners.linear import PAIR_CLIP, PAIR_FEATURES, PAIR_HASH, standardised
 from learners.ridge_layout import NumericLayout
+from learners.ridge_mixed import MixedLayout
 from learners.ridge_offsets import (
     MAX_OFFSET_ENTRIES,
     MAX_OFFSETS,
@@ -44,7 +45,7 @@ OTHER = "<other>"
 #: bound on the entries of the inverse Gram matrices, ``k x dim^2`` (8 bytes each: 8 MiB)
 MAX_RIDGE_ENTRIES = 1 << 20
 #: the attributes that only keep work done: never saved
-_CACHES = frozenset({"_layout", "_last"})
+_CACHES = frozenset({"_layout", "_last", "_mixed"})
 #: the attributes only learning reads: a serving copy leaves them out
 _LEARNING_STATE = frozenset({"inverse", "offset_inverse", "pair_variance"})
 
@@ -86,7 +87,7 @@ def ridge_dim(n_actions: int, max_dim: int) -> int:
     return max(8, min(int(max_dim), math.isqrt(MAX_RIDGE_ENTRIES // max(1, int(n_actions)))))
 
 
-class RidgeRewards(OffsetTables, NumericLayout):
+class RidgeRewards(OffsetTables, NumericLayout, MixedLayout):
     """One ridge regression of the reward per action, over a feature map of at most ``max_dim``
     coordinates, solved online (Sherman-Morrison updates of each action's inverse Gram matrix;
     exactly on the rounds without offsets, below).
@@ -320,6 +321,8 @@ class RidgeRewards(OffsetTables, NumericLayout):
         """``phi(x)`` over the coordinates in use (the model grows first when learning), the
         offset rows of ``x`` and what they read of it, and the rows of its pairs' offsets."""
         compiled = self._encode_compiled(x, learn)
+        if compiled is None:  # not the last numeric layout's: a mixed one's?
+            compiled = self._encode_mixed(x, learn)
         if compiled is not None:
             return compiled
         slots, values, rows, local, pairs = self._features(x, learn)

@@ -68,6 +68,8 @@ def reward_rule(reward_map: str, negative_rewards: str) -> RewardRule:
 
 def number(value: Any, what: str) -> float:
     """``value`` as a finite float (a bool is not a number)."""
+    if type(value) is float and value - value == 0.0:  # most values: finite floats, as they are
+        return value
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{what} must be a number, got {value!r}")
     value = float(value)
@@ -148,6 +150,8 @@ def check_vector(p: list[float | None], what: str) -> None:
 def probabilities(values: list[Any]) -> list[float | None]:
     """``p`` of a logged line: numbers, and null for a probability the log did not record
     (only the chosen action's, the first, is required)."""
+    if all(type(v) is float for v in values) and math.isfinite(sum(values)):  # finite floats
+        return list(values)
     return [None if v is None and i > 0 else number(v, "p[i]") for i, v in enumerate(values)]
 
 

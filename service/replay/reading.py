@@ -91,6 +91,10 @@ class LoggedEvent:
         """Whether the event was logged uniformly over its allowed actions (within 1e-3), as
         far as its logged probabilities say (unknown ones share the rest of the mass)."""
         n = int(self.allowed.sum())
+        if n == self.allowed.size:  # every action allowed: most logs, in floats' loops
+            known = self.probabilities.tolist()
+            if all(v == v for v in known):  # and every probability logged (no NaN)
+                return all(abs(v * n - 1.0) <= PROB_TOL for v in known)
         p = complete_probabilities(self.probabilities)[self.allowed]
         return bool(np.all(np.abs(p * n - 1.0) <= PROB_TOL))
 
@@ -274,6 +278,9 @@ class LogScan:
     errors: list[LineError] = field(default_factory=list)
     seconds: float = 0.0
     repeats: Repeats = field(default_factory=Repeats)
+    #: the events, in order, when the pass was asked to keep them and they were few enough
+    #: (:func:`scan_log`'s ``keep``); None otherwise
+    kept: list[LoggedEvent] | None = field(default=None, repr=False, compare=False)
 
     def count(self, item: LoggedEvent | LineError | None) -> None:
         """Count one line's outcome."""
@@ -298,10 +305,13 @@ def scan_log(
     limit: int | None = None,
     progress: bool | None = False,
     repeated_ids: RepeatedIds = "skip",
+    keep: int = 0,
 ) -> LogScan:
     """Validate every line (up to ``limit`` events), count the events and the repeated event
-    ids, detect uniform logging."""
-    scan = LogScan(repeats=Repeats(repeated_ids))
+    ids, detect uniform logging. With ``keep``, ``scan.kept`` holds the events (those a replay
+    pass over the log reads, in order) when there are at most ``keep`` of them: the replay
+    reads them rather than parsing the log again (memory bounded by ``keep``)."""
+    scan = LogScan(repeats=Repeats(repeated_ids), kept=[] if keep > 0 else None)
     started = time.perf_counter()
     with progress_bar(None, "validate", progress, unit="line") as bar:
         for _, item in iter_log(
@@ -309,6 +319,10 @@ def scan_log(
             repeats=scan.repeats,
         ):
             scan.count(item)
+            if scan.kept is not None and isinstance(item, LoggedEvent):
+                scan.kept = scan.kept if len(scan.kept) < keep else None
+                if scan.kept is not None:
+                    scan.kept.append(item)
             bar.update(1)
             if isinstance(item, LoggedEvent) and limit is not None and scan.events >= limit:
                 break
