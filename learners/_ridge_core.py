@@ -17,9 +17,10 @@ def _scale(weight, n):
 
 
 @njit(cache=True)
-def _standardise(moments, slot, value, learn, clip):
-    """Welford's update of ``moments[slot]`` (kept when it would not stay finite), then
-    ``value`` standardised and clipped (0 without spread, and for a NaN)."""
+def moved(moments, slot, value, learn, clip):
+    """``(z, n, mean, m2)``: Welford's update of ``moments[slot]`` if ``learn`` (not taken when
+    it would not stay finite), then ``value`` standardised and clipped (0 without spread, and
+    for a NaN), with the moments it leaves; nothing is written."""
     n, mean, m2 = moments[slot, 0], moments[slot, 1], moments[slot, 2]
     if learn:
         n1 = n + 1.0
@@ -28,12 +29,43 @@ def _standardise(moments, slot, value, learn, clip):
         m21 = m2 + delta * (value - mean1)
         if math.isfinite(value) and math.isfinite(mean1) and math.isfinite(m21):
             n, mean, m2 = n1, mean1, m21
-            moments[slot, 0], moments[slot, 1], moments[slot, 2] = n, mean, m2
     sd = math.sqrt(m2 / n) if n > 1.0 else 0.0
     z = (value - mean) / sd if sd > 0.0 else 0.0
     if z != z:
-        return 0.0
-    return min(max(z, -clip), clip)
+        return 0.0, n, mean, m2
+    return min(max(z, -clip), clip), n, mean, m2
+
+
+@njit(cache=True)
+def _standardise(moments, slot, value, learn, clip):
+    """:func:`moved`, its moments written to ``moments[slot]``."""
+    z, n, mean, m2 = moved(moments, slot, value, learn, clip)
+    moments[slot, 0], moments[slot, 1], moments[slot, 2] = n, mean, m2
+    return z
+
+
+@njit(cache=True)
+def assemble(z, kept, k, p, slots, coords, signs, feature_weight, pair_weight, width):
+    """``phi(x)`` over ``width`` coordinates from the standardised features ``z``: the ``k``
+    non-zero ones (``kept``) at their ``slots``, and the products of the first ``p`` of them at
+    ``coords`` with ``signs`` (a coordinate past ``width`` or negative is left out)."""
+    phi = np.zeros(width)
+    phi[0] += 1.0
+    scale = _scale(feature_weight, k)
+    for i in range(k):
+        if slots[kept[i]] < width:
+            phi[slots[kept[i]]] += scale * z[kept[i]]
+    if p > 0:
+        factor = _scale(pair_weight, p) / scale
+        for i in range(p):
+            a = kept[i]
+            vi = scale * z[a]
+            for j in range(i, p):
+                b = kept[j]
+                c = coords[a, b]
+                if 0 <= c < width:
+                    phi[c] += factor * signs[a, b] * vi * (scale * z[b])
+    return phi
 
 
 @njit(cache=True)
@@ -56,24 +88,9 @@ def encode_numeric(values, slots, places, moments, learn, coords, signs, quadrat
         if z[a] != 0.0:
             kept[k] = a
             k += 1
-    phi = np.zeros(width)
-    phi[0] += 1.0
-    scale = _scale(feature_weight, k)
-    for i in range(k):
-        if slots[kept[i]] < width:
-            phi[slots[kept[i]]] += scale * z[kept[i]]
-    if quadratic and k > 0:
-        p = min(k, max_pairs)
-        factor = _scale(pair_weight, p) / scale
-        for i in range(p):
-            a = kept[i]
-            vi = scale * z[a]
-            for j in range(i, p):
-                b = kept[j]
-                c = coords[a, b]
-                if 0 <= c < width:
-                    phi[c] += factor * signs[a, b] * vi * (scale * z[b])
-    return phi, local
+    p = min(k, max_pairs) if quadratic else 0
+    return assemble(z, kept, k, p, slots, coords, signs, feature_weight, pair_weight,
+                    width), local
 
 
 @njit(cache=True)

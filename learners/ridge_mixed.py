@@ -19,6 +19,7 @@ import math
 import numpy as np
 from numba import njit
 
+from learners._ridge_core import assemble, moved
 from learners.linear import PAIR_CLIP, PAIR_FEATURES
 
 __all__ = ["MAX_MIXED", "MixedLayout", "encode_mixed"]
@@ -32,31 +33,6 @@ MAX_MIXED_FEATURES = 256
 
 
 @njit(cache=True)
-def _scale(weight, n):
-    """:meth:`learners.ridge.RidgeRewards._scale` (a negative ``weight`` stands for None)."""
-    return 1.0 if weight < 0.0 or n == 0 else min(1.0, math.sqrt(weight / n))
-
-
-@njit(cache=True)
-def _moved(moments, slot, value, learn, clip):
-    """``(z, n, mean, m2)``: :func:`learners._ridge_core._standardise`'s value and the moments
-    it would leave in ``moments[slot]`` (the same operations), without writing them."""
-    n, mean, m2 = moments[slot, 0], moments[slot, 1], moments[slot, 2]
-    if learn:
-        n1 = n + 1.0
-        delta = value - mean
-        mean1 = mean + delta / n1
-        m21 = m2 + delta * (value - mean1)
-        if math.isfinite(value) and math.isfinite(mean1) and math.isfinite(m21):
-            n, mean, m2 = n1, mean1, m21
-    sd = math.sqrt(m2 / n) if n > 1.0 else 0.0
-    z = (value - mean) / sd if sd > 0.0 else 0.0
-    if z != z:
-        return 0.0, n, mean, m2
-    return min(max(z, -clip), clip), n, mean, m2
-
-
-@njit(cache=True)
 def encode_mixed(values, fixed, slots, places, moments, learn, coords, signs, quadratic,
                  feature_weight, pair_weight, clip, max_pairs, width, n_local):
     """``(phi(x) over width coordinates, what an offset reads of x, done)`` for a context of
@@ -67,7 +43,7 @@ def encode_mixed(values, fixed, slots, places, moments, learn, coords, signs, qu
     rest as :func:`learners._ridge_core.encode_numeric`. Weights of None are negative."""
     m = slots.shape[0]
     z = np.empty(m)
-    moved = np.empty((m, 3))
+    moments1 = np.empty((m, 3))
     kept = np.empty(m, np.int64)
     local = np.zeros(n_local)
     local[0] = 1.0
@@ -77,7 +53,7 @@ def encode_mixed(values, fixed, slots, places, moments, learn, coords, signs, qu
         if fixed[a] == fixed[a]:
             z[a] = fixed[a]
         else:
-            z[a], moved[a, 0], moved[a, 1], moved[a, 2] = _moved(
+            z[a], moments1[a, 0], moments1[a, 1], moments1[a, 2] = moved(
                 moments, slots[a], values[v], learn, clip)
             v += 1
             if places[a] > 0:
@@ -93,24 +69,9 @@ def encode_mixed(values, fixed, slots, places, moments, learn, coords, signs, qu
     if learn:
         for a in range(m):
             if fixed[a] != fixed[a]:
-                moments[slots[a], 0], moments[slots[a], 1] = moved[a, 0], moved[a, 1]
-                moments[slots[a], 2] = moved[a, 2]
-    phi = np.zeros(width)
-    phi[0] += 1.0
-    scale = _scale(feature_weight, k)
-    for i in range(k):
-        if slots[kept[i]] < width:
-            phi[slots[kept[i]]] += scale * z[kept[i]]
-    if p > 0:
-        factor = _scale(pair_weight, p) / scale
-        for i in range(p):
-            a = kept[i]
-            vi = scale * z[a]
-            for j in range(i, p):
-                b = kept[j]
-                c = coords[a, b]
-                if c < width:
-                    phi[c] += factor * signs[a, b] * vi * (scale * z[b])
+                moments[slots[a], 0], moments[slots[a], 1] = moments1[a, 0], moments1[a, 1]
+                moments[slots[a], 2] = moments1[a, 2]
+    phi = assemble(z, kept, k, p, slots, coords, signs, feature_weight, pair_weight, width)
     return phi, local, True
 
 

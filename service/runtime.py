@@ -80,9 +80,13 @@ def decide(
     *,
     allowed: Sequence[int] | None = None,
     rng: np.random.Generator | None = None,
+    candidates: Sequence[dict[str, Any]] | None = None,
 ) -> Decision:
     """THE decision for context ``x`` among ``allowed`` (None: every action), drawn once from
     ``rng``; nothing changes. Without ``rng`` (a replay) a booster draws from its own generator.
+    ``candidates``: a booster over candidate sets
+    (:class:`boosters.online.adf.ActionFeatureBooster`) decides among them, ``allowed``
+    indexing them.
 
     An online booster decides by its own rule (its prediction and exploration restricted to
     ``allowed``, so its loss estimate stays unbiased: :mod:`boosters.exploration`). A
@@ -97,6 +101,9 @@ def decide(
     >>> a.action == b.action, a.action != 1, a.probabilities[1]
     (True, True, np.float64(0.0))
     """
+    if candidates is not None:
+        gone = None if allowed is None else sorted(set(range(len(candidates))) - set(allowed))
+        return source.decide(x, candidates, excluded=gone, rng=rng)  # type: ignore[union-attr]
     if not isinstance(source, ServedPolicy):
         return source.decide_one(x, allowed=allowed, rng=rng)
     if rng is None:
@@ -234,23 +241,21 @@ class ServedModel:
         of features; the booster decides among them (``excluded`` indexes them; no policy).
         """
         rng = event_rng(self.config.seed, event_id)
-        if candidates is not None:
-            with self._deciding():
-                decision = self.booster.decide(  # type: ignore[attr-defined]
-                    context, candidates, excluded=excluded or None, rng=rng)
-            return decision, self.version
-        allowed = self.allowed(excluded)
-        if policy is not None:
+        k = len(self.config.actions) if candidates is None else len(candidates)
+        allowed = self.allowed(excluded, k)
+        if policy is not None and candidates is None:
             return decide(policy, context, allowed=allowed, rng=rng), self.version
         with self._deciding():
-            return decide(self.booster, context, allowed=allowed, rng=rng), self.version
+            return decide(self.booster, context, allowed=allowed, rng=rng,
+                          candidates=candidates), self.version
 
-    def allowed(self, excluded: list[int] | None) -> list[int] | None:
-        """The action indices not in ``excluded`` (None: every action)."""
+    def allowed(self, excluded: list[int] | None, k: int | None = None) -> list[int] | None:
+        """The indices of the ``k`` actions (default: the model's) not in ``excluded`` (None:
+        every action)."""
         if not excluded:
             return None
         gone = set(excluded)
-        return [i for i in range(len(self.config.actions)) if i not in gone]
+        return [i for i in range(len(self.config.actions) if k is None else k) if i not in gone]
 
     @contextmanager
     def _deciding(self) -> Iterator[None]:

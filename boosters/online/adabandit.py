@@ -19,7 +19,6 @@ import numpy as np
 from boosters._params import check_choice, check_drift_restart, check_real
 from boosters.exploration import forget_pending, make_drift
 from boosters.online.template import BoostingTemplate
-from learners.hoeffding import cost_sensitive_trees, sample_tree_params
 
 __all__ = [
     "AdaBandit", "AdaBoostOLM", "forget_trees", "logistic_cost_matrices", "logistic_loss",
@@ -63,15 +62,7 @@ def forget_trees(booster) -> None:
     >>> booster.tree_proba({"x": 1.0}).tolist(), booster.n_updates
     ([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]], 5)
     """
-    params = [
-        sample_tree_params(booster.tree_profile, booster._rng, fixed=booster.fixed_trees)
-        for _ in range(booster.n_learners)
-    ]
-    booster.forest, booster.learners = cost_sensitive_trees(
-        booster.tree_core, booster.n_actions, params, booster.nominal_attributes,
-        booster.leaf_prediction, booster.fast_trees, booster.grace_by,
-    )
-    booster._trees = [wl.tree for wl in booster.learners]
+    booster._new_trees()
     booster.reward_model = booster.quadratic_model = None
     booster._init_reward_models(booster.guess_expert, booster.quadratic_expert)
 

@@ -176,20 +176,23 @@ class BoostingTemplate(OnlineBooster):
         self.tree_core = check_choice("tree_core", tree_core, TREE_CORES)
         self.grace_by = check_choice("grace_by", grace_by, GRACE_BY)
         self._rng = np.random.default_rng(seed)
-        params = [
-            sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees)
-            for _ in range(self.n_learners)
-        ]
-        self.forest, self.learners = cost_sensitive_trees(
-            self.tree_core, self.n_actions, params, self.nominal_attributes,
-            self.leaf_prediction, self.fast_trees, self.grace_by,
-        )
-        self._trees = [wl.tree for wl in self.learners]
+        self._new_trees()
         self._rows = np.arange(self.n_learners)
         self.guess_model = check_choice("guess_model", guess_model, GUESS_MODELS)
         self._init_reward_models(guess_expert, quadratic_expert)
         self.n_decisions = self.n_updates = 0
 
+
+
+    def _new_trees(self) -> None:
+        """The N trees, untrained, their hyperparameters drawn from the generator (at creation,
+        and when a ``drift_restart`` forgets: :func:`boosters.online.adabandit.forget_trees`)."""
+        params = [sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees)
+                  for _ in range(self.n_learners)]
+        self.forest, self.learners = cost_sensitive_trees(
+            self.tree_core, self.n_actions, params, self.nominal_attributes,
+            self.leaf_prediction, self.fast_trees, self.grace_by)
+        self._trees = [wl.tree for wl in self.learners]
 
     def _init_reward_models(self, guess_expert: bool | None, quadratic_expert: bool) -> None:
         """The doubly robust estimate's reward model (``estimator="dr"``), and the reward models

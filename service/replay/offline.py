@@ -121,11 +121,7 @@ def _learn_one(booster: OnlineBooster, ev: LoggedEvent, mode: str, stream: _Stre
     # as served: the booster decides among the allowed actions, by the service's decision path
     allowed = None if ev.allowed.all() else np.flatnonzero(ev.allowed)
     candidates = None if ev.candidates is None else list(ev.candidates)
-    if candidates is None:
-        decision = decide(booster, ev.context, allowed=allowed)
-    else:  # a booster over candidate sets (ActionFeatureBooster): the event's own candidates
-        excluded = None if allowed is None else np.flatnonzero(~ev.allowed).tolist()
-        decision = booster.decide(ev.context, candidates, excluded=excluded)
+    decision = decide(booster, ev.context, allowed=allowed, candidates=candidates)
     a = ev.action
     stream.rewards[t], stream.props[t] = ev.reward, ev.propensity
     stream.target[t] = decision.probabilities[a]
