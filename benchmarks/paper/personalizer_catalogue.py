@@ -1,4 +1,4 @@
-"""The Azure Personalizer SDK's loop on a rotating catalogue (issue 42): one model learns which
+"""The Azure Personalizer SDK's loop on a rotating catalogue: one model learns which
 article suits which user from the articles' features, while new articles keep arriving.
 
 The stream is :func:`benchmarks.paper.rotating_catalogue.catalogue_stream` (a pool of 30 articles

@@ -1,4 +1,4 @@
-"""The cost of a decision and its learning per candidate (issue 42): the action-feature booster
+"""The cost of a decision and its learning per candidate: the action-feature booster
 (``boosters/online/adf.py``, which scores each of a request's candidates from its features)
 against the fixed-action AdaBandit (the default booster, which scores every one of its actions),
 both with their defaults, on the same contexts of the rotating catalogue

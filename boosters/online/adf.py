@@ -1,4 +1,4 @@
-"""A booster over per-request candidate sets described by their own features (issue 42).
+"""A booster over per-request candidate sets described by their own features.
 
 The action-dependent-features ("ADF") case of Vowpal Wabbit's ``--cb_explore_adf`` and of Azure
 Personalizer's rank call: each request brings its candidates, each a dict of features (often with
