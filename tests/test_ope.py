@@ -17,7 +17,7 @@ from boosters.ope import (
     ips,
     snips,
 )
-from boosters.ope_difference import paired_difference
+from boosters.ope_difference import LIFT, paired_difference
 
 N_EVENTS, K = 2000, 4
 
@@ -169,13 +169,16 @@ def test_paired_difference_is_the_difference_of_the_estimators(world):
     assert d.stderr == pytest.approx(terms.std(ddof=1) / np.sqrt(N_EVENTS))
     assert d.normal_low == pytest.approx(d.value - 1.2815516 * d.stderr, rel=1e-6)  # one-sided 90%
     # the bound: a test by betting whose stakes are capped by the lowest term the contexts
-    # could give (every action, the observed rewards' ends 0 and 1), below every observed one
+    # could give (every action, the observed rewards' ends 0 and 1), below every observed one;
+    # the bets lift the actions the target weights more (LIFT of the way from their term at
+    # reward 0 to the direct method's difference) less the lift's mean under the logger
     ends = np.array([0.0, 1.0])[:, None, None]
-    every = np.sum((target - logging) * q, axis=1)[:, None] + (target - logging) / logging * (
-        ends - q
-    )
+    centre = np.sum((target - logging) * q, axis=1)
+    every = centre[:, None] + (target - logging) / logging * (ends - q)
+    lift = np.where(target > logging, LIFT * np.maximum(centre[:, None] - every[0], 0), 0)
+    every = every + lift - np.sum(logging * lift, axis=1)[:, None]
     assert d.term_min == pytest.approx(every.min()) and d.term_min < terms.min()
-    assert d.low < d.normal_low and d.positive == (d.p_value < 0.1)
+    assert d.low < d.value and d.positive == (d.p_value < 0.1)
     assert (d.level, d.n, d.estimator, d.high) == (0.9, N_EVENTS, "dr", np.inf)
     # a higher level, a lower bound
     assert paired_difference(a, p, r, target, logging, q, level=0.999).low < d.low
@@ -258,7 +261,7 @@ def publish_rates(
         diff = paired_difference(a, p, r, target, logging, q, estimator=estimator, level=LEVEL,
                                  reward_range=(0, 1))
         normal += diff.normal_low > 0  # the paired rule, normal approximation
-        new += diff.low > 0  # the paired rule, empirical Bernstein bound
+        new += diff.low > 0  # the paired rule, its bound by betting
     return old / n_sims, normal / n_sims, new / n_sims
 
 
@@ -266,7 +269,7 @@ def test_paired_rule_false_publish_rate_is_the_stated_error():
     """Under the null the paired rule publishes at most 1 - LEVEL = 10% of the time; with the
     normal bound about that (500 hold-outs: Monte-Carlo standard error 1.3 points; the normal
     approximation runs slightly over on these skewed terms, about 10.7% over 8000 hold-outs),
-    with the empirical Bernstein bound it decides on, less (a bound for any distribution of the
+    with the bound by betting it decides on, less (a bound for any distribution of the
     terms, not only for these); the old rule, on the same hold-outs, publishes a no-better
     policy about a quarter of the time. The heavy-tailed case, where the normal bound fails:
     tests/test_publish_gate.py."""

@@ -11,8 +11,9 @@ import math
 import numpy as np
 import pytest
 
+import boosters.ope_difference as ope_difference
 from benchmarks.paper.publish_gate import gate_rates
-from boosters.ope_difference import DIFFERENCE_ESTIMATORS, paired_difference
+from boosters.ope_difference import DIFFERENCE_ESTIMATORS, LIFT, paired_difference
 
 LEVEL = 0.95
 RUNS = 300
@@ -80,13 +81,51 @@ def test_the_bound_reads_the_lowest_possible_term():
     new, logging = np.array([[0.9, 0.1]] * 4), np.full((4, 2), 0.5)
     q = np.full((4, 2), 0.5)
     d = paired_difference(a, p, r, new, logging, q, reward_range=(0, 1))
-    # action 0: (1.8 - 1)(r - 0.5) >= -0.4; action 1: (0.2 - 1)(r - 0.5) >= -0.4
-    assert d.term_min == pytest.approx(-0.4)
+    # the DR terms: action 0: (1.8 - 1)(r - 0.5) >= -0.4; action 1: (0.2 - 1)(r - 0.5) >= -0.4.
+    # The bets lift action 0's (the target weights it more) by LIFT x 0.4 = 0.12 and subtract
+    # its mean under the logger, 0.06, from every term: action 0 >= -0.34, action 1 >= -0.46
+    assert LIFT == 0.3 and d.term_min == pytest.approx(-0.46)
     wide = paired_difference(a, p, r, new, logging, q, reward_range=(-1, 1))
-    assert wide.term_min == pytest.approx(-1.2) and wide.low <= d.low
+    # action 0: 0.8 (-1 - 0.5) = -1.2, lifted by 0.36 less 0.18
+    assert wide.term_min == pytest.approx(-1.02) and wide.low <= d.low
     explicit = paired_difference(a, p, r, new, logging, q, reward_range=(0, 1), logging=logging)
     assert explicit == d
     with pytest.raises(ValueError, match="reward_range"):
         paired_difference(a, p, r, new, logging, q, reward_range=(1, 0))
     with pytest.raises(ValueError, match="logging"):
         paired_difference(a, p, r, new, logging, q, logging=np.ones((4, 3)))
+
+
+def test_the_lift_keeps_the_estimate_and_publishes_more_where_the_logger_rarely_explores(
+    monkeypatch,
+):
+    """The bets' control variate (LIFT) changes neither the estimate nor its normal bound, only
+    the bets: where the logger explores the new policy's action 10% of the time, on 300
+    events, the gate publishes a policy better by 0.26 more often than the same bets without
+    it (DR: about 83% of the hold-outs against 73% at the full size of
+    benchmarks/paper/publish_gate.py; SNIPS a few points more)."""
+    runs = 300
+    lifted = gate_rates("alternative", 0.1, 300, runs, seed=6, level=LEVEL)
+    monkeypatch.setattr(ope_difference, "LIFT", 0.0)
+    plain = gate_rates("alternative", 0.1, 300, runs, seed=6, level=LEVEL)
+    for name in DIFFERENCE_ESTIMATORS:  # the same estimates and normal bounds
+        assert lifted[name]["old"] == plain[name]["old"], (name, lifted, plain)
+        assert lifted[name]["new"] >= plain[name]["new"], (name, lifted, plain)
+    assert lifted["dr"]["new"] >= plain["dr"]["new"] + 0.05 * runs, (lifted, plain)
+    assert lifted["dr"]["new"] >= 0.75 * runs, lifted
+
+
+def test_the_bound_is_never_above_the_estimate():
+    """A bound above the point estimate is capped at it (less the round-off allowance), so an
+    estimate of 0, or of 0 up to round-off, never publishes whatever the bets did."""
+    rng = np.random.default_rng(8)
+    n, k = 200, 3
+    for _ in range(20):
+        logging = rng.dirichlet(np.ones(k), size=n)
+        target = rng.dirichlet(np.ones(k) * 0.3, size=n)
+        a = np.array([rng.choice(k, p=row) for row in logging])
+        p, r, q = logging[np.arange(n), a], rng.random(n), rng.random((n, k))
+        for name in DIFFERENCE_ESTIMATORS:
+            d = paired_difference(a, p, r, target, logging, q, estimator=name,
+                                  reward_range=(0, 1))
+            assert d.low < d.value and d.positive == (d.p_value <= 1 - d.level), d

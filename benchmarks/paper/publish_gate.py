@@ -17,8 +17,10 @@ With constant rewards SNIPS's difference is exactly 0 up to round-off (every wei
 Every hold-out goes through the worker's gate, :func:`service.training.publish_decision` (both
 estimators of :data:`boosters.ope_difference.DIFFERENCE_ESTIMATORS` on the same events):
 ``new`` is its
-verdict (the betting bound ``low`` > 0), ``old`` the rule before issue 41 (the
-normal-approximation bound ``normal_low`` > 0, which the gate still records). ``kept`` is the
+verdict (the betting bound ``low`` > 0: bets on the per-event differences plus the control
+variate ``boosters.ope_difference.LIFT``, rejecting when the capital reaches 1 / (1 - level)
+anywhere in the hold-out), ``old`` the rule before issue 41 (the normal-approximation bound
+``normal_low`` > 0, which the gate still records). ``kept`` is the
 share of the hold-outs the old rule published that the new one publishes too. One JSON row per
 cell goes to benchmarks/out/publish_gate.json; the markdown table goes to stdout.
 
