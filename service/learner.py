@@ -221,15 +221,19 @@ class Learner(StreamConsumer):
         handled = 0
         for stream, entries in response:
             model = by_stream[stream]
-            for entry_id, fields in entries:
-                handled += 1
+            to_join = []
+            for _, fields in entries:
                 if fields:  # None for a pending entry trimmed away
                     feedback = loads(fields[b"e"])
                     lag = max(0.0, time.time() - feedback["ts"])
                     metrics.LEARNER_LAG.labels(model.name).set(lag)
                     if fields.get(b"agg") != b"sum":  # a sum is joined when its window ends
-                        self.join_event(model, feedback["EventId"])
-                self.log.ack(stream, self.GROUP, entry_id)
+                        to_join.append(feedback["EventId"])
+            self.join_batch(model, to_join)
+            # acknowledged together after their joins (a crash before the ack re-delivers
+            # them: a join is idempotent)
+            self.log.ack(stream, self.GROUP, *[entry_id for entry_id, _ in entries])
+            handled += len(entries)
         return handled
 
     def rebuild_if_ahead(self, model: ServedModel) -> ServedModel:
@@ -255,6 +259,30 @@ class Learner(StreamConsumer):
         for event_id in self.log.due(model.name, self.settings.learner_batch):
             self.join_event(model, event_id)
 
+    def join_batch(self, model: ServedModel, event_ids: list[str]) -> None:
+        """:meth:`join_event` of each of ``event_ids`` in order, with two round trips for the
+        whole batch (their states, then their joins); an event whose join says "retry" (its
+        state changed in between) is joined again on its own."""
+        states = self.log.event_states(model.name, event_ids)
+        joins = [(event_id, self._joined(model, state),
+                  None if state["sum"] is None else state["sum"][1])
+                 for event_id, state in zip(event_ids, states, strict=True)
+                 if state is not None and state["joined"] is None
+                 and state["decision"] is not None]
+        outcomes = self.log.join_many(model.name, joins, self.held(model.name))
+        for (event_id, event, _), (outcome, _) in zip(joins, outcomes, strict=True):
+            if outcome == "joined":
+                self._count_joined(model, event)
+            elif outcome == "retry":
+                self.join_event(model, event_id)
+
+    @staticmethod
+    def _count_joined(model: ServedModel, event: dict[str, Any]) -> None:
+        source = event["bb"]["source"]
+        metrics.JOINED.labels(model.name, source).inc()
+        reward = max(0.0, event["bb"]["reward"])  # in [0, 1]; a counter never falls
+        metrics.JOINED_REWARD.labels(model.name, source).inc(reward)
+
     def join_event(self, model: ServedModel, event_id: str) -> str | None:
         """Join ``event_id``: its on-time feedback if recorded (under the ``sum`` aggregation,
         once its window closed, the sum of its on-time rewards), else (window closed) the
@@ -269,10 +297,7 @@ class Learner(StreamConsumer):
             outcome, joined_id = self.log.join(model.name, event_id, event,
                                                self.held(model.name), count)
             if outcome == "joined":
-                source = event["bb"]["source"]
-                metrics.JOINED.labels(model.name, source).inc()
-                reward = max(0.0, event["bb"]["reward"])  # in [0, 1]; a counter never falls
-                metrics.JOINED_REWARD.labels(model.name, source).inc(reward)
+                self._count_joined(model, event)
                 return joined_id
             if outcome != "retry":
                 return None

@@ -75,3 +75,33 @@ def test_a_feature_that_is_not_a_number_is_refused_as_before():
         model.learn_one({"x": -1.0, "s": "a"}, 0, False)
     with pytest.raises((TypeError, ValueError)):
         model.predict_one({"x": [1.0, 2.0], "s": "a"})
+
+
+class _Slowest(RidgeRewards):
+    """The model without any compiled or array path: feature by feature."""
+
+    def _encode_mixed(self, x, learn):
+        return None
+
+    def _encode_compiled(self, x, learn):
+        return None
+
+    def _numeric_features(self, x, learn):
+        return None
+
+
+@pytest.mark.parametrize(("max_dim", "n_features"), [(512, 6), (40, 6), (512, 20)])
+def test_numeric_layouts_take_the_compiled_path_with_the_same_floats(max_dim, n_features):
+    kwargs = {"n_actions": 3, "max_dim": max_dim}
+    fast, slow = RidgeRewards(**kwargs), _Slowest(**kwargs)
+    rng = np.random.default_rng(max_dim + n_features)
+    for t in range(400):
+        x = {f"x{j}": float(rng.normal()) for j in range(n_features)}
+        if t % 5 == 0:
+            x["x0"] = 0.0  # a zero feature: left out of the products
+        assert fast.predict_one(x).tobytes() == slow.predict_one(x).tobytes(), t
+        action, correct = int(rng.integers(3)), bool(rng.integers(2))
+        fast.learn_one(x, action, correct)
+        slow.learn_one(x, action, correct)
+    assert _state(fast) == _state(slow)
+    assert any(entry[0] is not None for entry in fast._mixed.values())

@@ -21,8 +21,9 @@ import httpx
 MODEL = "load-car"
 #: the bare endpoint (a constant body, no Redis)
 BARE_PATH = "/healthz"
-#: the latency target of the open loop; slower predicts are listed by time
-TARGET_P99_MS = 20.0
+#: the latency target of the open loop (issue 40: p99 <= 10 ms); slower predicts are listed by
+#: time
+TARGET_P99_MS = 10.0
 
 
 class _Errors:
@@ -239,6 +240,16 @@ async def closed_loop(cfg: dict[str, Any], ready: Callable[[], float]) -> dict[s
                     t1 = time.monotonic()
                     if response is not None and m_start <= t1 <= m_end:
                         lat["bare"].append(t1 - t0)
+                    continue
+                if kind == "predicts":  # decisions alone, no feedback
+                    t0 = time.monotonic()
+                    row = cfg["contexts"][i % len(cfg["contexts"])]
+                    response = await _call(client, "predict", "POST", cfg["predict_path"],
+                                           {"context": row}, errors)
+                    t1 = time.monotonic()
+                    i += 1
+                    if response is not None and m_start <= t1 <= m_end:
+                        lat["predict"].append(t1 - t0)
                     continue
                 result = await _pair(client, cfg, i, errors)
                 i += 1

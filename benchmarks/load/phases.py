@@ -10,6 +10,7 @@ import multiprocessing as mp
 import os
 import queue as queue_mod
 import random
+import signal
 import threading
 import time
 from pathlib import Path
@@ -145,6 +146,9 @@ def closed_phase(
     if kind == "bare":
         out["requests_per_second"] = len(lat["bare"]) / seconds
         out["latency"] = latency_summary(lat["bare"])
+    elif kind == "predicts":
+        out["requests_per_second"] = out["predict_per_second"] = len(lat["predict"]) / seconds
+        out["latency"] = {"predict": latency_summary(lat["predict"])}
     else:
         out["predict_per_second"] = len(lat["predict"]) / seconds
         out["feedback_per_second"] = len(lat["feedback"]) / seconds
@@ -354,3 +358,21 @@ def drain(base: str, timeout: float) -> dict[str, Any]:
         "lag_gauge_seconds_after": lag,
     }
 
+
+
+def learner_ceiling(procs: Processes, base: str, common: dict[str, Any],
+                    args: argparse.Namespace, warmup: float) -> dict[str, Any]:
+    """The split shape's learner at full speed: it is paused (SIGSTOP) while a closed loop of
+    pairs fills the log, then resumed; the backlog over the time it takes to apply it is the
+    rate the learner sustains on its own (the API idles meanwhile)."""
+    learner = next(p for name, p, _ in procs.children if name == "learner")
+    learner.send_signal(signal.SIGSTOP)
+    try:
+        phase = closed_phase(procs, "pairs", common, args, warmup)
+    finally:
+        learner.send_signal(signal.SIGCONT)
+    lag = drain(base, args.drain_timeout)
+    seconds = lag["drain_seconds"]
+    rate = lag["backlog_at_end"] / seconds if seconds else None
+    return {"pairs_per_second": phase["pairs_per_second"], "backlog": lag["backlog_at_end"],
+            "drain_seconds": seconds, "learned_per_second": rate}

@@ -97,7 +97,7 @@ def _notes(report: dict[str, Any], completed: float) -> list[str]:
             "was limited by the load generator or by CPU contention, not by the service: the "
             "ratio is then an upper bound"
         )
-    total_errors = sum(report["phases"][p]["errors"]["total"] for p in ("bare", "pairs", "open"))
+    total_errors = sum(phase["errors"]["total"] for phase in report["phases"].values())
     if total_errors:
         notes.append(f"{total_errors} failed requests (see phases.*.errors in the JSON)")
     late = open_["latency"]["start_delay"].get("p99_ms")
@@ -152,6 +152,14 @@ def evaluate(report: dict[str, Any]) -> dict[str, Any]:
         },
         "notes": _notes(report, completed),
     }
+    alone = report["phases"].get("predicts")
+    if alone is not None:
+        value = alone["predict_per_second"] / bare["requests_per_second"]
+        out["ratio_alone"] = {
+            "value": value,
+            "text": f"predicts alone / bare req/s = {alone['predict_per_second']:.0f} / "
+            f"{bare['requests_per_second']:.0f} = {value:.2f}",
+        }
     fast = report["phases"].get("open_fast")
     if fast is not None:
         fast_p99 = fast["latency"]["predict"].get("p99_ms")
@@ -231,6 +239,7 @@ def _phase_table(report: dict[str, Any]) -> list[str]:
             bare["client_cpu_utilisation"],
             win["bare"].get("service_cpu_utilisation"),
         ),
+        *_predicts_row(report),
         _row(
             "predict (in pairs), closed loop",
             f"{pairs['predict_per_second']:.0f} req/s ({pairs['pairs_per_second']:.0f} pairs/s)",
@@ -287,6 +296,17 @@ def _phase_table(report: dict[str, Any]) -> list[str]:
             ),
         ]
     return lines
+
+
+def _predicts_row(report: dict[str, Any]) -> list[str]:
+    """The predicts-alone phase's row (none in reports made before it existed)."""
+    alone = report["phases"].get("predicts")
+    if alone is None:
+        return []
+    return [_row("predict alone (no feedback), closed loop",
+                 f"{alone['predict_per_second']:.0f} req/s", alone["latency"]["predict"],
+                 alone["client_cpu_utilisation"],
+                 report["windows"]["predicts"].get("service_cpu_utilisation"))]
 
 
 def _learner_lines(report: dict[str, Any]) -> list[str]:
@@ -372,6 +392,13 @@ def _target_lines(report: dict[str, Any]) -> list[str]:
     lines.append(f"- (learner {verdict['learner']['saturation_text']})")
     if "p99_closed_half" in verdict:
         lines.append(f"- ({verdict['p99_closed_half']['text']})")
+    if "ratio_alone" in verdict:
+        lines.append(f"- ({verdict['ratio_alone']['text']})")
+    ceiling = report["learner"].get("ceiling")
+    if ceiling is not None and ceiling["learned_per_second"] is not None:
+        lines.append(f"- (the learner alone: {ceiling['learned_per_second']:.0f} events/s, a "
+                     f"backlog of {ceiling['backlog']} applied in "
+                     f"{ceiling['drain_seconds']:.1f} s)")
     total_ratio = pairs["requests_per_second"] / bare["requests_per_second"]
     lines.append(
         f"- (all requests under pair load, predict + feedback: "
@@ -397,6 +424,8 @@ def repeat_row(report: dict[str, Any]) -> dict[str, Any]:
         "pairs_per_s": phases["pairs"]["pairs_per_second"],
         "sustained_pairs_per_s": phases["pairs"].get("sustained_pairs_per_second"),
         "ratio": verdict["ratio"]["value"],
+        "alone": verdict.get("ratio_alone", {}).get("value"),
+        "learner_alone": (report["learner"].get("ceiling") or {}).get("learned_per_second"),
         "open_rate": phases["open"]["offered_pairs_per_second"],
         "p99_ms": phases["open"]["latency"]["predict"].get("p99_ms"),
         "p50_ms": phases["open"]["latency"]["predict"].get("p50_ms"),
@@ -404,36 +433,43 @@ def repeat_row(report: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _two(value: float | None) -> str:
+    """Two decimals, or "-" for a figure the run did not measure."""
+    return "-" if value is None or value != value else f"{value:.2f}"
+
+
 def repeat_lines(rows: list[dict[str, Any]]) -> list[str]:
     """A table of the repeated runs (the tables above are the last run's) and their medians.
 
     >>> rows = [dict(bare_req_per_s=b, pairs_per_s=1.0, sustained_pairs_per_s=1.0, ratio=r,
-    ...              open_rate=0.5, p99_ms=p, p50_ms=1.0, learner_keeps_up=True)
+    ...              alone=2 * r, open_rate=0.5, p99_ms=p, p50_ms=1.0, learner_keeps_up=True)
     ...         for b, r, p in ((10.0, 0.1, 30.0), (20.0, 0.2, 10.0), (30.0, 0.3, 20.0))]
     >>> repeat_lines(rows)[-1]
-    '| **median** | 20 | 1 | 1 | **0.20** | 0 | 1.0 | **20.0** | 3 of 3 |'
+    '| **median** | 20 | 1 | 1 | **0.20** | 0.40 | 0 | 1.0 | **20.0** | 3 of 3 |'
     """
     def med(key: str) -> float:
-        values = [r[key] for r in rows if r[key] is not None]
+        values = [r[key] for r in rows if r.get(key) is not None]
         return median(values) if values else float("nan")
 
     lines = [
         f"Repeated runs ({len(rows)}; the tables above are the last one's), and their medians:",
         "",
-        "| run | bare req/s | pairs/s | sustained pairs/s | predict/bare | open loop pairs/s "
-        "| p50 ms | p99 ms | learner keeps up |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| run | bare req/s | pairs/s | sustained pairs/s | predict/bare | alone/bare "
+        "| open loop pairs/s | p50 ms | p99 ms | learner keeps up |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, r in enumerate(rows, 1):
         lines.append(
             f"| {i} | {r['bare_req_per_s']:.0f} | {r['pairs_per_s']:.0f} | "
-            f"{r['sustained_pairs_per_s'] or 0:.0f} | {r['ratio']:.2f} | {r['open_rate']:.0f} | "
+            f"{r['sustained_pairs_per_s'] or 0:.0f} | {r['ratio']:.2f} | "
+            f"{_two(r.get('alone'))} | {r['open_rate']:.0f} | "
             f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {'yes' if r['learner_keeps_up'] else 'no'} |"
         )
     kept = sum(bool(r["learner_keeps_up"]) for r in rows)
     lines.append(
         f"| **median** | {med('bare_req_per_s'):.0f} | {med('pairs_per_s'):.0f} | "
-        f"{med('sustained_pairs_per_s'):.0f} | **{med('ratio'):.2f}** | {med('open_rate'):.0f} | "
+        f"{med('sustained_pairs_per_s'):.0f} | **{med('ratio'):.2f}** | "
+        f"{_two(med('alone'))} | {med('open_rate'):.0f} | "
         f"{med('p50_ms'):.1f} | **{med('p99_ms'):.1f}** | {kept} of {len(rows)} |"
     )
     return lines

@@ -35,11 +35,14 @@ from service.eventlog.keys import (
 )
 from service.eventlog.personalizer import PersonalizerState
 from service.eventlog.replies import (
+    STATE_FIELDS,
     DecisionOutcome,
     LeaseLost,
     OutcomeUnknown,
     decision_outcome,
+    event_state_of,
     feedback_outcome,
+    join_outcome,
     text,
 )
 from service.eventlog.state import ModelState
@@ -253,23 +256,14 @@ class EventLog(ModelState, PersonalizerState, DurabilityState):
         """What the join needs of an event: ``decision``, ``feedback`` (the first on-time
         feedback or None), ``joined`` (its joined id, or None), ``sum`` (``(value, count)`` of
         its on-time feedback under the ``sum`` aggregation, else None); None if it expired."""
-        d, fb, late, fb_sid, joined, agg, total, count = self.r.hmget(
-            event_key(name, event_id),
-            ["d", "fb", "fb_late", "fb_sid", "joined", "agg", "sum", "sum_n"],
-        )
-        if d is None and joined is None:
-            return None
-        on_time = fb is not None and text(late) == "0"
-        summed = None
-        if agg is not None and text(agg) == "sum":
-            summed = (float(total or 0.0), int(count or 0))
-        return {
-            "decision": None if d is None else loads(d),
-            "feedback": loads(fb) if on_time else None,
-            "feedback_id": text(fb_sid) if on_time and fb_sid is not None else None,
-            "joined": None if joined is None else text(joined),
-            "sum": summed,
-        }
+        return event_state_of(self.r.hmget(event_key(name, event_id), STATE_FIELDS))
+
+    def event_states(self, name: str, event_ids: list[str]) -> list[dict[str, Any] | None]:
+        """:meth:`event_state` of several events, read in one round trip (a pipeline)."""
+        pipe = self.r.pipeline(transaction=False)
+        for event_id in event_ids:
+            pipe.hmget(event_key(name, event_id), STATE_FIELDS)
+        return [event_state_of(values) for values in pipe.execute()]
 
     def join(self, name: str, event_id: str, event: dict[str, Any], lease: str,
              count: int | None = None) -> tuple:
@@ -280,19 +274,31 @@ class EventLog(ModelState, PersonalizerState, DurabilityState):
         ``("retry", None)`` (the source is not the right one: read the event again); raises
         :class:`LeaseLost` if ``lease`` is no longer this model's lease.
         """
+        return join_outcome(self._s["JOIN"](**self._join_call(name, event_id, event, lease,
+                                                               count)), name, event_id)
+
+    def join_many(self, name: str, joins: list[tuple[str, dict[str, Any], int | None]],
+                  lease: str) -> list[tuple]:
+        """:meth:`join` of several ``(event_id, event, count)`` in one round trip (a pipeline
+        of the same fenced script, run in order): their outcomes; :class:`LeaseLost` if the
+        lease was lost (the joins before it stand)."""
+        pipe = self.r.pipeline(transaction=False)
+        for event_id, event, count in joins:
+            self._s["JOIN"](**self._join_call(name, event_id, event, lease, count), client=pipe)
+        return [join_outcome(res, name, event_id)
+                for res, (event_id, _, _) in zip(pipe.execute(), joins, strict=True)]
+
+    def _join_call(self, name: str, event_id: str, event: dict[str, Any], lease: str,
+                   count: int | None) -> dict[str, list]:
         k = keys(name)
         source = "feedback" if event["bb"]["source"] == "feedback" else "default"
-        res = self._s["JOIN"](
-            keys=[event_key(name, event_id), k["waiting"], k["joined"], k["stats"], k["lease"]],
-            args=[event_id, dumps(event), repr(float(event["bb"]["reward"])), lease, source,
-                  int(self.limits.event_retention_seconds) + 1,
-                  "" if count is None else str(count)],
-        )
-        status = int(res[0])
-        if status == -1:
-            raise LeaseLost(name, f"{name}: lease lost; join of {event_id} refused")
-        return {0: ("expired", None), 1: ("before", text(res[1]) if len(res) > 1 else None),
-                2: ("joined", text(res[1]) if len(res) > 1 else None), 3: ("retry", None)}[status]
+        return {
+            "keys": [event_key(name, event_id), k["waiting"], k["joined"], k["stats"],
+                     k["lease"]],
+            "args": [event_id, dumps(event), repr(float(event["bb"]["reward"])), lease, source,
+                     int(self.limits.event_retention_seconds) + 1,
+                     "" if count is None else str(count)],
+        }
 
     def due(self, name: str, count: int) -> list[str]:
         """Event ids whose reward window closed, by Redis's clock."""

@@ -17,9 +17,12 @@ __all__ = [
     "LeaseLost",
     "OutcomeUnknown",
     "Redis",
+    "STATE_FIELDS",
     "RedisError",
     "ResponseError",
     "decision_outcome",
+    "event_state_of",
+    "join_outcome",
     "feedback_outcome",
     "stream_id",
     "text",
@@ -93,3 +96,37 @@ def stream_id(sid: str) -> tuple[float, float]:
         return float("inf"), float("inf")
     ms, _, seq = sid.partition("-")
     return int(ms), int(seq or 0)
+
+
+#: the fields of an event's hash that :meth:`~service.eventlog.log.EventLog.event_state` reads
+STATE_FIELDS = ["d", "fb", "fb_late", "fb_sid", "joined", "agg", "sum", "sum_n"]
+
+
+def event_state_of(values: list) -> dict[str, Any] | None:
+    """:meth:`~service.eventlog.log.EventLog.event_state` from the values of
+    :data:`STATE_FIELDS`."""
+    d, fb, late, fb_sid, joined, agg, total, count = values
+    if d is None and joined is None:
+        return None
+    on_time = fb is not None and text(late) == "0"
+    summed = None
+    if agg is not None and text(agg) == "sum":
+        summed = (float(total or 0.0), int(count or 0))
+    return {
+        "decision": None if d is None else loads(d),
+        "feedback": loads(fb) if on_time else None,
+        "feedback_id": text(fb_sid) if on_time and fb_sid is not None else None,
+        "joined": None if joined is None else text(joined),
+        "sum": summed,
+    }
+
+
+def join_outcome(res: list, name: str, event_id: str) -> tuple:
+    """The JOIN script's answer as :meth:`~service.eventlog.log.EventLog.join` returns it;
+    :class:`LeaseLost` for a lost lease."""
+    status = int(res[0])
+    if status == -1:
+        raise LeaseLost(name, f"{name}: lease lost; join of {event_id} refused")
+    joined = text(res[1]) if len(res) > 1 else None
+    return {0: ("expired", None), 1: ("before", joined), 2: ("joined", joined),
+            3: ("retry", None)}[status]

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 
 from service.api import decide
-from service.api.deps import LogDep, ModelDep, SettingsDep, StoreDep, require_key
+from service.api.deps import DecisionsDep
 from service.api.schemas import (
     FeedbackRequest,
     FeedbackResponse,
@@ -15,7 +15,8 @@ from service.api.schemas import (
     error_responses,
 )
 
-router = APIRouter(prefix="/v1/models", tags=["decisions"], dependencies=[Depends(require_key)],
+# the user key is checked by DecisionsDep (one dependency per route)
+router = APIRouter(prefix="/v1/models", tags=["decisions"],
                    responses=error_responses(400, 401, 404, 413, 422, 503))
 
 
@@ -27,20 +28,14 @@ router = APIRouter(prefix="/v1/models", tags=["decisions"], dependencies=[Depend
         "kept)."
     ),
 )
-async def predict(
-    body: PredictRequest,
-    model: ModelDep,
-    log: LogDep,
-    store: StoreDep,
-    settings: SettingsDep,
-) -> PredictResponse:
+async def predict(body: PredictRequest, scope: DecisionsDep) -> PredictResponse:
     """Decide an action for a context and log the decision.
 
     The online model decides, or, when the model serves its offline policy
     (`PUT /v1/models/{name}/serving`), the latest published policy; the decision is logged the
     same way in both cases (`bb.policy` names the policy). Idempotent per `event_id`.
     """
-    return await decide.predict(body, model, log, store, settings)
+    return await decide.predict(body, scope.model, scope.log, scope.store, scope.settings)
 
 
 @router.post(
@@ -48,12 +43,8 @@ async def predict(
     response_model=FeedbackResponse,
     responses=error_responses(404, e404="Unknown model, or unknown or expired event id."),
 )
-async def feedback(
-    body: FeedbackRequest,
-    model: ModelDep,
-    log: LogDep,
-) -> FeedbackResponse:
+async def feedback(body: FeedbackRequest, scope: DecisionsDep) -> FeedbackResponse:
     """Report the reward (or the true label) of a decision; the first feedback counts (for a
     model with the `sum` reward aggregation, the sum of the rewards sent within the reward
     wait, clipped to [0, 1])."""
-    return await decide.feedback(body, model, log)
+    return await decide.feedback(body, scope.model, scope.log)
