@@ -1,4 +1,4 @@
-"""Binary weak learner over River's Hoeffding tree, predicting in {-1, +1}.
+"""Binary weak learners over Hoeffding trees (River's, or the compiled core's), in {-1, +1}.
 
 More: docs/boosters.md, "learners/binary.py".
 
@@ -21,9 +21,18 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from learners.compiled import TreeEnsemble
 from learners.hoeffding import make_vfdt
 
-__all__ = ["BinaryHoeffdingTree", "BinaryWeakLearner", "margins", "signs_random_ties"]
+__all__ = [
+    "BinaryHoeffdingTree",
+    "BinaryWeakLearner",
+    "binary_trees",
+    "forest_margins",
+    "forest_teach",
+    "margins",
+    "signs_random_ties",
+]
 
 
 @runtime_checkable
@@ -110,3 +119,75 @@ def signs_random_ties(values: np.ndarray, u: np.ndarray) -> np.ndarray:
     ``u`` holds independent uniform draws of the same shape, so every tie is a fair coin.
     """
     return np.where(values == 0.0, np.where(u < 0.5, 1, -1), np.sign(values)).astype(np.int8)
+
+
+# ---- the compiled core: N binary trees in one TreeEnsemble (label -1 is class 0, +1 class 1) ----
+
+
+def binary_trees(
+    core: str,
+    params: list[dict],
+    nominal_attributes: list | None = None,
+    leaf_prediction: str = "mc",
+    fast_trees: bool = True,
+) -> tuple[TreeEnsemble | None, list[BinaryHoeffdingTree]]:
+    """One binary tree per hyperparameter draw of ``params``
+    (:func:`learners.hoeffding.sample_tree_params`): the compiled core's ensemble over two
+    classes and no River trees (``core="compiled"``), or no ensemble and River's trees
+    (``"river"``).
+
+    >>> params = [{"grace_period": 10.0, "delta": 0.1, "tau": 0.05}] * 3
+    >>> forest, trees = binary_trees("compiled", params)
+    >>> forest.n_trees, forest.n_classes, trees
+    (3, 2, [])
+    >>> forest, trees = binary_trees("river", params)
+    >>> forest, len(trees)
+    (None, 3)
+    """
+    if core == "compiled":
+        forest = TreeEnsemble(
+            len(params), 2,
+            grace_periods=[p["grace_period"] for p in params],
+            deltas=[p["delta"] for p in params], taus=[p["tau"] for p in params],
+            nominal_attributes=nominal_attributes, leaf_prediction=leaf_prediction,
+        )
+        return forest, []
+    if core != "river":
+        raise ValueError(f"tree_core must be 'compiled' or 'river', got {core!r}")
+    return None, [
+        BinaryHoeffdingTree(nominal_attributes=nominal_attributes, fast_trees=fast_trees,
+                            leaf_prediction=leaf_prediction, **p)
+        for p in params
+    ]
+
+
+def forest_margins(forest: TreeEnsemble, x: dict) -> np.ndarray:
+    """Every binary tree's ``P(+1 | x) - P(-1 | x)`` (N,) from one compiled call; an untrained
+    tree gives 0 (a tie), as :meth:`BinaryHoeffdingTree.margin_one`.
+
+    >>> params = [{"grace_period": 10.0, "delta": 0.1, "tau": 0.05}] * 2
+    >>> forest, _ = binary_trees("compiled", params)
+    >>> forest_teach(forest, {"a": 1.0}, np.array([1, 0]), 1.0)
+    >>> forest_margins(forest, {"a": 1.0}).tolist()
+    [1.0, 0.0]
+    """
+    proba = forest.predict_proba(forest.transform(x))
+    return proba[:, 1] - proba[:, 0]
+
+
+def forest_teach(
+    forest: TreeEnsemble, x: dict, labels: np.ndarray, weight: float, first: int = 0
+) -> None:
+    """Trees ``first .. first + len(labels) - 1`` learn ``labels`` in {-1, 0, +1} with sample
+    weight ``weight``, in one compiled call; a 0 label (and every other tree) learns nothing
+    (weight 0, a no-op of :meth:`TreeEnsemble.learn`). Nothing to learn: no call at all, so
+    the feature index does not move either."""
+    labels = np.asarray(labels)
+    if not weight > 0.0 or not labels.any():
+        return
+    classes = np.zeros(forest.n_trees, dtype=np.int64)
+    weights = np.zeros(forest.n_trees)
+    stop = first + labels.size
+    classes[first:stop] = labels > 0
+    weights[first:stop] = np.where(labels != 0, weight, 0.0)
+    forest.learn(forest.transform(x, learn=True), classes, weights)

@@ -163,7 +163,7 @@ def test_defaults_and_modest_sizes_still_build() -> None:
     for booster in names():
         make_booster(booster, n_actions=3, seed=0)
     assert make_booster("banditbbm", n_actions=3, n_learners=5, seed=0).n_learners == 5
-    assert len(make_booster("oco", n_actions=5, n_learners=4, seed=0).learners) == 20
+    assert make_booster("oco", n_actions=5, n_learners=4, seed=0).forest.n_trees == 20
 
 
 def test_bounds_are_named_module_constants() -> None:

@@ -230,7 +230,8 @@ def test_bandit_estimates_are_unbiased(k, rho):
 @pytest.mark.parametrize("update", ["weighted", "rounding"])
 def test_bandit_update_trains_only_the_played_arm(update, monkeypatch):
     k, n = 3, 4
-    booster = OCOBandit(n_actions=k, n_learners=n, rho=0.3, seed=0, update=update)
+    booster = OCOBandit(n_actions=k, n_learners=n, rho=0.3, seed=0, update=update,
+                        tree_core="river")  # its learners swapped for recorders
     booster.learners = [Recorder() for _ in range(k * n)]
     seen = []
     import boosters.online.oco_bandit as module
@@ -326,6 +327,8 @@ def _run(booster, X, y, start, stop):
 
 
 def _tree_predictions(booster, X):
+    if booster.forest is not None:  # the compiled core: every tree's probabilities per x
+        return [booster.forest.predict_proba(booster.forest.transform(x)).tolist() for x in X]
     return [[wl.tree.predict_proba_one(x) for x in X] for wl in booster.learners]
 
 

@@ -26,8 +26,15 @@ import numpy as np
 from boosters._params import check_choice, check_int, check_names, check_real
 from boosters.base import Decision, OnlineBooster, check_context, resolve_feedback
 from boosters.exploration import check_allowed
-from learners.binary import BinaryHoeffdingTree, BinaryWeakLearner, signs_random_ties
-from learners.hoeffding import LEAF_PREDICTIONS, TREE_PROFILES, sample_tree_params
+from learners.binary import (
+    BinaryWeakLearner,
+    binary_trees,
+    forest_margins,
+    forest_teach,
+    margins,
+    signs_random_ties,
+)
+from learners.hoeffding import LEAF_PREDICTIONS, TREE_CORES, TREE_PROFILES, sample_tree_params
 
 __all__ = [
     "OCOBooster",
@@ -212,6 +219,9 @@ class OCOParams:
 
     #: the trees' leaves; also what a model pickled before the option existed reads
     leaf_prediction = "mc"
+    #: River's trees (``learners``), as every model pickled before the compiled core; such a
+    #: model keeps them (their labels are -1 and +1, not the classes a migration moves)
+    tree_core, forest = "river", None
 
     def _make_trees(
         self,
@@ -221,21 +231,38 @@ class OCOParams:
         nominal_attributes,
         fast_trees=True,
         leaf_prediction="mc",
-    ) -> list[BinaryHoeffdingTree]:
+        tree_core="compiled",
+    ) -> None:
+        """``count`` binary trees, untrained, their hyperparameters drawn from the generator:
+        ``forest`` (the compiled core) or ``learners`` (River's), the other empty."""
         self.tree_profile = check_choice("tree_profile", tree_profile, tuple(TREE_PROFILES))
         self.fixed_trees = bool(fixed_trees)
         self.nominal_attributes = check_names("nominal_attributes", nominal_attributes)
         self.fast_trees = bool(fast_trees)
         self.leaf_prediction = check_choice("leaf_prediction", leaf_prediction, LEAF_PREDICTIONS)
-        return [
-            BinaryHoeffdingTree(
-                nominal_attributes=self.nominal_attributes,
-                fast_trees=self.fast_trees,
-                leaf_prediction=self.leaf_prediction,
-                **sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees),
-            )
-            for _ in range(count)
-        ]
+        self.tree_core = check_choice("tree_core", tree_core, TREE_CORES)
+        params = [sample_tree_params(self.tree_profile, self._rng, fixed=self.fixed_trees)
+                  for _ in range(count)]
+        self.forest, self.learners = binary_trees(
+            self.tree_core, params, self.nominal_attributes, self.leaf_prediction, self.fast_trees
+        )
+        self._trees = [getattr(wl, "tree", wl) for wl in self.learners]
+
+    def _margins(self, x: dict) -> np.ndarray:
+        """Every weak learner's margin for ``x`` (one compiled call with the compiled core)."""
+        if self.forest is not None:
+            return forest_margins(self.forest, x)
+        return margins(self.learners, x)
+
+    def _teach(self, x: dict, labels: np.ndarray, weight: float, first: int = 0) -> None:
+        """Learners ``first ..`` learn ``labels`` in {-1, 0, +1} (0: no update) with weight
+        ``weight``: one compiled call for all of them, or one call per River tree."""
+        if self.forest is not None:
+            forest_teach(self.forest, x, labels, weight, first)
+            return
+        for wl, lab in zip(self.learners[first : first + len(labels)], labels.tolist()):
+            if lab:
+                wl.learn_one(x, lab, w=weight)
 
 
 class OCOBooster(OCOParams, OnlineBooster):
@@ -262,6 +289,11 @@ class OCOBooster(OCOParams, OnlineBooster):
     tree_profile, fixed_trees, nominal_attributes, fast_trees, leaf_prediction
         Hyperparameters of the default Hoeffding trees (:func:`learners.hoeffding.
         sample_tree_params`); the full-information profile by default.
+    tree_core
+        ``"compiled"`` (the default): the N trees in one :class:`learners.compiled.TreeEnsemble`
+        over two classes (-1 is class 0, +1 class 1), read and taught in one call each;
+        ``"river"``: N River trees (:class:`learners.binary.BinaryHoeffdingTree`), the
+        reference. Ignored when ``learners`` is given.
     learners
         Optional weak learners to use instead of trees (anything with ``margin_one`` and
         ``learn_one``, :class:`learners.binary.BinaryWeakLearner`).
@@ -288,6 +320,7 @@ class OCOBooster(OCOParams, OnlineBooster):
         learners: Sequence[BinaryWeakLearner] | None = None,
         fast_trees: bool = True,
         leaf_prediction: str = "mc",
+        tree_core: str = "compiled",
     ):
         if check_int("n_actions", n_actions, 2) != 2:
             raise ValueError(f"n_actions must be 2 for the binary OCO booster, got {n_actions}")
@@ -297,13 +330,14 @@ class OCOBooster(OCOParams, OnlineBooster):
         self._init_oco(gamma, p_init, realizable, optimizer)
         if learners is None:
             self.n_learners = check_int("n_learners", n_learners, 1)
-            self.learners = self._make_trees(
+            self._make_trees(
                 self.n_learners,
                 tree_profile,
                 fixed_trees,
                 nominal_attributes,
                 fast_trees,
                 leaf_prediction,
+                tree_core,
             )
         else:
             self.learners = list(learners)
@@ -313,17 +347,15 @@ class OCOBooster(OCOParams, OnlineBooster):
                 raise ValueError("learners must be a non-empty list of binary weak learners")
             self.n_learners = len(self.learners)
             self.tree_profile, self.fixed_trees, self.nominal_attributes = None, False, None
-        self._trees = [getattr(wl, "tree", wl) for wl in self.learners]
+            self.tree_core = check_choice("tree_core", tree_core, TREE_CORES)
+            self.forest, self._trees = None, [getattr(wl, "tree", wl) for wl in self.learners]
         self._scale = 1.0 / (self.gamma * self.n_learners)
         self.n_decisions = 0
         self.n_updates = 0
 
     def weak_predictions(self, x: dict, u: np.ndarray) -> np.ndarray:
         """Each learner's prediction in {-1, +1} (int8), ties broken by the draws ``u`` (N,)."""
-        m = np.fromiter(
-            (wl.margin_one(x) for wl in self.learners), dtype=float, count=self.n_learners
-        )
-        return signs_random_ties(m, u)
+        return signs_random_ties(self._margins(x), u)
 
     def decide_one(
         self,
@@ -382,7 +414,5 @@ class OCOBooster(OCOParams, OnlineBooster):
             raise ValueError(f"y must be -1 or +1, got {y!r}")
         u = self._rng.random(self.n_learners)
         labels = oco_labels(weak, y, self.gamma, self.optimizer, self.p_init, self.realizable, u)
-        for wl, lab in zip(self.learners, labels.tolist()):
-            if lab:
-                wl.learn_one(x, lab, w=weight)
+        self._teach(x, labels, weight)
         self.n_updates += 1

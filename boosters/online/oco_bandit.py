@@ -111,6 +111,11 @@ class OCOBandit(OCOParams, OnlineBooster):
         As for the Zhang et al. 2019 boosters (``boosters.online.template.BoostingTemplate``);
         ``leaf_prediction`` is ``"nba"`` (adaptive naive-Bayes leaves) by default here and
         ``"mc"`` for :class:`OCOFull` (docs/boosters.md, "Defaults").
+    tree_core
+        ``"compiled"`` (the default): the k N trees in one :class:`learners.compiled.TreeEnsemble`
+        (action ``a``'s N trees are ``a N .. a N + N - 1``), read in one call per decision and
+        taught in one per update; ``"river"``: River's trees, the reference
+        (:class:`boosters.online.oco.OCOBooster`).
     update
         ``"weighted"`` (CB-W, default) or ``"rounding"`` (CB-R).
     p_init, realizable, optimizer
@@ -187,6 +192,7 @@ class OCOBandit(OCOParams, OnlineBooster):
         guess_model: str | None = "ridge",
         switch_weight: float = 5.0,
         drift_restart: str | None = "model",
+        tree_core: str = "compiled",
     ):
         self.n_actions = check_int("n_actions", n_actions, 2)
         self.n_learners = check_int("n_learners", n_learners, 1)
@@ -205,15 +211,15 @@ class OCOBandit(OCOParams, OnlineBooster):
         self._rng = np.random.default_rng(seed)
         self._init_oco(gamma, p_init, realizable, optimizer)
         k, n = self.n_actions, self.n_learners
-        self.learners = self._make_trees(
+        self._make_trees(
             k * n,
             tree_profile or self.default_tree_profile,
             fixed_trees,
             nominal_attributes,
             fast_trees,
             leaf_prediction,
+            tree_core,
         )
-        self._trees = [wl.tree for wl in self.learners]
         self._scale = 1.0 / (self.gamma * n)
         self._ova = np.full((k, k), -1, dtype=np.int8)  # row y: the one-vs-all labels of label y
         np.fill_diagonal(self._ova, 1)
@@ -232,11 +238,10 @@ class OCOBandit(OCOParams, OnlineBooster):
         """Learn again from scratch (``drift_restart="model"``, after an alarm of its
         ``MissDrift``): new trees (their hyperparameters drawn again from the booster's
         generator) and reward model, the switch's losses as at creation."""
-        self.learners = self._make_trees(
+        self._make_trees(
             self.n_actions * self.n_learners, self.tree_profile, self.fixed_trees,
-            self.nominal_attributes, self.fast_trees, self.leaf_prediction,
+            self.nominal_attributes, self.fast_trees, self.leaf_prediction, self.tree_core,
         )
-        self._trees = [wl.tree for wl in self.learners]
         if self.reward_model is not None:
             self.reward_model = make_reward_model(
                 self.guess_model, self.n_actions, self.nominal_attributes
@@ -244,7 +249,8 @@ class OCOBandit(OCOParams, OnlineBooster):
             self.switch_losses = np.zeros(2)
 
     def booster_learners(self, action: int) -> list:
-        """The N weak learners of ``action``'s binary booster."""
+        """The N weak learners of ``action``'s binary booster (River's trees; none with the
+        compiled core, whose trees ``a N .. a N + N - 1`` are theirs)."""
         n = self.n_learners
         return self.learners[action * n : (action + 1) * n]
 
@@ -273,8 +279,7 @@ class OCOBandit(OCOParams, OnlineBooster):
         allowed = check_allowed(allowed, k)
         model = self.reward_model
         u = (self._rng if rng is None else rng).random(kn + k + 1 + (0 if model is None else k))
-        m = np.fromiter((wl.margin_one(x) for wl in self.learners), dtype=float, count=kn)
-        weak = signs_random_ties(m, u[:kn]).reshape(k, n)
+        weak = signs_random_ties(self._margins(x), u[:kn]).reshape(k, n)
         z = weak.sum(axis=1) * self._scale
         yhat = int(argmax_random_ties(mask_scores(z, allowed)[None, :], u[None, kn : kn + k])[0])
         internals = {"weak": weak, "z": z, "yhat": yhat}
@@ -344,9 +349,7 @@ class OCOBandit(OCOParams, OnlineBooster):
             labels = oco_labels(
                 weak, y, self.gamma, self.optimizer, self.p_init, self.realizable, u
             )
-            for wl, lab in zip(self.learners, labels.ravel().tolist()):
-                if lab:
-                    wl.learn_one(x, lab, w=1.0)
+            self._teach(x, labels.ravel(), 1.0)
             self.n_updates += 1
             track_misses(self, decision, label == decision.action, label)
             if self.reward_model is not None:
@@ -369,9 +372,7 @@ class OCOBandit(OCOParams, OnlineBooster):
             labels = oco_labels(
                 weak[a], y, self.gamma, self.optimizer, self.p_init, self.realizable, u
             )
-            for wl, lab in zip(self.booster_learners(a), labels.tolist()):
-                if lab:
-                    wl.learn_one(x, lab, w=weight)
+            self._teach(x, labels, weight, first=a * n)
         if self.reward_model is None and not self.rho_by_misses and self.miss_drift is None:
             return
         # a fractional reward is rounded, as the template's
@@ -423,6 +424,7 @@ class OCOFull(OCOBandit):
         max_weight: float | None = None,
         fast_trees: bool = True,
         leaf_prediction: str = "mc",
+        tree_core: str = "compiled",
     ):
         super().__init__(
             n_actions,
@@ -446,4 +448,5 @@ class OCOFull(OCOBandit):
             rho_by_misses=False,
             rho_min=None,
             drift_restart=None,
+            tree_core=tree_core,
         )
