@@ -20,11 +20,13 @@ from learners._layout import (
     CHILD0,
     CHILD1,
     DEPTH,
+    EMPTY,
     FEAT,
     KIND,
     LEAF,
     MCC,
     N_ACTIVE,
+    N_BFREE,
     N_EDGES,
     N_FREE,
     N_INACTIVE,
@@ -114,13 +116,14 @@ def _majority(cls, present, node, out):
 
 
 @njit(cache=True)
-def naive_bayes(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, node, x,
-                out):
+def naive_bayes(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_rows, feat_nrows,
+                node, x, out, work):
     """The leaf's naive-Bayes probabilities in ``out``; False when it has no class weight.
 
     :class:`learners.nb_leaf.NaiveBayesLeaf`'s rule: log prior plus a Gaussian per (class,
     numeric feature) shrunk to the pooled variance with the weight of one average example, and
-    Laplace-smoothed frequencies per (class, nominal feature).
+    Laplace-smoothed frequencies per (class, nominal feature). ``work``: scratch of
+    :func:`work_buffer`'s shape.
     """
     n_classes = out.shape[0]
     order = np.empty(n_classes, np.int64)
@@ -130,22 +133,30 @@ def naive_bayes(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat
             total += cls[node, order[a]]
     if total <= 0.0:
         return False
-    logv = np.full(n_classes, -np.inf)
+    logv, terms = work[n_classes + 5], work[n_classes + 4]
+    logv[:] = -np.inf
     for c in range(n_classes):
         if cls[node, c] > 0.0:
             logv[c] = math.log(cls[node, c] / total)
     s = ni[node, SLOT]
     if s >= 0 and nf[node, NLEARN] > 0:
         prior = nf[node, WLEARN] / nf[node, NLEARN]
-        terms = np.empty(n_classes)
+        n_numeric = 0
+        for j in range(kinds.shape[0]):
+            n_numeric += kinds[j] == 0
+        if n_numeric:
+            _numeric_terms(stat, block, cls, s, node, kinds, x, prior, work)
         for j in range(kinds.shape[0]):
             v = x[j]
             if math.isnan(v):
                 continue
             if kinds[j] == 0:
-                ok = _numeric_terms(stat, cls, s, j, node, v, prior, terms)
+                ok = work[n_classes + 3, j] > 0.0
+                if ok:
+                    for c in range(n_classes):
+                        terms[c] = work[c, j]
             elif kinds[j] == 1:
-                ok = _nominal_terms(cls, counts, seen, feat_rows, feat_nrows, s, j, node, v,
+                ok = _nominal_terms(cls, counts, seen, block, feat_rows, feat_nrows, s, j, node, v,
                                     prior, terms)
             else:
                 ok = False
@@ -167,75 +178,96 @@ def naive_bayes(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat
 
 
 @njit(cache=True)
-def _numeric_terms(stat, cls, s, j, node, v, prior, terms):
-    """Each class's Gaussian log density of ``v`` on feature ``j``; False: no vote."""
-    n_classes = terms.shape[0]
-    weight = 0.0
-    wmean = 0.0
+def _numeric_terms(stat, block, cls, s, node, kinds, x, prior, work):
+    """Each class's Gaussian log density of ``x[j]`` on every numeric feature ``j`` it has, in
+    ``work[c, j]``; ``work[-1, j] > 0``: the feature votes. Per feature, the sums over the
+    classes run in class order (a class's block, read a feature after another, is contiguous);
+    a class the slot has not seen reads the empty block, which adds nothing."""
+    n_classes, n_f = cls.shape[1], kinds.shape[0]
+    weight, pooled_mean = work[n_classes], work[n_classes + 1]
+    pooled_var, vote = work[n_classes + 2], work[n_classes + 3]
+    weight[:] = 0.0
+    pooled_mean[:] = 0.0
+    pooled_var[:] = 0.0
     for c in range(n_classes):
-        weight += stat[s, SW, j, c]
-        wmean += stat[s, SW, j, c] * stat[s, SMEAN, j, c]
-    if weight <= 0.0:
-        return False
-    pooled_mean = wmean / weight
-    spread = 0.0
+        b = block[s, c]
+        for j in range(n_f):
+            weight[j] += stat[b, SW, j]
+            pooled_mean[j] += stat[b, SW, j] * stat[b, SMEAN, j]  # the weighted sum first
+    for j in range(n_f):
+        pooled_mean[j] = pooled_mean[j] / weight[j] if weight[j] > 0.0 else 0.0
     for c in range(n_classes):
-        d = stat[s, SMEAN, j, c] - pooled_mean
-        spread += stat[s, SS, j, c] + stat[s, SW, j, c] * d * d
-    pooled_var = spread / weight
-    if not (pooled_var > 1e-12 * (1.0 + pooled_mean * pooled_mean)) or not math.isfinite(
-        pooled_var
-    ):
-        return False
+        b = block[s, c]
+        for j in range(n_f):
+            d = stat[b, SMEAN, j] - pooled_mean[j]
+            pooled_var[j] += stat[b, SS, j] + stat[b, SW, j] * d * d  # the spread first
+    for j in range(n_f):
+        vote[j] = 0.0
+        if kinds[j] != 0 or math.isnan(x[j]) or not weight[j] > 0.0:
+            continue
+        var = pooled_var[j] = pooled_var[j] / weight[j]
+        if var > 1e-12 * (1.0 + pooled_mean[j] * pooled_mean[j]) and math.isfinite(var):
+            vote[j] = 1.0
     for c in range(n_classes):
         if cls[node, c] <= 0.0:
             continue
-        w = stat[s, SW, j, c]
-        mean = stat[s, SMEAN, j, c] if w > 0.0 else pooled_mean
-        var = (stat[s, SS, j, c] + prior * pooled_var) / (w + prior)
-        if not (math.isfinite(mean) and math.isfinite(var)):
-            return False
-        half_precision = 0.5 / var
-        d = v - mean
-        terms[c] = 0.5 * math.log(half_precision / math.pi) - d * d * half_precision
-        if not math.isfinite(terms[c]):
-            return False
-    return True
+        b = block[s, c]
+        for j in range(n_f):
+            if vote[j] <= 0.0:
+                continue
+            w = stat[b, SW, j]
+            mean = stat[b, SMEAN, j] if w > 0.0 else pooled_mean[j]
+            var = (stat[b, SS, j] + prior * pooled_var[j]) / (w + prior)
+            if not (math.isfinite(mean) and math.isfinite(var)):
+                vote[j] = 0.0
+                continue
+            half_precision = 0.5 / var
+            d = x[j] - mean
+            work[c, j] = 0.5 * math.log(half_precision / math.pi) - d * d * half_precision
+            if not math.isfinite(work[c, j]):
+                vote[j] = 0.0
 
 
 @njit(cache=True)
-def _nominal_terms(cls, counts, seen, feat_rows, feat_nrows, s, j, node, v, prior, terms):
+def _nominal_terms(cls, counts, seen, block, feat_rows, feat_nrows, s, j, node, v, prior, terms):
     """Each class's smoothed log frequency of value row ``v`` of feature ``j``; False: no vote."""
-    n_classes = terms.shape[0]
+    n_classes = cls.shape[1]
     n_values = 1.0
     own = -1
     for i in range(feat_nrows[j]):
         r = feat_rows[j, i]
         for c in range(n_classes):
-            if counts[s, r, c] > 0.0:
+            if counts[block[s, c], r] > 0.0:
                 n_values += 1.0
                 if r == v:
                     own = r
                 break
     if n_values == 1.0:
         return False
+    pooled_tot, pooled_cnt = -1.0, 0.0  # the rows summed over the classes, once needed
     for c in range(n_classes):
         if cls[node, c] <= 0.0:
             continue
-        pooled = seen[s, c] == 0  # a class without statistics here reads the pooled column
-        tot = 0.0
-        cnt = 0.0
-        for i in range(feat_nrows[j]):
-            r = feat_rows[j, i]
-            if pooled:
+        if seen[s, c] == 0 and pooled_tot < 0.0:  # a class without statistics here
+            pooled_tot = 0.0
+            for i in range(feat_nrows[j]):
+                r = feat_rows[j, i]
                 row = 0.0
                 for k in range(n_classes):
-                    row += counts[s, r, k]
-            else:
-                row = counts[s, r, c]
-            tot += row
-            if r == own:
-                cnt = row
+                    row += counts[block[s, k], r]
+                pooled_tot += row
+                if r == own:
+                    pooled_cnt = row
+        tot, cnt = pooled_tot, pooled_cnt
+        if seen[s, c] != 0:
+            b = block[s, c]
+            tot = 0.0
+            cnt = 0.0
+            for i in range(feat_nrows[j]):
+                r = feat_rows[j, i]
+                tot += counts[b, r]
+                if r == own:
+                    cnt = counts[b, r]
         denominator = math.log(tot + prior * n_values)
         if own >= 0:
             terms[c] = math.log(cnt + prior) - denominator
@@ -245,57 +277,83 @@ def _nominal_terms(cls, counts, seen, feat_rows, feat_nrows, s, j, node, v, prio
 
 
 @njit(cache=True)
-def _leaf_proba(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg,
-                node, x, out):
+def _leaf_proba(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_rows, feat_nrows,
+                cfg, node, x, out, work):
     """The leaf's prediction: naive Bayes where the adaptive rule says so, else the majority."""
     if (
         cfg[NBA] > 0
         and ni[node, SLOT] >= 0
         and nf[node, NBC] >= nf[node, MCC]
-        and naive_bayes(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows,
-                         node, x, out)
+        and naive_bayes(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_rows,
+                         feat_nrows, node, x, out, work)
     ):
         return
     _majority(cls, present, node, out)
 
 
 @njit(cache=True)
-def predict_all(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg,
-                edges, ti, x, out):
+def predict_all(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_rows, feat_nrows,
+                cfg, edges, ti, x, out):
     """Every tree's class probabilities for ``x`` into ``out`` (trees, classes); an untrained
     tree gives a row of zeros."""
+    work = work_buffer(cls, kinds)
     for t in range(ti.shape[0]):
         root = ti[t, ROOT]
         if root < 0:
             out[t, :] = 0.0
             continue
         leaf = _leaf_of(ni, nf, edges, root, x)
-        _leaf_proba(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg,
-                    leaf, x, out[t])
+        _leaf_proba(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_rows,
+                    feat_nrows, cfg, leaf, x, out[t], work)
+
+
+@njit(cache=True)
+def work_buffer(cls, kinds):
+    """Scratch for :func:`naive_bayes`, made once a call of the kernels: per class the numeric
+    terms (a row each), the per-feature sums and votes of :func:`_numeric_terms`, then the
+    nominal terms and the log probabilities."""
+    return np.empty((cls.shape[1] + 6, max(kinds.shape[0], cls.shape[1])))
 
 
 # ---- nodes and slots ---------------------------------------------------------------------------
 
 
 @njit(cache=True)
-def clear_slot(stat, counts, seen, s):
-    stat[s, SW] = 0.0
-    stat[s, SMEAN] = 0.0
-    stat[s, SS] = 0.0
-    stat[s, SMIN] = np.inf
-    stat[s, SMAX] = -np.inf
-    counts[s] = 0.0
+def clear_slot(seen, block, bfree, ctr, s):
+    """Slot ``s`` without statistics: its blocks back to the pool, no class seen."""
+    for c in range(block.shape[1]):
+        b = block[s, c]
+        if b != EMPTY:
+            bfree[ctr[N_BFREE]] = b
+            ctr[N_BFREE] += 1
+            block[s, c] = EMPTY
     seen[s] = 0
 
 
 @njit(cache=True)
-def new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, parent, depth):
+def new_block(stat, counts, block, bfree, ctr, s, c):
+    """An empty block from the pool for class ``c`` at slot ``s`` (no weight, mean and sum of
+    squares 0, min +inf, max -inf, no counts); the caller has made room."""
+    ctr[N_BFREE] -= 1
+    b = bfree[ctr[N_BFREE]]
+    stat[b, SW] = 0.0
+    stat[b, SMEAN] = 0.0
+    stat[b, SS] = 0.0
+    stat[b, SMIN] = np.inf
+    stat[b, SMAX] = -np.inf
+    counts[b] = 0.0
+    block[s, c] = b
+    return b
+
+
+@njit(cache=True)
+def new_node(ni, nf, cls, present, seen, block, bfree, free, ctr, t, parent, depth):
     """A fresh active leaf (empty class weights) with a cleared statistics slot."""
     node = ctr[N_NODES]
     ctr[N_NODES] += 1
     ctr[N_FREE] -= 1
     s = free[ctr[N_FREE]]
-    clear_slot(stat, counts, seen, s)
+    clear_slot(seen, block, bfree, ctr, s)
     ni[node, KIND] = LEAF
     ni[node, FEAT] = -1
     ni[node, CHILD0] = -1
@@ -311,9 +369,11 @@ def new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, parent, dep
 
 
 @njit(cache=True)
-def free_slot(ni, nf, free, ctr, node):
+def free_slot(ni, nf, seen, block, bfree, free, ctr, node):
+    """The leaf's slot, and its blocks, back to their pools."""
     s = ni[node, SLOT]
     if s >= 0:
+        clear_slot(seen, block, bfree, ctr, s)
         free[ctr[N_FREE]] = s
         ctr[N_FREE] += 1
         ni[node, SLOT] = -1
@@ -381,7 +441,7 @@ def add_edge(ni, edges, ctr, node, row, child):
 
 
 @njit(cache=True)
-def deactivate(ni, nf, ti, free, ctr, t, node):
-    free_slot(ni, nf, free, ctr, node)
+def deactivate(ni, nf, seen, block, bfree, ti, free, ctr, t, node):
+    free_slot(ni, nf, seen, block, bfree, free, ctr, node)
     ti[t, N_ACTIVE] -= 1
     ti[t, N_INACTIVE] += 1

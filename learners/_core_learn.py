@@ -19,9 +19,11 @@ from learners._core import (
     free_slot,
     most_common,
     naive_bayes,
+    new_block,
     new_node,
     rank_order,
     route,
+    work_buffer,
 )
 from learners._core_split import attempt_split
 from learners._layout import (
@@ -29,6 +31,7 @@ from learners._layout import (
     CHILD1,
     DEAD,
     DEPTH,
+    EMPTY,
     FEAT,
     GRACE,
     GRACE_BY_COUNT,
@@ -62,27 +65,31 @@ from learners._layout import (
 
 
 @njit(cache=True)
-def _update_slot(stat, counts, seen, kinds, s, x, y, w):
+def _update_slot(stat, counts, seen, block, bfree, ctr, kinds, s, x, y, w):
     """River's splitter updates: weighted Welford statistics per (numeric feature, class),
-    weights per (nominal value, class); missing values are skipped."""
+    weights per (nominal value, class), in the block of class ``y`` at slot ``s`` (a new one
+    for its first example there); missing values are skipped."""
+    b = block[s, y]
+    if b == EMPTY:
+        b = new_block(stat, counts, block, bfree, ctr, s, y)
     add_rank(seen, s, y)
     for j in range(kinds.shape[0]):
         v = x[j]
         if math.isnan(v):
             continue
         if kinds[j] == 0:
-            n = stat[s, SW, j, y] + w
-            old = stat[s, SMEAN, j, y]
+            n = stat[b, SW, j] + w
+            old = stat[b, SMEAN, j]
             mean = old + (w / n) * (v - old)
-            stat[s, SS, j, y] += w * (v - old) * (v - mean)
-            stat[s, SW, j, y] = n
-            stat[s, SMEAN, j, y] = mean
-            if v < stat[s, SMIN, j, y]:
-                stat[s, SMIN, j, y] = v
-            if v > stat[s, SMAX, j, y]:
-                stat[s, SMAX, j, y] = v
+            stat[b, SS, j] += w * (v - old) * (v - mean)
+            stat[b, SW, j] = n
+            stat[b, SMEAN, j] = mean
+            if v < stat[b, SMIN, j]:
+                stat[b, SMIN, j] = v
+            if v > stat[b, SMAX, j]:
+                stat[b, SMAX, j] = v
         elif kinds[j] == 1 and v >= 0.0:
-            counts[s, int(v), y] += w
+            counts[b, int(v)] += w
 
 
 @njit(cache=True)
@@ -98,8 +105,8 @@ def _first_argmax(values, ranks_row):
 
 
 @njit(cache=True)
-def _leaf_learn(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg,
-                node, x, y, w, scratch):
+def _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kinds, feat_rows,
+                feat_nrows, cfg, node, x, y, w, scratch, work):
     """The leaf update: the adaptive rule's scores first (naive-Bayes leaves), then the class
     weight and, while active, the split statistics."""
     s = ni[node, SLOT]
@@ -109,8 +116,8 @@ def _leaf_learn(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat
             has = has or present[node, c] != 0
         if not has or _first_argmax(cls[node], present[node]) == y:
             nf[node, MCC] += w
-        if naive_bayes(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows,
-                        node, x, scratch):
+        if naive_bayes(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_rows,
+                        feat_nrows, node, x, scratch, work):
             if _first_argmax(scratch, present[node]) == y:
                 nf[node, NBC] += w
     cls[node, y] += w
@@ -118,31 +125,35 @@ def _leaf_learn(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat
     nf[node, NSEEN] += 1.0
     add_weight(ni, nf, node, w)
     if s >= 0:
-        _update_slot(stat, counts, seen, kinds, s, x, y, w)
+        _update_slot(stat, counts, seen, block, bfree, ctr, kinds, s, x, y, w)
         nf[node, NLEARN] += 1.0
         nf[node, WLEARN] += w
 
 
 @njit(cache=True)
-def learn_all(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, row_other,
-              multi_ok, cfg, edges, ti, tf, free, ctr, x, labels, weights, scratch, dists):
+def learn_all(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
+              feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, x, labels, weights,
+              scratch, dists):
     """Tree ``t`` learns ``(x, labels[t])`` with weight ``weights[t]``, for every tree; returns
-    the number of splits made. The caller has made room for every tree to split once."""
+    the number of splits made. The caller has made room for every tree to split once and for
+    one new block per tree."""
     splits = 0
+    work = work_buffer(cls, kinds)
     for t in range(ti.shape[0]):
-        splits += _learn_tree(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows,
-                              feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t,
-                              x, labels[t], weights[t], scratch, dists)
+        splits += _learn_tree(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
+                              feat_rows, feat_nrows, row_other, multi_ok, cfg, edges, ti, tf,
+                              free, ctr, t, x, labels[t], weights[t], scratch, dists, work)
     return splits
 
 
 @njit(cache=True)
-def _learn_tree(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows,
-                row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t, x, y, w, scratch, dists):
+def _learn_tree(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
+                feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t, x, y, w,
+                scratch, dists, work):
     if w <= 0.0:
         return 0
     if ti[t, ROOT] < 0:
-        ti[t, ROOT] = new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, -1, 0)
+        ti[t, ROOT] = new_node(ni, nf, cls, present, seen, block, bfree, free, ctr, t, -1, 0)
         ti[t, N_ACTIVE] = 1
     node = ti[t, ROOT]
     while ni[node, KIND] != LEAF:
@@ -151,23 +162,23 @@ def _learn_tree(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat
             break
         node = child
     if ni[node, KIND] != LEAF:  # a branch that cannot route x: River's _leaf_for_unroutable
-        node = _leaf_for_unroutable(ni, nf, cls, present, stat, counts, seen, edges, ti, free,
+        node = _leaf_for_unroutable(ni, nf, cls, present, seen, block, bfree, edges, ti, free,
                                     ctr, t, node, x)
-        _leaf_learn(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg,
-                    node, x, y, w, scratch)
+        _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kinds,
+                    feat_rows, feat_nrows, cfg, node, x, y, w, scratch, work)
         return 0
-    _leaf_learn(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg,
-                node, x, y, w, scratch)
+    _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kinds, feat_rows,
+                feat_nrows, cfg, node, x, y, w, scratch, work)
     if ni[node, SLOT] < 0:
         return 0
     if ni[node, DEPTH] >= cfg[MAX_DEPTH]:
-        deactivate(ni, nf, ti, free, ctr, t, node)
+        deactivate(ni, nf, seen, block, bfree, ti, free, ctr, t, node)
         return 0
     seen_now = nf[node, NSEEN] if cfg[GRACE_BY_COUNT] > 0 else class_total(cls, present, node)
     if seen_now - nf[node, LAST] >= tf[t, GRACE]:
-        split = attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows,
-                               feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t,
-                               node, dists)
+        split = attempt_split(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
+                               feat_rows, feat_nrows, row_other, multi_ok, cfg, edges, ti, tf,
+                               free, ctr, t, node, dists)
         if split:
             return 1
         nf[node, LAST] = seen_now
@@ -175,13 +186,13 @@ def _learn_tree(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat
 
 
 @njit(cache=True)
-def _leaf_for_unroutable(ni, nf, cls, present, stat, counts, seen, edges, ti, free, ctr, t,
+def _leaf_for_unroutable(ni, nf, cls, present, seen, block, bfree, edges, ti, free, ctr, t,
                          node, x):
     """A new branch for an unseen value of a multiway split, else the most traversed path."""
     while True:
         if ni[node, KIND] == NOMW and not math.isnan(x[ni[node, FEAT]]):
-            leaf = new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, node,
-                             ni[node, DEPTH] + 1)
+            leaf = new_node(ni, nf, cls, present, seen, block, bfree, free, ctr, t, node,
+                            ni[node, DEPTH] + 1)
             add_edge(ni, edges, ctr, node, x[ni[node, FEAT]], leaf)
             ti[t, N_ACTIVE] += 1
             return leaf
@@ -199,7 +210,7 @@ def _leaf_for_unroutable(ni, nf, cls, present, stat, counts, seen, edges, ti, fr
 
 
 @njit(cache=True)
-def enforce_active_limit(ni, nf, cls, ti, free, ctr, t):
+def enforce_active_limit(ni, nf, cls, seen, block, bfree, ti, free, ctr, t):
     """Deactivate tree ``t``'s least promising active leaves (least weight outside their
     majority class, River's ``calculate_promise``) until at most ``MAX_ACTIVE`` are active."""
     while ti[t, MAX_ACTIVE] > 0 and ti[t, N_ACTIVE] > ti[t, MAX_ACTIVE]:
@@ -217,11 +228,11 @@ def enforce_active_limit(ni, nf, cls, ti, free, ctr, t):
                 worst, worst_promise = node, promise
         if worst < 0:
             return
-        deactivate(ni, nf, ti, free, ctr, t, worst)
+        deactivate(ni, nf, seen, block, bfree, ti, free, ctr, t, worst)
 
 
 @njit(cache=True)
-def undo_multiway(ni, nf, cls, present, stat, counts, seen, edges, ti, free, ctr, j):
+def undo_multiway(ni, nf, cls, present, seen, block, bfree, edges, ti, free, ctr, j):
     """Replace every multiway split on feature ``j`` by one active leaf holding its subtree's
     class weights (the feature has shown too many values for one branch each)."""
     merged = 0
@@ -242,7 +253,7 @@ def undo_multiway(ni, nf, cls, present, stat, counts, seen, edges, ti, free, ctr
                     ti[t, N_ACTIVE] -= 1
                 else:
                     ti[t, N_INACTIVE] -= 1
-                free_slot(ni, nf, free, ctr, m)
+                free_slot(ni, nf, seen, block, bfree, free, ctr, m)
             elif kind == NOMW:
                 e = ni[m, CHILD0]
                 while e >= 0:
@@ -256,7 +267,7 @@ def undo_multiway(ni, nf, cls, present, stat, counts, seen, edges, ti, free, ctr
             first = False
         ctr[N_FREE] -= 1
         s = free[ctr[N_FREE]]
-        clear_slot(stat, counts, seen, s)
+        clear_slot(seen, block, bfree, ctr, s)
         ni[node, KIND] = LEAF
         ni[node, SLOT] = s
         ni[node, CHILD0] = -1

@@ -98,7 +98,8 @@ def _branch_sum(dists, b, order, k):
 
 
 @njit(cache=True)
-def _numeric_best(stat, s, j, pre, n_splits, min_frac, work, slot_order, n_slot, identity):
+def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, n_slot,
+                  identity):
     """(best merit, its point) of numeric feature ``j`` over River's candidate points.
 
     Only the classes the slot has seen at ``j`` are visited, in the order they arrived (River's
@@ -108,15 +109,16 @@ def _numeric_best(stat, s, j, pre, n_splits, min_frac, work, slot_order, n_slot,
     k = 0
     for a in range(n_slot):
         c = slot_order[a]
-        w = stat[s, SW, j, c]
+        b = block[s, c]
+        w = stat[b, SW, j]
         if w > 0.0:
             cols[k] = c
             n[k] = w
-            mean[k] = stat[s, SMEAN, j, c]
-            var = stat[s, SS, j, c] / (w - 1.0) if w > 1.0 else 0.0
+            mean[k] = stat[b, SMEAN, j]
+            var = stat[b, SS, j] / (w - 1.0) if w > 1.0 else 0.0
             sd[k] = math.sqrt(var) if var > 0.0 else 0.0
-            lo_c[k] = stat[s, SMIN, j, c]
-            hi_c[k] = stat[s, SMAX, j, c]
+            lo_c[k] = stat[b, SMIN, j]
+            hi_c[k] = stat[b, SMAX, j]
             lo = min(lo, lo_c[k])
             hi = max(hi, hi_c[k])
             k += 1
@@ -160,29 +162,30 @@ def _binary_merit(pre, left, right, k, min_frac, identity):
 
 
 @njit(cache=True)
-def _numeric_dists(stat, s, j, point, dists):
+def _numeric_dists(stat, block, s, j, point, dists):
     """River's ``GaussianSplitter`` class weights left (``<=``) and right of ``point``."""
     for c in range(dists.shape[1]):
         dists[0, c] = 0.0
         dists[1, c] = 0.0
-        n = stat[s, SW, j, c]
+        b = block[s, c]
+        n = stat[b, SW, j]
         if n <= 0.0:
             continue
-        if point < stat[s, SMIN, j, c]:
+        if point < stat[b, SMIN, j]:
             dists[1, c] = n
-        elif point >= stat[s, SMAX, j, c]:
+        elif point >= stat[b, SMAX, j]:
             dists[0, c] = n
         else:
-            var = stat[s, SS, j, c] / (n - 1.0) if n > 1.0 else 0.0
+            var = stat[b, SS, j] / (n - 1.0) if n > 1.0 else 0.0
             sd = math.sqrt(var) if var > 0.0 else 0.0
-            cdf = 0.5 * (1.0 + math.erf((point - stat[s, SMEAN, j, c]) / sd / math.sqrt(2.0))) \
+            cdf = 0.5 * (1.0 + math.erf((point - stat[b, SMEAN, j]) / sd / math.sqrt(2.0))) \
                 if sd > 0.0 else 0.0
             dists[0, c] = cdf * n
             dists[1, c] = n - cdf * n
 
 
 @njit(cache=True)
-def _nominal_dists(counts, feat_rows, feat_nrows, s, j, row, dists):
+def _nominal_dists(counts, block, feat_rows, feat_nrows, s, j, row, dists):
     """Class weights of value row ``row`` (branch 0) and of the feature's other rows (1)."""
     dists[0, :] = 0.0
     dists[1, :] = 0.0
@@ -190,49 +193,50 @@ def _nominal_dists(counts, feat_rows, feat_nrows, s, j, row, dists):
         r = feat_rows[j, i]
         b = 0 if r == row else 1
         for c in range(dists.shape[1]):
-            dists[b, c] += counts[s, r, c]
+            dists[b, c] += counts[block[s, c], r]
 
 
 @njit(cache=True)
-def _row_used(counts, s, r):
-    for c in range(counts.shape[2]):
-        if counts[s, r, c] > 0.0:
+def _row_used(counts, block, s, r):
+    for c in range(block.shape[1]):
+        if counts[block[s, c], r] > 0.0:
             return True
     return False
 
 
 @njit(cache=True)
-def _multiway_dists(counts, feat_rows, feat_nrows, s, j, dists):
+def _multiway_dists(counts, block, feat_rows, feat_nrows, s, j, dists):
     """One branch per value row the leaf has seen; returns how many."""
     b = 0
     for i in range(feat_nrows[j]):
         r = feat_rows[j, i]
-        if _row_used(counts, s, r):
-            dists[b, :] = counts[s, r, :]
+        if _row_used(counts, block, s, r):
+            for c in range(dists.shape[1]):
+                dists[b, c] = counts[block[s, c], r]
             b += 1
     return b
 
 
 @njit(cache=True)
-def _nominal_best(counts, feat_rows, feat_nrows, row_other, multiway, s, j, pre, min_frac,
-                  dists, identity, slot_order, n_slot):
+def _nominal_best(counts, block, feat_rows, feat_nrows, row_other, multiway, s, j, pre,
+                  min_frac, dists, identity, slot_order, n_slot):
     """(best merit, its row or -1 for the multiway split, a suggestion exists) of feature
     ``j`` (River's ``NominalSplitterClassif``: the multiway split first, then each value)."""
     best, best_row, real = -np.inf, -2, False
     used = 0
     for i in range(feat_nrows[j]):
-        used += _row_used(counts, s, feat_rows[j, i])
+        used += _row_used(counts, block, s, feat_rows[j, i])
     if used == 0:
         return best, best_row, False
     if multiway:
-        b = _multiway_dists(counts, feat_rows, feat_nrows, s, j, dists)
+        b = _multiway_dists(counts, block, feat_rows, feat_nrows, s, j, dists)
         best = _merit(pre, dists, b, min_frac, identity, dists.shape[1])  # River sorts classes
         best_row, real = -1, True
     for i in range(feat_nrows[j]):
         r = feat_rows[j, i]
-        if row_other[r] or not _row_used(counts, s, r):
+        if row_other[r] or not _row_used(counts, block, s, r):
             continue
-        _nominal_dists(counts, feat_rows, feat_nrows, s, j, r, dists)
+        _nominal_dists(counts, block, feat_rows, feat_nrows, s, j, r, dists)
         merit = _merit(pre, dists, 2, min_frac, slot_order, n_slot)
         if merit > best:
             best, best_row, real = merit, r, True
@@ -247,8 +251,8 @@ def _multiway_allowed(multi_ok, cfg, j):
 
 
 @njit(cache=True)
-def attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows,
-                   row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t, node, dists):
+def attempt_split(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
+                  feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t, node, dists):
     """River's ``_attempt_to_split``: the best two suggestions, the Hoeffding bound, the tie
     threshold; a winning null split (pre-pruning) clears the leaf's statistics. True: split."""
     n_classes = cls.shape[1]
@@ -265,7 +269,7 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, fe
     s = ni[node, SLOT]
     min_frac = cfg[MIN_FRAC]
     if top_class > 0.0 and top_class / total > cfg[MAX_SHARE]:
-        _null_wins(stat, counts, seen, nf, s, node)
+        _null_wins(seen, block, bfree, ctr, nf, s, node)
         return False
     pre = _entropy(cls[node], order, n_present)
     identity = np.arange(n_classes)
@@ -279,14 +283,14 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, fe
     best_feat, best_value, best_real = -1, np.nan, False
     for j in range(kinds.shape[0]):
         if kinds[j] == 0:
-            merit, value, has = _numeric_best(stat, s, j, pre, int(cfg[N_SPLITS]), min_frac,
-                                              work, slot_order, n_slot, identity)
+            merit, value, has = _numeric_best(stat, block, s, j, pre, int(cfg[N_SPLITS]),
+                                              min_frac, work, slot_order, n_slot, identity)
             real = merit > -np.inf
         elif kinds[j] == 1:
             multiway = _multiway_allowed(multi_ok, cfg, j)
-            merit, row, has = _nominal_best(counts, feat_rows, feat_nrows, row_other, multiway, s,
-                                            j, pre, min_frac, dists, identity, slot_order,
-                                            n_slot)
+            merit, row, has = _nominal_best(counts, block, feat_rows, feat_nrows, row_other,
+                                            multiway, s, j, pre, min_frac, dists, identity,
+                                            slot_order, n_slot)
             value = float(row)
             real = has and (merit > -np.inf or row == -1)
         else:
@@ -309,44 +313,44 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, fe
     if not should:
         return False
     if best_feat < 0 or not best_real:
-        _null_wins(stat, counts, seen, nf, s, node)
+        _null_wins(seen, block, bfree, ctr, nf, s, node)
         return False
-    _split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg, edges,
-           ti, free, ctr, t, node, best_feat, best_value, dists)
+    _split(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows, feat_nrows,
+           cfg, edges, ti, free, ctr, t, node, best_feat, best_value, dists)
     return True
 
 
 @njit(cache=True)
-def _null_wins(stat, counts, seen, nf, s, node):
+def _null_wins(seen, block, bfree, ctr, nf, s, node):
     """River deactivates the leaf and (its memory allowing) activates it again: fresh
     statistics, the class weights and the adaptive rule's scores kept."""
-    clear_slot(stat, counts, seen, s)
+    clear_slot(seen, block, bfree, ctr, s)
     nf[node, NLEARN] = 0.0
     nf[node, WLEARN] = 0.0
 
 
 @njit(cache=True)
-def _split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrows, cfg, edges,
-           ti, free, ctr, t, node, j, value, dists):
+def _split(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows, feat_nrows,
+           cfg, edges, ti, free, ctr, t, node, j, value, dists):
     """Turn leaf ``node`` into a branch on feature ``j`` (threshold or value row ``value``,
     -1: multiway) with one new leaf per branch holding its class weights."""
     s = ni[node, SLOT]
     depth = ni[node, DEPTH] + 1
     n_classes = cls.shape[1]
     if kinds[j] == 0:
-        _numeric_dists(stat, s, j, value, dists)
+        _numeric_dists(stat, block, s, j, value, dists)
         n_b = 2
     elif value >= 0:
-        _nominal_dists(counts, feat_rows, feat_nrows, s, j, int(value), dists)
+        _nominal_dists(counts, block, feat_rows, feat_nrows, s, j, int(value), dists)
         n_b = 2
     else:
-        n_b = _multiway_dists(counts, feat_rows, feat_nrows, s, j, dists)
+        n_b = _multiway_dists(counts, block, feat_rows, feat_nrows, s, j, dists)
     children = np.empty(n_b, np.int64)
     rows = np.empty(n_b, np.int64)
     b = 0
     for i in range(feat_nrows[j] if kinds[j] == 1 and value < 0 else 0):
         r = feat_rows[j, i]
-        if _row_used(counts, s, r):
+        if _row_used(counts, block, s, r):
             rows[b] = r
             b += 1
     order = np.arange(n_classes)  # a multiway split's branches list their classes sorted
@@ -355,18 +359,17 @@ def _split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrow
         n_order = rank_order(seen[s], order)
     new_weight = 0.0
     for b in range(n_b):
-        child = new_node(ni, nf, cls, present, stat, counts, seen, free, ctr, t, node, depth)
+        child = new_node(ni, nf, cls, present, seen, block, bfree, free, ctr, t, node, depth)
         children[b] = child
         for c in range(n_classes):
             cls[child, c] = dists[b, c]
             nf[child, WEIGHT] += dists[b, c]
         for a in range(n_order):
-            if _child_has(stat, counts, feat_rows, feat_nrows, kinds, s, j, value, b, order[a],
-                          dists):
+            if _child_has(stat, block, kinds, s, j, value, b, order[a], dists):
                 add_rank(present, child, order[a])
         nf[child, LAST] = class_total(cls, present, child) if cfg[GRACE_BY_COUNT] == 0 else 0.0
         new_weight += nf[child, WEIGHT]
-    free_slot(ni, nf, free, ctr, node)
+    free_slot(ni, nf, seen, block, bfree, free, ctr, node)
     ni[node, FEAT] = j
     nf[node, THR] = value
     if kinds[j] == 0:
@@ -386,13 +389,14 @@ def _split(ni, nf, cls, present, stat, counts, seen, kinds, feat_rows, feat_nrow
 
 
 @njit(cache=True)
-def _child_has(stat, counts, feat_rows, feat_nrows, kinds, s, j, value, b, c, dists):
+def _child_has(stat, block, kinds, s, j, value, b, c, dists):
     """Whether class ``c`` is a key of branch ``b``'s class weights in River's split (it counts
     for the range of the merit)."""
     if kinds[j] == 0:
-        if stat[s, SW, j, c] <= 0.0:
+        k = block[s, c]
+        if stat[k, SW, j] <= 0.0:
             return 0
         if b == 0:
-            return 1 if value >= stat[s, SMIN, j, c] else 0
-        return 1 if value < stat[s, SMAX, j, c] else 0
+            return 1 if value >= stat[k, SMIN, j] else 0
+        return 1 if value < stat[k, SMAX, j] else 0
     return 1 if dists[b, c] > 0.0 else 0

@@ -13,7 +13,10 @@ ROOT, N_ACTIVE, N_INACTIVE, MAX_ACTIVE = range(4)
 GRACE, DELTA, TAU = range(3)
 # columns of the configuration vector
 MIN_FRAC, MAX_SHARE, MAX_DEPTH, NBA, PREPRUNE, N_SPLITS, GRACE_BY_COUNT, BINARY = range(8)
-# columns of the counters vector
-N_NODES, N_EDGES, N_FREE = range(3)
-# statistics of a (slot, feature, class): weight, mean, sum of squares, min, max
+# columns of the counters vector: nodes, edges, free slots, free statistics blocks
+N_NODES, N_EDGES, N_FREE, N_BFREE = range(4)
+# statistics of a (block, feature): weight, mean, sum of squares, min, max. A block holds one
+# class's statistics at one slot (``block[slot, class]``); block EMPTY, never written, holds
+# nothing (no weight, min +inf, max -inf, no counts): the block of every class a slot has not seen
 SW, SMEAN, SS, SMIN, SMAX = range(5)
+EMPTY = 0

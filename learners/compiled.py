@@ -35,6 +35,7 @@ from learners._layout import (
     MAX_ACTIVE,
     MCC,
     N_ACTIVE,
+    N_BFREE,
     N_EDGES,
     N_FREE,
     N_NODES,
@@ -43,14 +44,23 @@ from learners._layout import (
     NUM2,
     ROOT,
     SLOT,
-    SMAX,
-    SMIN,
     TAU,
     THR,
     TREE,
 )
-from learners.compiled_state import dense_counts, full_stat, ranks, small, sparse_counts
-from learners.features import NOMINAL, NUMERIC, FeatureIndex
+from learners.compiled_state import (
+    blocks_from_state,
+    counts_state,
+    dense_counts,
+    dense_stat,
+    empty_blocks,
+    index_from_state,
+    index_state,
+    ranks,
+    small,
+    stat_state,
+)
+from learners.features import NOMINAL, FeatureIndex
 
 __all__ = [
     "FORMAT", "TreeEnsemble", "CompiledHoeffdingTreeClassifier", "from_state", "warm_up",
@@ -101,9 +111,11 @@ class TreeEnsemble:
 
     The arrays: nodes (kind, feature, children, depth, statistics slot, tree, parent; threshold,
     subtree weight, last attempt, the adaptive rule's scores, examples learned; class weights),
-    multiway edges (value row, child, next), and per statistics slot (one per active leaf) the
-    weighted mean, variance, min and max per (numeric feature, class) and weights per (nominal
-    value row, class).
+    multiway edges (value row, child, next), per statistics slot (one per active leaf) the order
+    its classes came and a block per class it has seen (``block_of``; the others read block 0,
+    which holds nothing), and a pool of blocks (``stat_blocks``, ``count_blocks``): a class's
+    weighted mean, variance, min and max per numeric feature and weights per nominal value row.
+    Memory follows the (leaf, class) pairs seen, as River's leaves' dicts.
     """
 
     def __init__(
@@ -156,11 +168,13 @@ class TreeEnsemble:
         self.cls = np.zeros((0, c))
         self.present = np.zeros((0, c), dtype=np.int32)  # ranks: 1 + the order classes came
         self.edges = np.zeros((0, 3), dtype=np.int64)
-        self.stat = np.zeros((0, 5, 0, c))
-        self.counts = np.zeros((0, 0, c))
+        self.stat_blocks = empty_blocks(1, 0)  # block 0: EMPTY, the block of classes unseen
+        self.count_blocks = np.zeros((1, 0))
+        self.block_free = np.zeros(1, dtype=np.int64)
         self.seen = np.zeros((0, c), dtype=np.int32)
+        self.block_of = np.zeros((0, c), dtype=np.int64)
         self.free = np.zeros(0, dtype=np.int64)
-        self.ctr = np.zeros(3, dtype=np.int64)
+        self.ctr = np.zeros(4, dtype=np.int64)
         self._scratch = np.zeros(c)
         self._dists = np.zeros((2, c))
         self._sync_features()
@@ -183,13 +197,12 @@ class TreeEnsemble:
             [k == NOMINAL and index.multiway_allowed(j) for j, k in enumerate(index.kinds)],
             dtype=np.uint8,
         )
-        if self.stat.shape[2] < f:
-            grown = np.zeros((self.stat.shape[0], 5, max(f, 2 * self.stat.shape[2]),
-                              self.n_classes))
-            grown[:, SMIN], grown[:, SMAX] = np.inf, -np.inf
-            grown[:, :, : self.stat.shape[2]] = self.stat
-            self.stat = grown
-        self.counts = _grow(self.counts, r, axis=1)
+        width = self.stat_blocks.shape[2]
+        if width < f:
+            grown = empty_blocks(self.stat_blocks.shape[0], max(f, 2 * width))
+            grown[:, :, :width] = self.stat_blocks
+            self.stat_blocks = grown
+        self.count_blocks = _grow(self.count_blocks, r, axis=1)
         multi = self.feat_nrows[self.multi_ok.astype(bool)]
         self._max_children = 2 if self.cfg[BINARY] or not multi.size else max(2, int(multi.max()))
         branches = max(2, int(self.feat_nrows.max()) if f else 2)  # a split's branches, at most
@@ -199,12 +212,16 @@ class TreeEnsemble:
         self._seen_shape = (f, r)
 
     def _update_active_limit(self) -> None:
-        """River's ``max_size`` (MB per tree) as a number of active leaves for these arrays."""
-        per_leaf = 8.0 * self.n_classes * (5 * self.stat.shape[2] + self.counts.shape[1] + 24)
+        """River's ``max_size`` (MB per tree) as a number of active leaves for these arrays
+        (a leaf's statistics as if it had seen every class: the bound is kept as it was)."""
+        width, rows = self.stat_blocks.shape[2], self.count_blocks.shape[1]
+        per_leaf = 8.0 * self.n_classes * (5 * width + rows + 24)
         self.tree_i[:, MAX_ACTIVE] = max(1, int(self.max_size * 2**20 / per_leaf))
 
-    def _make_room(self, nodes: int) -> None:
-        """Room for ``nodes`` more nodes, slots and edges."""
+    def _make_room(self, nodes: int, blocks: int = 0) -> None:
+        """Room for ``nodes`` more nodes, slots and edges, and ``blocks`` more blocks."""
+        if self.ctr[N_BFREE] < blocks:
+            self._more_blocks(blocks)
         n, e = self.ctr[N_NODES] + nodes, self.ctr[N_EDGES] + nodes
         if n <= self.ni.shape[0] and e <= self.edges.shape[0] and self.ctr[N_FREE] >= nodes:
             return
@@ -214,15 +231,28 @@ class TreeEnsemble:
         self.present = _grow(self.present, n)
         self.edges = _grow(self.edges, e)
         if self.ctr[N_FREE] < nodes:
-            old = self.stat.shape[0]
-            self.stat = _grow(self.stat, old + nodes - self.ctr[N_FREE])
-            new = self.stat.shape[0]
-            self.counts = _grow(self.counts, new)
-            self.seen = _grow(self.seen, new)
+            old = self.seen.shape[0]
+            self.seen = _grow(self.seen, old + nodes - self.ctr[N_FREE])
+            new = self.seen.shape[0]
+            self.block_of = _grow(self.block_of, new)  # EMPTY
             self.free = _grow(self.free, new)
             added = np.arange(old, new, dtype=np.int64)
             self.free[self.ctr[N_FREE] : self.ctr[N_FREE] + added.size] = added
             self.ctr[N_FREE] += added.size
+
+    def _more_blocks(self, blocks: int) -> None:
+        """At least ``blocks`` free blocks: the pool grown by half (the new blocks are cleared
+        when taken; zeroed memory is not resident until then)."""
+        old = self.stat_blocks.shape[0]
+        new = max(old + blocks - int(self.ctr[N_BFREE]), old + old // 2, 16)
+        for name in ("stat_blocks", "count_blocks", "block_free"):
+            have = getattr(self, name)
+            grown = np.zeros((new, *have.shape[1:]), dtype=have.dtype)
+            grown[:old] = have
+            setattr(self, name, grown)
+        free = int(self.ctr[N_BFREE])
+        self.block_free[free : free + new - old] = np.arange(old, new, dtype=np.int64)
+        self.ctr[N_BFREE] += new - old
 
     # ---- learning and predicting --------------------------------------------------------------
 
@@ -247,19 +277,19 @@ class TreeEnsemble:
             if index.crossed:
                 self._undo_crossed()
         x = self._fit(x)
-        self._make_room(self.n_trees * (self._max_children + 1))
+        self._make_room(self.n_trees * (self._max_children + 1), self.n_trees)
         k = kernels()
         splits = k.learn_all(
-            self.ni, self.nf, self.cls, self.present, self.stat, self.counts, self.seen,
-            self.kinds, self.feat_rows, self.feat_nrows, self.row_other, self.multi_ok, self.cfg,
-            self.edges, self.tree_i, self.tree_f, self.free, self.ctr, x, labels, weights,
-            self._scratch, self._dists,
+            self.ni, self.nf, self.cls, self.present, self.stat_blocks, self.count_blocks,
+            self.seen, self.block_of, self.block_free, self.kinds, self.feat_rows,
+            self.feat_nrows, self.row_other, self.multi_ok, self.cfg, self.edges, self.tree_i,
+            self.tree_f, self.free, self.ctr, x, labels, weights, self._scratch, self._dists,
         )
         over = self.tree_i[:, N_ACTIVE] > self.tree_i[:, MAX_ACTIVE]  # a split, a new branch
         if over.any():
             for t in np.flatnonzero(over).tolist():
-                k.enforce_active_limit(self.ni, self.nf, self.cls, self.tree_i, self.free,
-                                       self.ctr, t)
+                k.enforce_active_limit(self.ni, self.nf, self.cls, self.seen, self.block_of,
+                                       self.block_free, self.tree_i, self.free, self.ctr, t)
         return splits
 
     def _undo_crossed(self) -> None:
@@ -270,8 +300,9 @@ class TreeEnsemble:
             n_multi = int(((nodes[:, KIND] == NOMW) & (nodes[:, FEAT] == column)).sum())
             if n_multi:
                 self._make_room(n_multi)
-                k.undo_multiway(self.ni, self.nf, self.cls, self.present, self.stat, self.counts,
-                                self.seen, self.edges, self.tree_i, self.free, self.ctr, column)
+                k.undo_multiway(self.ni, self.nf, self.cls, self.present, self.seen,
+                                self.block_of, self.block_free, self.edges, self.tree_i,
+                                self.free, self.ctr, column)
         self.features.crossed.clear()
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
@@ -279,9 +310,9 @@ class TreeEnsemble:
         call. An untrained tree gives a row of zeros."""
         out = np.empty((self.n_trees, self.n_classes))
         kernels().predict_all(
-            self.ni, self.nf, self.cls, self.present, self.stat, self.counts, self.seen,
-            self.kinds, self.feat_rows, self.feat_nrows, self.cfg, self.edges, self.tree_i,
-            self._fit(x), out,
+            self.ni, self.nf, self.cls, self.present, self.stat_blocks, self.count_blocks,
+            self.seen, self.block_of, self.kinds, self.feat_rows, self.feat_nrows, self.cfg,
+            self.edges, self.tree_i, self._fit(x), out,
         )
         return out
 
@@ -305,6 +336,22 @@ class TreeEnsemble:
         """Leaves per tree (N,)."""
         nodes = self.ni[: self.ctr[N_NODES]]
         return np.bincount(nodes[nodes[:, KIND] == 0, TREE], minlength=self.n_trees)
+
+    @property
+    def stat(self) -> np.ndarray:
+        """The slots' statistics as one (slots, fields, features, classes) array, made on each
+        read (inspection and tests; the kernels read the pool)."""
+        return dense_stat(self.stat_blocks, self.block_of)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """The slots' nominal counts as one (slots, value rows, classes) array (as ``stat``)."""
+        return dense_counts(counts_state(self.count_blocks, self.block_of,
+                                         np.arange(self.seen.shape[0])))
+
+    def n_blocks(self) -> int:
+        """Statistics blocks in use: the (active leaf, class) pairs the leaves have seen."""
+        return int(self.stat_blocks.shape[0] - 1 - self.ctr[N_BFREE])
 
     def n_active_leaves(self) -> np.ndarray:
         """Active leaves (those that keep split statistics) per tree (N,)."""
@@ -339,13 +386,13 @@ class TreeEnsemble:
 
     def __getstate__(self) -> dict:
         """Plain data: numbers, strings, lists and arrays (no code), the statistics of active
-        leaves only, and the slots renumbered."""
+        leaves only (of a serving copy, the three fields naive Bayes reads), and the slots
+        renumbered."""
         n = int(self.ctr[N_NODES])
         ni = self.ni[:n].copy()
         used = ni[:, SLOT] >= 0
         slots = ni[used, SLOT]
         ni[used, SLOT] = np.arange(slots.size)
-        index = self.features
         return {
             "format": FORMAT,
             "params": {
@@ -353,32 +400,21 @@ class TreeEnsemble:
                 "leaf_prediction": self.leaf_prediction, "grace_by": self.grace_by,
                 "max_depth": self.max_depth, "max_size": self.max_size, "frozen": self.frozen,
             },
-            "features": {
-                "nominal_attributes": sorted(index.nominal_attributes, key=repr),
-                "max_nominal_values": index.max_nominal_values,
-                "max_multiway_values": index.max_multiway_values,
-                "names": list(index.columns), "kinds": list(index.kinds),
-                "values": [list(v.items()) for v in index.values], "other": list(index.other),
-                "distinct": list(index.distinct), "row_feature": list(index.row_feature),
-                "row_other": list(index.row_other),
-            },
+            "features": index_state(self.features),
             "cfg": self.cfg.copy(), "tree_i": self.tree_i.copy(), "tree_f": self.tree_f.copy(),
             "ni": ni, "nf": self.nf[:n].copy(), "cls": self.cls[:n].copy(),
             "present": small(self.present[:n]),
             "edges": self.edges[: int(self.ctr[N_EDGES])].copy(),
-            **self._stat_state(slots, 5), "counts": sparse_counts(self.counts[slots]),
-            "seen": small(self.seen[slots]),
+            **self._stat_state(slots, 3 if self.frozen else 5),
         }
 
     def _stat_state(self, slots: np.ndarray, fields: int) -> dict:
-        """The slots' statistics where they hold something: per (slot, class it has seen), the
-        first ``fields`` (3: what naive Bayes reads) of its numeric features (a nominal
-        feature's are never used)."""
-        numeric = np.flatnonzero(self.kinds[: self.stat.shape[2]] == NUMERIC)
-        by_class = np.moveaxis(self.stat[slots][:, :fields][:, :, numeric], 3, 1)
-        seen = self.seen[slots] > 0
-        return {"stat": by_class[seen], "stat_features": numeric.tolist(),
-                "stat_slots": [int(slots.size), fields], "stat_seen": np.flatnonzero(seen)}
+        """The statistics, counts and rank table of ``slots`` in the saved form (see
+        :func:`learners.compiled_state.stat_state`)."""
+        return {**stat_state(self.stat_blocks, self.block_of, self.seen, self.kinds, slots,
+                             fields),
+                "counts": counts_state(self.count_blocks, self.block_of, slots),
+                "seen": small(self.seen[slots])}
 
     def __setstate__(self, state: dict) -> None:
         if state.get("format") != FORMAT:
@@ -388,22 +424,15 @@ class TreeEnsemble:
         self.leaf_prediction, self.grace_by = p["leaf_prediction"], p["grace_by"]
         self.max_depth, self.max_size = p["max_depth"], p["max_size"]
         self.frozen = bool(p.get("frozen", False))
-        index = FeatureIndex(f["nominal_attributes"], f["max_nominal_values"],
-                             f["max_multiway_values"])
-        index.columns = {name: i for i, name in enumerate(f["names"])}
-        index.kinds, index.other = list(f["kinds"]), list(f["other"])
-        index.values = [dict(pairs) for pairs in f["values"]]
-        index.distinct, index.row_feature = list(f["distinct"]), list(f["row_feature"])
-        index.row_other = list(f["row_other"])
-        self.features = index
+        self.features = index_from_state(f)
         self.cfg, self.tree_i, self.tree_f = state["cfg"], state["tree_i"], state["tree_f"]
         self.ni, self.nf, self.cls = state["ni"], state["nf"], state["cls"]
         self.present, self.edges = ranks(state["present"]), state["edges"]
-        self.stat, self.seen = full_stat(state, len(f["kinds"])), ranks(state["seen"])
-        self.counts = dense_counts(state["counts"])
-        used = self.stat.shape[0]
-        self.free = np.zeros(used, dtype=np.int64)
-        self.ctr = np.array([self.ni.shape[0], self.edges.shape[0], 0], dtype=np.int64)
+        self.stat_blocks, self.count_blocks, self.block_of, self.seen = blocks_from_state(
+            state, len(f["kinds"]))
+        self.block_free = np.zeros(self.stat_blocks.shape[0], dtype=np.int64)
+        self.free = np.zeros(self.seen.shape[0], dtype=np.int64)
+        self.ctr = np.array([self.ni.shape[0], self.edges.shape[0], 0, 0], dtype=np.int64)
         self._scratch = np.zeros(self.n_classes)
         self._dists = np.zeros((2, self.n_classes))
         self._sync_features()
@@ -416,11 +445,8 @@ class TreeEnsemble:
         active = ni[:, SLOT] >= 0
         # the leaves that predict with naive Bayes (the adaptive rule of _core._leaf_proba)
         keep = active & (nf[:, NBC] >= nf[:, MCC]) & (self.leaf_prediction == "nba")
-        slots = ni[keep, SLOT]
         ni[active & ~keep, SLOT] = -2  # active, statistics dropped: predicts the majority class
-        ni[keep, SLOT] = np.arange(slots.size)
-        state["counts"] = sparse_counts(dense_counts(state["counts"])[slots])
-        state["seen"] = state["seen"][slots]
+        ni[keep, SLOT] = np.arange(int(keep.sum()))
         state.update(self._stat_state(self.ni[: len(ni)][keep, SLOT], 3))
         state["params"]["frozen"] = True
         return from_state(state)

@@ -1,13 +1,16 @@
 """The data-only saved form of :class:`learners.compiled.TreeEnsemble`: sparse counts, the
-statistics kept per (slot, class seen), and rank tables in small integers."""
+statistics kept per (slot, class seen), and rank tables in small integers; and the ensemble's
+pool of statistics blocks (one per (slot, class seen)) to and from that form."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from learners._layout import SMAX, SMIN
+from learners._layout import EMPTY, SMAX, SMIN
+from learners.features import NUMERIC, FeatureIndex
 
-__all__ = ["dense_counts", "full_stat", "ranks", "small", "sparse_counts"]
+__all__ = ["blocks_from_state", "counts_state", "dense_counts", "dense_stat", "empty_blocks",
+           "index_from_state", "index_state", "ranks", "small", "sparse_counts", "stat_state"]
 
 
 def ranks(table: np.ndarray) -> np.ndarray:
@@ -27,22 +30,6 @@ def small(ranks: np.ndarray) -> np.ndarray:
     return ranks.astype(np.uint8 if ranks.shape[1] < 255 else np.int32)
 
 
-def full_stat(state: dict, n_features: int) -> np.ndarray:
-    """The statistics array of a saved state: what the ensemble kept (its ``_stat_state``), the
-    rest empty (no weight, min +inf, max -inf); a state saved whole is taken as it is."""
-    stat = np.asarray(state["stat"])
-    if "stat_features" not in state:
-        return stat
-    (n_slots, fields), classes = state["stat_slots"], state["cls"].shape[1]
-    by_class = np.zeros((n_slots * classes, 5, n_features))
-    by_class[:, SMIN], by_class[:, SMAX] = np.inf, -np.inf
-    seen = np.asarray(state["stat_seen"], dtype=np.int64)
-    features = np.asarray(state["stat_features"], dtype=np.int64)
-    by_class[seen[:, None, None], np.arange(fields)[None, :, None], features[None, None]] = stat
-    return np.ascontiguousarray(np.moveaxis(by_class.reshape(n_slots, classes, 5, n_features),
-                                            1, 3))
-
-
 def sparse_counts(a: np.ndarray) -> dict:
     """A mostly-zero array as its shape, the flat positions of its nonzeros and their values
     (a leaf's counts of an id's values are nearly all zero)."""
@@ -56,3 +43,106 @@ def dense_counts(sparse: dict) -> np.ndarray:
     out = np.zeros(int(np.prod(sparse["shape"])))
     out[sparse["at"]] = sparse["values"]
     return out.reshape(sparse["shape"])
+
+
+def index_state(index: FeatureIndex) -> dict:
+    """The feature index as plain data."""
+    return {
+        "nominal_attributes": sorted(index.nominal_attributes, key=repr),
+        "max_nominal_values": index.max_nominal_values,
+        "max_multiway_values": index.max_multiway_values,
+        "names": list(index.columns), "kinds": list(index.kinds),
+        "values": [list(v.items()) for v in index.values], "other": list(index.other),
+        "distinct": list(index.distinct), "row_feature": list(index.row_feature),
+        "row_other": list(index.row_other),
+    }
+
+
+def index_from_state(f: dict) -> FeatureIndex:
+    """The feature index :func:`index_state` describes."""
+    index = FeatureIndex(f["nominal_attributes"], f["max_nominal_values"],
+                         f["max_multiway_values"])
+    index.columns = {name: i for i, name in enumerate(f["names"])}
+    index.kinds, index.other = list(f["kinds"]), list(f["other"])
+    index.values = [dict(pairs) for pairs in f["values"]]
+    index.distinct, index.row_feature = list(f["distinct"]), list(f["row_feature"])
+    index.row_other = list(f["row_other"])
+    return index
+
+
+# ---- the pool of blocks ------------------------------------------------------------------------
+
+
+def empty_blocks(n: int, width: int) -> np.ndarray:
+    """``n`` blocks of statistics (blocks, fields, features) holding nothing: no weight, mean
+    and sum of squares 0, min +inf, max -inf."""
+    out = np.zeros((n, 5, width))
+    out[:, SMIN], out[:, SMAX] = np.inf, -np.inf
+    return out
+
+
+def stat_state(stat: np.ndarray, block: np.ndarray, seen: np.ndarray, kinds: np.ndarray,
+               slots: np.ndarray, fields: int) -> dict:
+    """The statistics of ``slots`` in the saved form: per (slot, class it has seen), in that
+    order, the first ``fields`` (3: what naive Bayes reads) of its numeric features (a nominal
+    feature's are never used)."""
+    numeric = np.flatnonzero(kinds[: stat.shape[2]] == NUMERIC)
+    pairs = np.flatnonzero(seen[slots] > 0)
+    rows = stat[block[slots].ravel()[pairs]][:, :fields][:, :, numeric]
+    return {"stat": np.ascontiguousarray(rows),
+            "stat_features": numeric.tolist(), "stat_slots": [int(slots.size), fields],
+            "stat_seen": pairs}
+
+
+def counts_state(counts: np.ndarray, block: np.ndarray, slots: np.ndarray) -> dict:
+    """:func:`sparse_counts` of the slots' nominal counts as one (slots, value rows, classes)
+    array, without making it."""
+    n_rows, n_classes = counts.shape[1], block.shape[1]
+    table = block[slots]
+    s, c = np.nonzero(table != EMPTY)
+    rows = counts[table[s, c]]
+    p, r = np.nonzero(rows)
+    at = (s[p] * n_rows + r) * n_classes + c[p]
+    order = np.argsort(at, kind="stable")
+    return {"shape": [int(slots.size), n_rows, n_classes], "at": at[order].astype(np.int64),
+            "values": rows[p, r][order]}
+
+
+def blocks_from_state(state: dict, n_features: int) -> tuple:
+    """The pool of a saved state: (statistics blocks, count blocks, the slots' block table,
+    the slots' rank table). Block 0 is :data:`EMPTY`; then a block for every (slot, class)
+    the slot has seen or holds statistics of (a state saved whole, every class, may hold them
+    for an unseen one)."""
+    seen = ranks(state["seen"])
+    n_slots, n_classes = seen.shape
+    counts = dense_counts(state["counts"])  # (slots, value rows, classes)
+    by_pair_counts = np.swapaxes(counts, 1, 2).reshape(n_slots * n_classes, counts.shape[1])
+    has = (seen.ravel() > 0) | (by_pair_counts != 0).any(axis=1)
+    whole = "stat_features" not in state
+    if whole:  # (slots, fields, features, classes)
+        dense = np.asarray(state["stat"], dtype=float)
+        width = dense.shape[2]
+        by_pair = np.moveaxis(dense, 3, 1).reshape(n_slots * n_classes, 5, width)
+        has |= (by_pair != empty_blocks(1, width)).any(axis=(1, 2))
+    else:
+        width = n_features
+    pairs = np.flatnonzero(has)
+    block = np.full(n_slots * n_classes, EMPTY, dtype=np.int64)
+    block[pairs] = np.arange(1, pairs.size + 1)
+    stat = empty_blocks(pairs.size + 1, width)
+    if whole:
+        stat[1:] = by_pair[pairs]
+    else:
+        fields = int(state["stat_slots"][1])
+        at = block[np.asarray(state["stat_seen"], dtype=np.int64)]
+        features = np.asarray(state["stat_features"], dtype=np.int64)
+        stat[at[:, None, None], np.arange(fields)[None, :, None], features[None, None, :]] = (
+            state["stat"])
+    counts = np.zeros((pairs.size + 1, by_pair_counts.shape[1]))
+    counts[1:] = by_pair_counts[pairs]
+    return stat, counts, block.reshape(seen.shape), seen
+
+
+def dense_stat(stat: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """The pool's statistics as one (slots, fields, features, classes) array (inspection)."""
+    return np.ascontiguousarray(np.transpose(stat[block], (0, 2, 3, 1)))
