@@ -149,9 +149,13 @@ class Learner(StreamConsumer):
         """
         configs = self.log.configs()
         self.store.sync_configs(configs)
+        share = self.share(len(configs))
         owned = []
         for name in configs:
-            state = self.hold(name)
+            if name not in self.leases and len(self.leases) >= share:
+                state = 0  # its share is full: a free model is left to the other learners
+            else:
+                state = self.hold(name)
             model = self.store.peek(name)
             if state == 0:
                 if model is not None:
@@ -172,7 +176,26 @@ class Learner(StreamConsumer):
                                   replace=model.rebuilt_from is not None)
                     model.rebuilt_from = None
             owned.append(model)
-        return owned
+        return self._shed(owned, share)
+
+    def _finish_snapshots(self, model: ServedModel) -> None:
+        """Wait for the model's snapshot and serving copy in flight, if any."""
+        for thread in (self._snapshots.get(model.name), self._publishing.get(model.name)):
+            if thread is not None:
+                thread.join()
+
+    def _shed(self, owned: list[ServedModel], share: int) -> list[ServedModel]:
+        """``owned`` less the models past this learner's share (another learner joined): each
+        is snapshotted, so its next learner starts from here, and its lease given back."""
+        for model in owned[share:]:
+            try:
+                self._finish_snapshots(model)
+                if model.version != model.snapshot_version:
+                    save_snapshot(self.log, model, lease=self.held(model.name))
+            finally:
+                model.owned = False
+                self.give_back(model.name)
+        return owned[:share]
 
     def on_error(self) -> None:
         """After a failed step (e.g. Redis restarted): check the models against the log."""
@@ -243,9 +266,7 @@ class Learner(StreamConsumer):
         if not ahead_of_log(self.log, model.name, f"the model in memory (v{model.version})",
                             model.joined_id):
             return model
-        for thread in (self._snapshots.get(model.name), self._publishing.get(model.name)):
-            if thread is not None:  # an ahead copy in flight must land before the rebuilt one
-                thread.join()
+        self._finish_snapshots(model)  # an ahead copy in flight must land before the rebuilt one
         fresh = self.store.reload(model.name, on_event=lambda: self.keep_alive(model.name),
                                   until=self.log.durable_until(self.durable_lag))
         if fresh is None:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import redis
 
+from service.eventlog.consumers import fair_share
 from service.eventlog.log import EventLog
 from service.eventlog.replies import LeaseLost
 
@@ -100,10 +101,25 @@ class StreamConsumer:
         self._renewed[name] = time.monotonic()
 
     def release_all(self) -> None:
-        """Give back every lease held."""
+        """Give back every lease held (and leave the registry of live consumers)."""
         for name, value in list(self.leases.items()):
             self.log.release(name, value, self.LEASE_KIND)
             del self.leases[name]
+        self.log.gone(self.LEASE_KIND, self.owner)
+
+    def give_back(self, name: str) -> None:
+        """Give back the lease of ``name`` (another consumer may take it at once)."""
+        value = self.leases.pop(name, None)
+        self._renewed.pop(name, None)
+        if value is not None:
+            self.log.release(name, value, self.LEASE_KIND)
+
+    def share(self, models: int) -> int:
+        """The most of ``models`` this consumer should hold: an equal share among the consumers
+        of its kind alive now (:func:`~service.eventlog.consumers.fair_share`); this call is
+        its own sign of life."""
+        live = self.log.alive(self.LEASE_KIND, self.owner, self.lease_seconds)
+        return fair_share(models, len(live))
 
     def _lost(self, name: str) -> None:
         self.leases.pop(name, None)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MODELS_KEY", "NAME_PATTERN", "check_name", "event_key", "glob_escape", "keys"]
+__all__ = [
+    "MODELS_KEY", "NAME_PATTERN", "check_name", "consumers_key", "event_key", "glob_escape", "keys",
+]
 
 MODELS_KEY = "bb:models"
 #: the key ``/readyz`` writes to see that Redis takes writes (expires in 10 s)
@@ -72,6 +74,11 @@ def keys(name: str) -> dict[str, str]:
         "deferred_prefix": f"{base}:deferred:",  # Personalizer events waiting for /activate
         "event_prefix": f"{base}:ev:",  # hash per event: decision JSON, deadline, flags
     }
+
+
+def consumers_key(kind: str) -> str:
+    """The live consumers of a lease kind (a sorted set; one key, so one slot on a cluster)."""
+    return f"bb:consumers:{kind}"
 
 
 def event_key(name: str, event_id: str) -> str:

@@ -23,6 +23,7 @@ import redis.asyncio
 
 from service.domain import ModelConfig, ServingConfig
 from service.eventlog import scripts
+from service.eventlog.consumers import ConsumerRegistry
 from service.eventlog.durability import DurabilityState
 from service.eventlog.keys import (
     MODELS_KEY,
@@ -74,7 +75,7 @@ class Limits:
     event_retention_seconds: float = 7 * 86400.0
 
 
-class EventLog(ModelState, PersonalizerState, DurabilityState):
+class EventLog(ModelState, PersonalizerState, DurabilityState, ConsumerRegistry):
     """The Redis side of the service."""
 
     GROUP = "learner"
@@ -482,19 +483,3 @@ class EventLog(ModelState, PersonalizerState, DurabilityState):
                 return {"last-delivered-id": text(g["last-delivered-id"]),
                         "pending": int(g["pending"])}
         return None
-
-    def lease(self, name: str, owner: str, seconds: float, held: str = "", kind: str = "lease",
-              renew: bool = False) -> tuple[int, str]:
-        """Take or renew a model's lease: ``(2, value)`` taken (a new fencing token), ``(1,
-        value)`` renewed, ``(0, holder)`` not ours. ``kind``: ``"lease"`` (learners) or
-        ``"worker_lease"`` (offline workers). With ``renew`` a free lease is not taken."""
-        k = keys(name)
-        fence = k["fence" if kind == "lease" else "worker_fence"]
-        res = self._s["LEASE"](keys=[k[kind], fence],
-                               args=[owner, int(seconds * 1000), held,
-                                     "renew" if renew else "take"])
-        return int(res[0]), text(res[1])
-
-    def release(self, name: str, held: str, kind: str = "lease") -> None:
-        """Give the lease back if we hold it."""
-        self._s["RELEASE"](keys=[keys(name)[kind]], args=[held])
