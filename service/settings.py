@@ -43,6 +43,11 @@ class Settings(BaseSettings):
         "durability').",
     )
     redis_timeout_seconds: float = Field(default=2.0, gt=0, description="Redis socket timeout.")
+    redis_cluster: bool = Field(
+        default=False,
+        description="`REDIS_URL` names a node of a Redis Cluster: every process connects with "
+        "redis-py's cluster client (docs/consistency.md, \"Redis Cluster\").",
+    )
 
     api_keys: str = Field(default="", description="Comma-separated bearer keys (empty: no auth).")
     admin_keys: str = Field(default="", description="Comma-separated admin bearer keys.")

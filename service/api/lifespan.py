@@ -31,6 +31,8 @@ def _redis_url(settings: Settings, stack: contextlib.AsyncExitStack) -> str:
     """The Redis to use: ``redis_url``, or an embedded one (closed with ``stack``)."""
     if settings.redis_url:
         return settings.redis_url
+    if settings.redis_cluster:
+        raise RuntimeError("BOOSTBANDIT_REDIS_CLUSTER needs REDIS_URL (a node of the cluster)")
     if not settings.run_learner:
         raise RuntimeError("REDIS_URL is required for an API replica (no learner here)")
     from service.eventlog.embedded import EmbeddedRedis
@@ -68,14 +70,15 @@ def _open_log(app: FastAPI, settings: Settings, url: str,
               stack: contextlib.AsyncExitStack) -> ModelStore:
     """Connect the event log (with an async client when ``redis_async`` says so; the clients
     are closed with ``stack``) and make the store, both on ``app.state``."""
-    client = connect(url, settings.redis_timeout_seconds)
+    client = connect(url, settings.redis_timeout_seconds, settings.redis_cluster)
     stack.callback(client.close)
     use_async = settings.redis_async == "on" or (
         settings.redis_async == "auto" and not settings.run_learner
     )
     async_client = None
     if use_async:
-        async_client = connect_async(url, settings.redis_timeout_seconds)
+        async_client = connect_async(url, settings.redis_timeout_seconds,
+                                     settings.redis_cluster)
         stack.push_async_callback(async_client.aclose)
     app.state.log = EventLog(client, async_client=async_client, limits=limits(settings))
     # a replica (no learner here) serves snapshots' serving copies: see service/store.py
@@ -101,7 +104,7 @@ def lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextMana
             learner: Learner | None = None
             if settings.run_learner:
                 timeout = settings.redis_timeout_seconds + settings.learner_block_ms / 1000
-                learner = Learner(store, settings, connect(url, timeout))
+                learner = Learner(store, settings, connect(url, timeout, settings.redis_cluster))
                 learner.start()
             background = threading.Thread(target=_load_then_follow, args=(store, settings, stop),
                                           daemon=True)

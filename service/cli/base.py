@@ -234,7 +234,8 @@ def event_log(data_dir: Path | None, purpose: str = "the events") -> Any:
     chosen = redis_settings(data_dir, purpose)
     from service.eventlog import EventLog, connect
 
-    return EventLog(connect(chosen.redis_url, max(chosen.redis_timeout_seconds, 10.0)))
+    return EventLog(connect(chosen.redis_url, max(chosen.redis_timeout_seconds, 10.0),
+                            chosen.redis_cluster))
 
 
 def shown_url(url: str) -> str:

@@ -110,7 +110,7 @@ def learner_command(data_dir: DataDirOption = None) -> None:
     from service.store import ModelStore
 
     timeout = chosen.redis_timeout_seconds + chosen.learner_block_ms / 1000
-    client = connect(chosen.redis_url, timeout)
+    client = connect(chosen.redis_url, timeout, chosen.redis_cluster)
     learner = Learner(ModelStore(EventLog(client, limits=limits(chosen))), chosen, client)
     learner.install_signal_handlers()
     typer.echo(f"learner {learner.owner} on {shown_url(chosen.redis_url)}", err=True)
@@ -158,7 +158,8 @@ def worker_command(
 
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     timeout = chosen.redis_timeout_seconds + chosen.worker_block_ms / 1000
-    worker = Worker(connect(chosen.redis_url, timeout), chosen, model or [])
+    worker = Worker(connect(chosen.redis_url, timeout, chosen.redis_cluster), chosen,
+                    model or [])
     if model:
         try:
             known = worker.log.configs()

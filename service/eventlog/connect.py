@@ -22,8 +22,13 @@ __all__ = ["RedisError", "connect", "connect_async"]
 RedisError = redis.RedisError
 
 
-def connect(url: str, timeout: float) -> redis.Redis:
-    """A blocking client with ``timeout`` seconds per command and no retries."""
+def connect(url: str, timeout: float, cluster: bool = False) -> redis.Redis:
+    """A blocking client with ``timeout`` seconds per command and no retries; with ``cluster``,
+    redis-py's Redis Cluster client (``url`` names any node; following ``MOVED`` and ``ASK``
+    and a failover is its own work, a command it could not place is an error as any)."""
+    if cluster:
+        return redis.RedisCluster.from_url(url, socket_timeout=timeout,
+                                           socket_connect_timeout=timeout)
     return redis.Redis.from_url(
         url,
         socket_timeout=timeout,
@@ -33,8 +38,11 @@ def connect(url: str, timeout: float) -> redis.Redis:
     )
 
 
-def connect_async(url: str, timeout: float) -> redis.asyncio.Redis:
+def connect_async(url: str, timeout: float, cluster: bool = False) -> redis.asyncio.Redis:
     """:func:`connect` for the event loop (predict and feedback await their round trips)."""
+    if cluster:
+        return redis.asyncio.RedisCluster.from_url(url, socket_timeout=timeout,
+                                                   socket_connect_timeout=timeout)
     return redis.asyncio.Redis.from_url(
         url,
         socket_timeout=timeout,

@@ -283,6 +283,8 @@ class EventLog(ModelState, PersonalizerState, DurabilityState, ConsumerRegistry)
         """:meth:`join` of several ``(event_id, event, count)`` in one round trip (a pipeline
         of the same fenced script, run in order): their outcomes; :class:`LeaseLost` if the
         lease was lost (the joins before it stand)."""
+        if isinstance(self.r, redis.RedisCluster):  # no scripts in its pipelines
+            return [self.join(name, e, ev, lease, count) for e, ev, count in joins]
         pipe = self.r.pipeline(transaction=False)
         for event_id, event, count in joins:
             self._s["JOIN"](**self._join_call(name, event_id, event, lease, count), client=pipe)
@@ -463,7 +465,15 @@ class EventLog(ModelState, PersonalizerState, DurabilityState, ConsumerRegistry)
 
     def read_group(self, group: str, consumer: str, streams: dict[str, str], count: int,
                    block: int | None) -> list:
-        """XREADGROUP; ``[(stream, [(id, fields), ...]), ...]`` with str names and ids."""
+        """XREADGROUP; ``[(stream, [(id, fields), ...]), ...]`` with str names and ids. On a
+        cluster, one read per stream (their keys are in different slots), the first blocking
+        only if none of the others had anything."""
+        if isinstance(self.r, redis.RedisCluster) and len(streams) > 1:
+            first, *rest = streams.items()
+            out = [part for key, at in rest
+                   for part in self.read_group(group, consumer, {key: at}, count, None)]
+            return out + self.read_group(group, consumer, dict([first]), count,
+                                         None if out else block)
         response = self.r.xreadgroup(group, consumer, streams, count=count, block=block)
         return [(text(s), [(text(i), f) for i, f in entries]) for s, entries in response or []]
 
