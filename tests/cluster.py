@@ -4,7 +4,9 @@ between them (CLUSTER ADDSLOTS), joined by CLUSTER MEET."""
 
 from __future__ import annotations
 
+import random
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -12,6 +14,25 @@ from pathlib import Path
 import redis
 
 SLOTS = 16384
+
+
+def cluster_ports(n: int = 3) -> list[int]:
+    """``n`` free loopback ports whose cluster bus ports (the port + 10,000) are free too."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = random.randint(20000, 45000)
+        if port not in ports and _free(port) and _free(port + 10000):
+            ports.append(port)
+    return ports
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 class RedisCluster3:

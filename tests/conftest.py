@@ -137,12 +137,38 @@ def _missing_redis() -> None:
         pytest.fail(message)
     pytest.skip(message)
 
+def _clients_of(cluster) -> None:
+    """Clients the tests make themselves (``redis.Redis.from_url``) for a URL of ``cluster``
+    become cluster clients, as the service's own do under ``BOOSTBANDIT_REDIS_CLUSTER``."""
+    import redis
+
+    plain = redis.Redis.from_url.__func__
+    nodes = {f"127.0.0.1:{port}" for port in cluster.ports}
+
+    def from_url(cls, url, **kwargs):
+        if cls is redis.Redis and any(node in url for node in nodes):
+            return redis.RedisCluster.from_url(url, **kwargs)
+        return plain(cls, url, **kwargs)
+
+    redis.Redis.from_url = classmethod(from_url)
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    """One real redis-server for the whole session (tests use distinct databases or names)."""
+    """One real redis-server for the whole session (tests use distinct databases or names);
+    with ``BOOSTBANDIT_REDIS_CLUSTER=true`` a cluster of three primaries instead
+    (tests/cluster.py), whose one database every test flushes."""
     if shutil.which("redis-server") is None:
         _missing_redis()
-    server = start_redis(tmp_path_factory.mktemp("redis"))
+    if os.environ.get("BOOSTBANDIT_REDIS_CLUSTER", "").lower() == "true":
+        from tests.cluster import RedisCluster3, cluster_ports
+
+        server = RedisCluster3(tmp_path_factory.mktemp("cluster"), cluster_ports())
+        server.start()
+        server.db_url = lambda db: (server.flush(), server.url)[1]
+        _clients_of(server)
+    else:
+        server = start_redis(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
 

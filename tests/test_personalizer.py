@@ -127,27 +127,28 @@ def test_rewards_clip_by_default(client: TestClient) -> None:
 
 def test_export_writes_the_reward_the_client_sent(redis_url: str, tmp_path) -> None:
     """DSJSON export: the outcome is the client's reward (before the model's mapping), for
-    rewarded and defaulted Personalizer events alike."""
+    rewarded and defaulted Personalizer events alike (all while the app runs: its clients are
+    closed at shutdown)."""
     settings = Settings(redis_url=redis_url, personalizer_negative_rewards="rescale", **SETTINGS)
     with TestClient(create_app(settings)) as c:
         learned = _rewards_of(c, {"x-1": -1, "x-2": 0, "x-3": 0.5, "x-4": None})
         out = io.StringIO()
         log = c.app.state.log
         report = export_events(log, action_set_model_name(IDS), "dsjson", out, progress=False)
-    assert report.exported == 4
-    lines = {d["EventId"]: d for d in map(json.loads, out.getvalue().splitlines())}
-    assert {e: (d["_label_cost"], d["o"][0]["v"]) for e, d in lines.items()} == {
-        "x-1": (1.0, -1.0), "x-2": (-0.0, 0.0), "x-3": (-0.5, 0.5), "x-4": (-0.0, 0.0)}
-    # the export re-imports into a model with the same rule as the rewards the model learned
-    path = tmp_path / "export.dsjson"
-    path.write_text(out.getvalue())
-    log.add_config(ModelConfig("copy", "uniform", sorted(IDS), {"seed": 0},
-                               negative_rewards="rescale"))
-    with pytest.raises(ImportError_, match=r"in \[0, 1\], got -1.0 \(Personalizer"):
-        import_events(log, "copy", path, "dsjson", progress=False)  # identity: a clear hint
-    import_events(log, "copy", path, "dsjson", reward_map="personalizer", progress=False)
-    copied = {e["EventId"]: e["bb"]["reward"] for e in _joined(c, "copy")}
-    assert copied == {e: reward for e, (reward, _, _) in learned.items()}
+        assert report.exported == 4
+        lines = {d["EventId"]: d for d in map(json.loads, out.getvalue().splitlines())}
+        assert {e: (d["_label_cost"], d["o"][0]["v"]) for e, d in lines.items()} == {
+            "x-1": (1.0, -1.0), "x-2": (-0.0, 0.0), "x-3": (-0.5, 0.5), "x-4": (-0.0, 0.0)}
+        # the export re-imports into a model with the same rule as the rewards it learned
+        path = tmp_path / "export.dsjson"
+        path.write_text(out.getvalue())
+        log.add_config(ModelConfig("copy", "uniform", sorted(IDS), {"seed": 0},
+                                   negative_rewards="rescale"))
+        with pytest.raises(ImportError_, match=r"in \[0, 1\], got -1.0 \(Personalizer"):
+            import_events(log, "copy", path, "dsjson", progress=False)  # identity: a clear hint
+        import_events(log, "copy", path, "dsjson", reward_map="personalizer", progress=False)
+        copied = {e["EventId"]: e["bb"]["reward"] for e in _joined(c, "copy")}
+        assert copied == {e: reward for e, (reward, _, _) in learned.items()}
 
 
 def test_rewards_rescale_setting(redis_url: str) -> None:

@@ -17,8 +17,7 @@ from service.eventlog import EventLog, connect, keys
 from service.learner import Learner, limits
 from service.settings import Settings
 from service.store import ModelStore
-from tests.cluster import RedisCluster3
-from tests.conftest import free_port
+from tests.cluster import RedisCluster3, cluster_ports
 from tests.test_event_core import decide_and_log, new_model
 from tests.test_service_api import FAST, wait_for
 
@@ -26,7 +25,7 @@ from tests.test_service_api import FAST, wait_for
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster3]:
     folder = Path(tmp_path_factory.mktemp("cluster"))
-    server = RedisCluster3(folder, [free_port() for _ in range(3)])
+    server = RedisCluster3(folder, cluster_ports())
     server.start()
     yield server
     server.stop()
