@@ -285,17 +285,24 @@ class Learner(StreamConsumer):
         whole batch (their states, then their joins); an event whose join says "retry" (its
         state changed in between) is joined again on its own."""
         states = self.log.event_states(model.name, event_ids)
-        joins = [(event_id, self._joined(model, state),
-                  None if state["sum"] is None else state["sum"][1])
+        joins = [(event_id, *self._join_of(model, state))
                  for event_id, state in zip(event_ids, states, strict=True)
-                 if state is not None and state["joined"] is None
-                 and state["decision"] is not None]
+                 if self._joinable(state)]
         outcomes = self.log.join_many(model.name, joins, self.held(model.name))
         for (event_id, event, _), (outcome, _) in zip(joins, outcomes, strict=True):
             if outcome == "joined":
                 self._count_joined(model, event)
             elif outcome == "retry":
                 self.join_event(model, event_id)
+
+    @staticmethod
+    def _joinable(state: dict[str, Any] | None) -> bool:
+        """Whether an event in ``state`` is still to join (kept, its decision there)."""
+        return state is not None and state["joined"] is None and state["decision"] is not None
+
+    def _join_of(self, model: ServedModel, state: dict[str, Any]) -> tuple[dict, int | None]:
+        """The joined event of ``state`` and the count of on-time rewards it sums (``sum``)."""
+        return self._joined(model, state), None if state["sum"] is None else state["sum"][1]
 
     @staticmethod
     def _count_joined(model: ServedModel, event: dict[str, Any]) -> None:
@@ -311,10 +318,9 @@ class Learner(StreamConsumer):
         None if nothing was appended (joined before, expired, or the window is still open)."""
         for _ in range(3):
             state = self.log.event_state(model.name, event_id)
-            if state is None or state["joined"] is not None or state["decision"] is None:
+            if not self._joinable(state):
                 return None
-            event = self._joined(model, state)
-            count = None if state["sum"] is None else state["sum"][1]
+            event, count = self._join_of(model, state)
             outcome, joined_id = self.log.join(model.name, event_id, event,
                                                self.held(model.name), count)
             if outcome == "joined":

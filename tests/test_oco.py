@@ -313,12 +313,14 @@ def _makers(ds):
     }
 
 
-def _run(booster, X, y, start, stop):
+def _run(booster, X, y, start, stop, record=lambda d: json.dumps(d.to_dict())):
+    """Decide and learn rows ``start .. stop``: (action, probabilities, ``record(decision)``)
+    of each."""
     out = []
     for i in range(start, stop):
         label = y[i] if booster.n_actions > 2 else int(y[i] == 2)
         d = booster.decide_one(X[i])
-        out.append((d.action, d.probabilities.tolist(), json.dumps(d.to_dict())))
+        out.append((d.action, d.probabilities.tolist(), record(d)))
         if booster.full_information:
             booster.learn_one(X[i], d, label=label)
         else:

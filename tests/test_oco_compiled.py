@@ -14,6 +14,7 @@ from learners.binary import binary_trees, forest_margins, forest_teach
 from learners.compiled import TreeEnsemble
 from service.sim.datasets import load_dataset
 from service.sim.loop import simulate
+from tests.test_oco import _run as play
 
 
 @pytest.fixture(scope="module")
@@ -45,16 +46,8 @@ KINDS = ["binary", "binary-realizable", "bandit-weighted", "bandit-rounding", "f
 
 
 def _run(booster, X, y, start, stop):
-    out = []
-    for i in range(start, stop):
-        label = y[i] if booster.n_actions > 2 else int(y[i] == 2)
-        d = booster.decide_one(X[i])
-        out.append((d.action, d.probabilities.tolist(), d.internals["weak"].tolist()))
-        if booster.full_information:
-            booster.learn_one(X[i], d, label=label)
-        else:
-            booster.learn_one(X[i], d, reward=float(d.action == label))
-    return out
+    """tests/test_oco.py's loop, recording each decision's weak predictions."""
+    return play(booster, X, y, start, stop, record=lambda d: d.internals["weak"].tolist())
 
 
 def _margins(booster, X):
