@@ -281,7 +281,7 @@ DRIFT_RESTARTS = ("model", "schedule")
 
 
 def check_drift_restart(value: Any) -> str | None:
-    """``drift_restart``: one of :data:`DRIFT_RESTARTS`, or None (no test, as before issue 42).
+    """``drift_restart``: one of :data:`DRIFT_RESTARTS`, or None (no test, as earlier versions).
 
     >>> check_drift_restart("model"), check_drift_restart(None)
     ('model', None)

@@ -117,8 +117,8 @@ class Difference:
     p-value of "the difference is <= 0" by the same test (1 / the largest capital of the bets
     at 0), so ``low > 0`` when ``p_value <= 1 - level`` and not otherwise (but for ties at
     round-off).
-    ``normal_low`` is the normal-approximation bound ``value - z_level * stderr`` (the rule
-    before issue 41, anti-conservative when rare explored rounds carry large weights), kept for
+    ``normal_low`` is the normal-approximation bound ``value - z_level * stderr`` (the rule of
+    earlier versions, anti-conservative when rare explored rounds carry large weights), kept for
     reference only.
     """
 

@@ -28,12 +28,15 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "DEVICES",
     "augment_actions",
     "LeastSquaresTree",
     "FittedBooster",
     "GradientBoostedRegressor",
     "WeightedTreeClassifier",
     "FittedClassifier",
+    "servable",
+    "split_method",
 ]
 
 
@@ -51,6 +54,40 @@ def augment_actions(X: np.ndarray, n_actions: int) -> np.ndarray:
     out[:, :d] = np.repeat(X, n_actions, axis=0)
     out[:, d:] = np.tile(np.eye(n_actions), (n, 1))
     return out
+
+
+#: Where XGBoost grows the trees: ``cpu`` or ``cuda`` (a GPU; the ``hist`` method only).
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+
+
+def split_method(device: str, method: str | None) -> str:
+    """The split method on ``device``: ``method`` if given, else ``exact`` on the CPU (the paper's)
+    and ``hist`` on a GPU (XGBoost has no exact method there).
+
+    >>> split_method("cpu", None), split_method("cuda", None), split_method("cpu", "hist")
+    ('exact', 'hist', 'hist')
+    >>> split_method("cuda", "exact")
+    Traceback (most recent call last):
+    ...
+    ValueError: tree_method 'exact' is not supported on device 'cuda' (XGBoost: hist only)
+    """
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    if method is None:
+        return "exact" if device == "cpu" else "hist"
+    if method not in ("exact", "hist"):
+        raise ValueError(f"tree_method must be 'exact' or 'hist', got {method!r}")
+    if method == "exact" and device != "cpu":
+        raise ValueError(
+            f"tree_method 'exact' is not supported on device {device!r} (XGBoost: hist only)"
+        )
+    return method
+
+
+def servable(booster: Any) -> Any:
+    """``booster`` set to predict on the CPU (a GPU-trained booster serves anywhere)."""
+    booster.set_param({"device": "cpu"})
+    return booster
 
 
 def _check_int(name: str, value: Any, low: int) -> int:
@@ -111,9 +148,17 @@ class LeastSquaresTree:
         other value (alpha = 2 / eta for BOPL-regr).
     n_jobs
         XGBoost threads. The exact method is deterministic for a fixed thread count.
+    device
+        ``cpu`` (default) or ``cuda``: XGBoost's device.
+    tree_method
+        ``exact`` (the paper's, App. G) or ``hist`` (``max_bin`` bins per feature, sketched once
+        per :meth:`prepare`); None: exact on the CPU, hist on a GPU (no exact method there).
+        Hist leaves are still exact weighted least-squares means, so alpha_t = kappa holds.
+    max_bin
+        Bins per feature of the hist method.
 
-    Settings fixed here: ``objective = reg:squarederror``, ``tree_method = exact``,
-    ``base_score = 0`` (a nonzero base score inflates D(f) and shrinks alpha), ``gamma = 0``.
+    Settings fixed here: ``objective = reg:squarederror``, ``base_score = 0`` (a nonzero base
+    score inflates D(f) and shrinks alpha), ``gamma = 0``.
 
     >>> LeastSquaresTree(max_depth=0)
     Traceback (most recent call last):
@@ -130,25 +175,39 @@ class LeastSquaresTree:
         reg_lambda: float = 0.0,
         learning_rate: float = 1.0,
         n_jobs: int = 1,
+        device: str = "cpu",
+        tree_method: str | None = None,
+        max_bin: int = 256,
     ) -> None:
         self.max_depth = _check_int("max_depth", max_depth, 1)
         self.min_child_weight = _check_real("min_child_weight", min_child_weight, 0.0)
         self.reg_lambda = _check_real("reg_lambda", reg_lambda, 0.0)
         self.learning_rate = _check_real("learning_rate", learning_rate, 0.0, open_low=True)
         self.n_jobs = _check_int("n_jobs", n_jobs, 1)
+        self.tree_method = split_method(device, tree_method)
+        self.device = device
+        self.max_bin = _check_int("max_bin", max_bin, 2)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # pickles of before the device and tree_method settings: the CPU's exact method
+        self.__dict__.update({"device": "cpu", "tree_method": "exact", "max_bin": 256, **state})
 
     def __repr__(self) -> str:
+        extra = "" if self.device == "cpu" and self.tree_method == "exact" else (
+            f", device={self.device!r}, tree_method={self.tree_method!r}, max_bin={self.max_bin}"
+        )
         return (
             f"LeastSquaresTree(max_depth={self.max_depth}, "
             f"min_child_weight={self.min_child_weight}, reg_lambda={self.reg_lambda}, "
-            f"learning_rate={self.learning_rate}, n_jobs={self.n_jobs})"
+            f"learning_rate={self.learning_rate}, n_jobs={self.n_jobs}{extra})"
         )
 
     def params(self, seed: int, learning_rate: float | None = None) -> dict[str, Any]:
         """XGBoost training parameters for one tree (``learning_rate`` overrides eta)."""
-        return {
+        out = {
             "objective": "reg:squarederror",
-            "tree_method": "exact",
+            "tree_method": self.tree_method,
+            "device": self.device,
             "max_depth": self.max_depth,
             "min_child_weight": self.min_child_weight,
             "reg_lambda": self.reg_lambda,
@@ -160,12 +219,19 @@ class LeastSquaresTree:
             "seed": int(seed),
             "verbosity": 0,
         }
+        if self.tree_method == "hist":
+            out["max_bin"] = self.max_bin
+        return out
 
     def prepare(self, Z: np.ndarray) -> Any:
-        """An XGBoost ``DMatrix`` over the augmented rows, reused across rounds (sorted once)."""
+        """An XGBoost ``DMatrix`` over the augmented rows, reused across rounds (sorted once);
+        for the hist method a ``QuantileDMatrix`` (the bins sketched once, unweighted)."""
         import xgboost as xgb
 
-        return xgb.DMatrix(np.asarray(Z, dtype=np.float32), nthread=self.n_jobs)
+        Z = np.asarray(Z, dtype=np.float32)
+        if self.tree_method == "hist":
+            return xgb.QuantileDMatrix(Z, nthread=self.n_jobs, max_bin=self.max_bin)
+        return xgb.DMatrix(Z, nthread=self.n_jobs)
 
     def fit(
         self, data: Any, y: np.ndarray, sample_weight: np.ndarray, seed: int
@@ -180,7 +246,7 @@ class LeastSquaresTree:
         data.set_weight(np.asarray(sample_weight, dtype=np.float32))
         booster = xgb.train(self.params(seed), data, num_boost_round=1)
         pred = np.asarray(booster.predict(data, output_margin=True), dtype=np.float64)
-        return FittedBooster(booster), pred
+        return FittedBooster(booster if self.device == "cpu" else servable(booster)), pred
 
     def boost(
         self,
@@ -222,7 +288,7 @@ class LeastSquaresTree:
         booster = xgb.train(
             params, data, num_boost_round=n_rounds, obj=objective, callbacks=[_Stop()]
         )
-        return FittedBooster(booster)
+        return FittedBooster(booster if self.device == "cpu" else servable(booster))
 
 
 class GradientBoostedRegressor:
@@ -230,7 +296,8 @@ class GradientBoostedRegressor:
 
     Parameters mirror Table 4's BRR-xgb rows: ``n_estimators``, ``max_depth``,
     ``min_child_weight``, ``reg_lambda`` (XGBoost's default 1), ``learning_rate``. The intercept
-    is XGBoost's own (the reward regression needs one, unlike BOPL's base trees).
+    is XGBoost's own (the reward regression needs one, unlike BOPL's base trees). ``device``:
+    ``cpu`` (exact splits) or ``cuda`` (hist, 256 bins).
 
     >>> import numpy as np
     >>> Z = np.array([[0.0], [1.0], [2.0], [3.0]])
@@ -250,7 +317,10 @@ class GradientBoostedRegressor:
         reg_lambda: float = 1.0,
         learning_rate: float = 0.1,
         n_jobs: int = 1,
+        device: str = "cpu",
     ) -> None:
+        self.tree_method = split_method(device, None)
+        self.device = device
         self.n_estimators = _check_int("n_estimators", n_estimators, 1)
         self.max_depth = _check_int("max_depth", max_depth, 1)
         self.min_child_weight = _check_real("min_child_weight", min_child_weight, 0.0)
@@ -272,7 +342,8 @@ class GradientBoostedRegressor:
         )
         params = {
             "objective": "reg:squarederror",
-            "tree_method": "exact",
+            "tree_method": self.tree_method,
+            "device": self.device,
             "max_depth": self.max_depth,
             "min_child_weight": self.min_child_weight,
             "reg_lambda": self.reg_lambda,
@@ -281,7 +352,8 @@ class GradientBoostedRegressor:
             "seed": int(seed),
             "verbosity": 0,
         }
-        return FittedBooster(xgb.train(params, data, num_boost_round=self.n_estimators))
+        booster = xgb.train(params, data, num_boost_round=self.n_estimators)
+        return FittedBooster(booster if self.device == "cpu" else servable(booster))
 
 
 class FittedClassifier:

@@ -143,14 +143,14 @@ class RidgeRewards(OffsetTables, NumericLayout, MixedLayout):
     offset_l2
         The ridge penalty of a later value's offset (with no numeric features: its residuals'
         sum over ``offset_l2 + n``); small, so an id's own reward shows after a few rounds,
-        and not so small that an id of noise takes the map's share of every round (0.3 since
-        issue 15's fourteenth pass, 0.1 before; a model saved before keeps its own).
+        and not so small that an id of noise takes the map's share of every round (0.3; 0.1
+        in earlier versions, whose saved models keep their own).
     offset_features
         Numeric features, the first the model saw, that an offset has a slope on (0: a constant
         offset).
     hits_teach_all
         Whether a correct round without a ``label`` teaches every action (the label: 1 on it,
-        0 on the others), as before issue 15's tenth pass.
+        0 on the others), as earlier versions did.
     pair_weight
         With ``n`` features in the example, its products are scaled by ``sqrt(pair_weight /
         n)`` (at most 1): their prior weight grows like ``n`` rather than ``n^2``, so many
@@ -174,16 +174,16 @@ class RidgeRewards(OffsetTables, NumericLayout, MixedLayout):
         None: pairs get no offsets.
     """
 
-    #: what a model saved before the offsets had slopes (issue 15's eighth pass) reads
+    #: what a model saved before the offsets had slopes reads
     offset_features = 0
     max_offsets = MAX_OFFSETS
-    #: what a model saved before a hit taught only the played action (issue 15's tenth pass) reads
+    #: what a model saved before a hit taught only the played action reads
     hits_teach_all = True
-    #: what a model saved before the products were scaled (issue 15's eleventh pass) reads
+    #: what a model saved before the products were scaled reads
     pair_weight = None
-    #: what a model saved before the map was scaled (issue 15's twelfth pass) reads
+    #: what a model saved before the map was scaled reads
     feature_weight = None
-    #: what a model saved before the map and the offsets learned together (thirteenth) reads
+    #: what a model saved before the map and the offsets learned together reads
     joint_offsets = False
     # pair_offset_l2: learners/ridge_offsets.py's class attribute (None: no pairs)
 

@@ -94,7 +94,7 @@ class OffsetTables:
       a new one's variance is ``1 / (p pair_offset_l2)``.
     """
 
-    #: what a model saved before pairs of values had offsets (fourteenth pass) reads
+    #: what a model saved before pairs of values had offsets reads
     pair_offset_l2 = None
 
     def _init_offsets(self, pair_offset_l2: float | None) -> None:

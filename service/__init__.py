@@ -10,7 +10,9 @@ offline policies from the log (``training.py``) and publishes the better ones.
   ``creation``: model creation.
 - ``eventlog/``: the only code that talks to Redis (log, consumer loop, import/export,
   the embedded server).
-- ``learner``, ``worker``, ``training``: the background processes and offline training.
+- ``learner``, ``worker``, ``training``: the background processes and offline training;
+  ``compute``: where the worker trains (a GPU, a Dask cluster); ``metrics``: the Prometheus
+  metrics of every process.
 - ``api/``: the FastAPI app; ``personalizer/``: the Azure Personalizer-compatible routes.
 - ``formats/``: log files (jsonl, DSJSON, OBP); ``replay/``: replays of logged streams;
   ``sim/``: the supervised-to-bandit simulation; ``cli/``: the ``boostbandit`` command.

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from learners.frozen import dumps_serving
-from service.api import metrics
+from service import metrics
 from service.eventlog import EventLog, LeaseLost, Limits, Redis, RedisError, ResponseError, keys
 from service.eventlog.consumer import StreamConsumer
 from service.eventlog.replies import stream_id
@@ -46,6 +46,8 @@ def limits(settings: Settings) -> Limits:
         max_feature_names=settings.max_feature_names,
         stream_max_events=settings.stream_max_events,
         event_retention_seconds=settings.event_retention_seconds,
+        replica_acks=settings.redis_replica_acks,
+        replica_ack_ms=settings.redis_replica_ack_ms,
     )
 
 

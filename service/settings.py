@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["Settings", "get_settings"]
@@ -43,6 +43,16 @@ class Settings(BaseSettings):
         "durability').",
     )
     redis_timeout_seconds: float = Field(default=2.0, gt=0, description="Redis socket timeout.")
+    redis_replica_acks: int = Field(
+        default=0, ge=0,
+        description="Replicas that must acknowledge a predict's or feedback's write (and a joined "
+        "event, before the learner applies it) before it counts: Redis's WAIT on the write's "
+        "connection; fewer within `redis_replica_ack_ms` answer 503 \"outcome unknown\" (a "
+        "retry is safe). 1 on a cluster with replicas: nothing answered is lost when a primary "
+        "fails over (docs/consistency.md, \"Redis Cluster\"). 0: no wait.",
+    )
+    redis_replica_ack_ms: int = Field(
+        default=1000, ge=1, description="How long a write waits for `redis_replica_acks`.")
     redis_cluster: bool = Field(
         default=False,
         description="`REDIS_URL` names a node of a Redis Cluster: every process connects with "
@@ -138,7 +148,9 @@ class Settings(BaseSettings):
         description="Predict and feedback await their Redis round trip on an async client "
         "(on) or make it blocking (off). auto: on for an API replica, off with the learner "
         "in-process, where the GIL is the bottleneck and a blocking loopback round trip costs "
-        "less CPU than the async client (benchmarks/RESULTS.md, 'Service load').",
+        "less CPU than the async client (benchmarks/RESULTS.md, 'Service load'), and off on a "
+        "Redis Cluster (redis-py's asyncio cluster client can fail a script call on a "
+        "connection it is still opening).",
     )
     gil_switch_ms: float = Field(
         default=0.5,
@@ -149,7 +161,7 @@ class Settings(BaseSettings):
         "replica loads a snapshot in the background (Python's default is 5 ms).",
     )
 
-    # --- observability and replica freshness (service/api/metrics.py, learner.py, store.py) -------
+    # --- observability and replica freshness (service/metrics.py, learner.py, store.py) -------
     serving_publish_seconds: float = Field(
         default=1.0, ge=0,
         description="`boostbandit learner` publishes the serving copy of a model that changed "
@@ -218,6 +230,18 @@ class Settings(BaseSettings):
     )
     worker_max_categories: int = Field(
         default=100, ge=1, description="Vocabulary kept per string feature."
+    )
+    worker_device: Literal["cpu", "cuda"] = Field(
+        default="cpu",
+        description="XGBoost's device for the worker's trees: cpu (the exact method, the "
+        "paper's) or cuda (a GPU, the hist method; needs the `xgboost` package with CUDA, not "
+        "xgboost-cpu: checked at the worker's start-up).",
+    )
+    worker_dask_scheduler: str | None = Field(
+        default=None,
+        description="Train the -regr variants with xgboost.dask on this Dask scheduler "
+        "(tcp://host:8786), or `local` for a LocalCluster of this machine; empty: in-process. "
+        "Needs the dask extra (pip install 'boostbandit[dask]').",
     )
     worker_block_ms: int = Field(default=1000, ge=1, description="Worker's XREADGROUP block.")
     worker_lease_seconds: float = Field(
@@ -326,6 +350,31 @@ class Settings(BaseSettings):
         default=5, ge=1, description="An idle keep-alive connection is closed after this long."
     )
     api_backlog: int = Field(default=2048, ge=64, description="Listen backlog of the socket.")
+
+    @field_validator("worker_dask_scheduler")
+    @classmethod
+    def _blank_scheduler(cls, value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
+
+    @model_validator(mode="after")
+    def _dask_variant(self) -> Settings:
+        if self.worker_dask_scheduler is not None and not self.worker_variant.endswith("-regr"):
+            raise ValueError(
+                f"worker_dask_scheduler is set but worker_variant is {self.worker_variant}: only "
+                "the -regr variants (bopl-regr, bopls-regr) train on Dask"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _replica_wait_within_timeout(self) -> Settings:
+        timeout_ms = 1000 * self.redis_timeout_seconds
+        if self.redis_replica_acks and self.redis_replica_ack_ms >= timeout_ms:
+            raise ValueError(
+                f"redis_replica_ack_ms ({self.redis_replica_ack_ms}) must be shorter than "
+                f"redis_timeout_seconds ({self.redis_timeout_seconds} s): the client would give "
+                "up on Redis's WAIT before Redis answers it"
+            )
+        return self
 
     @staticmethod
     def key_list(value: str) -> list[str]:

@@ -18,9 +18,9 @@ from typing import Any
 
 from learners.frozen import release
 from service import snapshots
-from service.api.metrics import AHEAD_OF_LOG
 from service.domain import ModelConfig, ServingConfig
 from service.eventlog import EventLog
+from service.metrics import AHEAD_OF_LOG
 from service.runtime import ServedModel, ServedPolicy
 from service.snapshots import Snapshot
 
@@ -223,7 +223,9 @@ class ModelStore:
         return list(self._models.values())
 
     def load_all(self) -> None:
-        """Restore every stored model (startup) and drop models that were deleted."""
+        """Restore every stored model (startup) and drop models that were deleted; first move
+        the Personalizer keys an older log holds under names without their hash tag."""
+        self.log.move_untagged_keys()
         configs = self.log.configs()
         self.sync_configs(configs)
         for name in configs:

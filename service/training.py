@@ -42,7 +42,7 @@ from boosters.batch.brr import RewardRegression
 from boosters.exploration import complete_probabilities, restrict
 from boosters.ope import estimate_all
 from boosters.ope_difference import DIFFERENCE_ESTIMATORS, Difference, paired_difference
-from learners.batch_trees import LeastSquaresTree, WeightedTreeClassifier
+from service.compute import base_learner, hold_out_probabilities
 
 __all__ = ["ESTIMATORS", "REWARD_RANGE", "VARIANTS", "Featurizer", "LoggedData", "PolicyBundle",
            "TrainConfig", "TrainResult", "logged_data", "publish_decision", "train_and_evaluate"]
@@ -158,6 +158,7 @@ class TrainConfig:
     reward_model_rounds: int = 50
     max_categories: int = 100
     seed: int = 0
+    device: str = "cpu"  # XGBoost's: cpu or cuda (service/compute.py checks it at start-up)
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -340,13 +341,15 @@ def publish_decision(
     return differences[config.publish_estimator].positive, differences
 
 
-def _make_model(config: TrainConfig, n_actions: int, reward_translation: float) -> BOPL:
+def _make_model(
+    config: TrainConfig, n_actions: int, reward_translation: float, dask_client: Any = None
+) -> BOPL:
+    """The variant's BOPL model; its -regr trees on ``config.device``, on Dask with a client."""
     objective, reduction = config.variant.split("-")
-    cls = BOPL if objective == "bopl" else BOPLS
-    base_class = LeastSquaresTree if reduction == "regr" else WeightedTreeClassifier
-    return cls(n_actions=n_actions, base_learner=base_class(max_depth=config.max_depth),
-               n_rounds=config.n_rounds, reward_translation=reward_translation,
-               random_state=config.seed)
+    base = base_learner(reduction, config.max_depth, config.device, dask_client)
+    return (BOPL if objective == "bopl" else BOPLS)(
+        n_actions=n_actions, base_learner=base, n_rounds=config.n_rounds,
+        reward_translation=reward_translation, random_state=config.seed)
 
 
 def _split(
@@ -413,6 +416,7 @@ def _training_meta(
     model: BOPL, data: LoggedData, train: LoggedData, started: float, fitted: float
 ) -> dict[str, Any]:
     return {
+        "base_learner": repr(model.base_learner_),
         "rounds": int(model.n_rounds_),
         "stop_reason": model.stop_reason_,
         "solver": model.solver_,
@@ -430,8 +434,10 @@ def train_and_evaluate(
     config: TrainConfig,
     *,
     model_uid: str = "",
+    dask_client: Any = None,
 ) -> TrainResult:
-    """Train the configured BOPL variant on the window minus the hold-out and evaluate it.
+    """Train the configured BOPL variant on the window minus the hold-out and evaluate it;
+    with ``dask_client`` (a -regr variant) its trees and hold-out scores on the Dask workers.
 
     Raises ValueError when the window has too few usable events (fewer than 2 hold-out rows or
     no training row).
@@ -448,14 +454,15 @@ def train_and_evaluate(
         if config.reward_translation is None
         else float(config.reward_translation)
     )
-    model = _make_model(config, k, translation)
+    model = _make_model(config, k, translation, dask_client)
     model.fit(X_train, train.actions, train.propensities, train.rewards)
     fitted = time.perf_counter()
 
-    target = restrict(model.policy(config.temperature, floor).probabilities(X_hold), hold.allowed)
+    probabilities = hold_out_probabilities(model, X_hold, config.temperature, floor, dask_client)
+    target = restrict(probabilities, hold.allowed)
     reward_model = RewardRegression(
         n_actions=k, n_estimators=config.reward_model_rounds, max_depth=4, learning_rate=0.3,
-        random_state=config.seed,
+        random_state=config.seed, device=config.device,
     ).fit(X_train, train.actions, train.propensities, train.rewards)
     q = reward_model.scores(X_hold)
     estimates = _estimates(hold, target, q, config.level)

@@ -19,6 +19,11 @@ Restarts lose nothing (docs/training.md, "Restarts of the worker").
 It also runs the Personalizer endpoint's offline evaluations and its scheduled auto-optimization
 (:mod:`service.personalizer.evaluations`; docs/personalizer.md, "Policy and evaluations").
 
+Where it trains (``worker_device``: XGBoost on the CPU or a GPU; ``worker_dask_scheduler``: the
+-regr variants on a Dask cluster) is checked, and the Dask client connected, at start-up by
+:func:`service.compute.start_compute`; the client is passed in (docs/training.md, "Bigger
+hardware: a GPU, a Dask cluster").
+
 Progress goes to the ``boostbandit.worker`` logger and to the model's ``worker_status`` key (shown
 by the policies route).
 """
@@ -33,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from service import metrics
 from service.domain import ModelConfig
 from service.eventlog import EventLog, Redis, RedisError, ResponseError
 from service.eventlog.consumer import StreamConsumer
@@ -71,6 +77,7 @@ def train_config(settings: Settings, config: ModelConfig) -> TrainConfig:
         reward_model_rounds=settings.worker_reward_model_rounds,
         max_categories=settings.worker_max_categories,
         seed=config.seed % (2**31 - 1),
+        device=settings.worker_device,
     )
 
 
@@ -90,7 +97,8 @@ class _ModelState:
 class Worker(StreamConsumer):
     """The offline worker loop over the models whose worker lease it holds.
 
-    ``models`` restricts it to those names (all models when empty).
+    ``models`` restricts it to those names (all models when empty). ``dask_client``: the Dask
+    client of :func:`service.compute.start_compute` the trainings run on (None: in-process).
     """
 
     GROUP = "worker"
@@ -101,10 +109,15 @@ class Worker(StreamConsumer):
     EVALUATION_POLL_SECONDS = 1.0
 
     def __init__(
-        self, client: Redis, settings: Settings, models: Sequence[str] | None = None
+        self,
+        client: Redis,
+        settings: Settings,
+        models: Sequence[str] | None = None,
+        dask_client: Any = None,
     ) -> None:
         super().__init__(EventLog(client), settings.worker_lease_seconds, "worker")
         self.settings = settings
+        self.dask_client = dask_client
         self.models = list(models or [])
         self.states: dict[str, _ModelState] = {}
         self.evaluations_polled = 0.0
@@ -151,11 +164,13 @@ class Worker(StreamConsumer):
         name = config.name
         log.info("%s: training %s on %d joined events", name, self.settings.worker_variant,
                  len(events))
+        started = time.monotonic()
         result = train_and_evaluate(
             [e for _, e in events],
             config.actions,
             train_config(self.settings, config),
             model_uid=config.uid,
+            dask_client=self.dask_client,
         )
         current = self.log.config(name)
         if current is None or current.uid != config.uid:
@@ -166,6 +181,7 @@ class Worker(StreamConsumer):
         result.bundle.version = version
         blob = dumps_whole(result.bundle) if result.published else None
         meta = self.log.store_policy(name, version, result.meta, blob, result.published)
+        metrics.count_training(name, result.published, time.monotonic() - started, time.time())
         _log_result(name, meta)
         return meta
 
@@ -275,9 +291,12 @@ class Worker(StreamConsumer):
             # a store of this process (none loaded): applying a policy renews stored configs
             evaluations.auto_optimize(self.log, ModelStore(self.log), self.settings,
                                       self.owner, now)
+            metrics.EVALUATION_ROUNDS.labels("done").inc()
         except RedisError as exc:
+            metrics.EVALUATION_ROUNDS.labels("redis_unavailable").inc()
             log.warning("evaluations: event log unavailable: %s", exc)
         except Exception:  # a bug: logged, the worker goes on training
+            metrics.EVALUATION_ROUNDS.labels("failed").inc()
             log.exception("evaluations failed")
 
     def step(self) -> None:
@@ -369,6 +388,8 @@ class Worker(StreamConsumer):
                     "retrain_events": s.worker_retrain_events,
                     "retrain_seconds": s.worker_retrain_seconds,
                     "min_events": s.worker_min_events,
+                    "device": s.worker_device,
+                    "dask_scheduler": s.worker_dask_scheduler,
                 },
             },
         )

@@ -137,20 +137,44 @@ def _missing_redis() -> None:
         pytest.fail(message)
     pytest.skip(message)
 
+#: the nodes of the clusters the tests started (``redis.Redis.from_url`` of them: a cluster client)
+_CLUSTER_NODES: set[str] = set()
+
+
 def _clients_of(cluster) -> None:
     """Clients the tests make themselves (``redis.Redis.from_url``) for a URL of ``cluster``
     become cluster clients, as the service's own do under ``BOOSTBANDIT_REDIS_CLUSTER``."""
     import redis
 
-    plain = redis.Redis.from_url.__func__
-    nodes = {f"127.0.0.1:{port}" for port in cluster.ports}
+    if not _CLUSTER_NODES:
+        plain = redis.Redis.from_url.__func__
 
-    def from_url(cls, url, **kwargs):
-        if cls is redis.Redis and any(node in url for node in nodes):
-            return redis.RedisCluster.from_url(url, **kwargs)
-        return plain(cls, url, **kwargs)
+        def from_url(cls, url, **kwargs):
+            if cls is redis.Redis and any(node in url for node in _CLUSTER_NODES):
+                return redis.RedisCluster.from_url(url, **kwargs)
+            return plain(cls, url, **kwargs)
 
-    redis.Redis.from_url = classmethod(from_url)
+        redis.Redis.from_url = classmethod(from_url)
+    _CLUSTER_NODES.update(f"127.0.0.1:{port}" for port in cluster.ports)
+
+
+def on_cluster() -> bool:
+    """Whether the suites run on a Redis Cluster (``BOOSTBANDIT_REDIS_CLUSTER=true``)."""
+    return os.environ.get("BOOSTBANDIT_REDIS_CLUSTER", "").lower() == "true"
+
+
+def own_redis(tmp: Path) -> RedisServer:
+    """A server of a module's own (``start_redis``), or under ``BOOSTBANDIT_REDIS_CLUSTER`` a
+    cluster of three primaries of its own; ``db_url(db)`` names it, ``stop()`` ends it."""
+    if not on_cluster():
+        return start_redis(tmp)
+    from tests.cluster import RedisCluster3, cluster_ports
+
+    server = RedisCluster3(tmp, cluster_ports())
+    server.start()
+    server.db_url = lambda db: server.url
+    _clients_of(server)
+    return server
 
 
 @pytest.fixture(scope="session")
@@ -160,15 +184,9 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     (tests/cluster.py), whose one database every test flushes."""
     if shutil.which("redis-server") is None:
         _missing_redis()
-    if os.environ.get("BOOSTBANDIT_REDIS_CLUSTER", "").lower() == "true":
-        from tests.cluster import RedisCluster3, cluster_ports
-
-        server = RedisCluster3(tmp_path_factory.mktemp("cluster"), cluster_ports())
-        server.start()
+    server = own_redis(tmp_path_factory.mktemp("redis"))
+    if on_cluster():
         server.db_url = lambda db: (server.flush(), server.url)[1]
-        _clients_of(server)
-    else:
-        server = start_redis(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
 

@@ -440,3 +440,41 @@ def test_the_flat_replay_form_names_the_subcommand(flat, kind):
     assert_one_line_error(first, f"is now `boostbandit replay {kind} LOG {flat[0]} ...`")
     bare = runner.invoke(app, ["replay", "news.jsonl"])
     assert_one_line_error(bare, "replay takes a subcommand first: learner (LOG --booster NAME)")
+
+
+@pytest.mark.parametrize("command", [[], ["serve"], ["learner"], ["worker"], ["simulate"],
+                                     ["export"], ["import"], ["replay"], ["replay", "learner"],
+                                     ["replay", "policy"], ["replay", "target"]])
+def test_help_is_plain_text(command: list[str]) -> None:
+    """The docstrings that are the help texts show no Sphinx markup in a terminal."""
+    result = runner.invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert not re.search(r"``|:(mod|class|func|meth|data|attr|ref):`", result.output), \
+        result.output
+
+
+def test_paper_runs_the_papers_algorithm_with_its_table_1_settings() -> None:
+    from service.sim.paper import paper_config
+
+    result = runner.invoke(app, ["simulate", "--data", "balance", "--booster", "banditbbm",
+                                 "--paper", "--learners", "3", "--json", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    expected = {**paper_config("balance", "banditbbm"), "n_learners": 3}  # explicit wins
+    assert {k: record["params"][k] for k in expected} == expected
+    assert record["params"]["estimator"] == "proposed" and record["dup"] == 10
+    refused = runner.invoke(app, ["simulate", "--data", "balance", "--booster", "uniform",
+                                  "--paper"])
+    assert refused.exit_code == 2 and "--paper runs the paper's boosters" in refused.stderr
+
+
+def test_param_sets_any_booster_parameter_and_names_an_unknown_one() -> None:
+    result = runner.invoke(app, ["simulate", "--data", "balance", "--booster", "adabandit",
+                                 "--learners", "2", "--param", "leaf_prediction=mc",
+                                 "--param", "rho_decay=null", "--json", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    params = json.loads(result.stdout)["params"]
+    assert params["leaf_prediction"] == "mc" and params["rho_decay"] is None
+    unknown = runner.invoke(app, ["simulate", "--data", "balance", "--booster", "adabandit",
+                                  "--param", "nope=1"])
+    assert unknown.exit_code == 2 and "takes no parameter nope" in unknown.stderr

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from service.api import metrics
+from service import metrics
 from service.eventlog import EventLog
 from service.learner import EVERYSEC_LAG_SECONDS, durable_lag
 from service.runtime import ServedModel

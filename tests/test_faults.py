@@ -79,6 +79,7 @@ from service.eventlog.keys import event_key
 from service.events import loads
 from service.runtime import ServedModel
 from service.store import restore
+from tests.cluster import RedisCluster3, cluster_ports
 from tests.conftest import RedisServer, _missing_redis, free_port
 
 pytestmark = pytest.mark.slow
@@ -438,21 +439,27 @@ def _close(s: socket.socket) -> None:
 class Deployment:
     """Redis, the API replica and the learners of one scenario (all stopped by :meth:`close`)."""
 
-    def __init__(self, tmp: Path, fsync: str = "everysec") -> None:
+    def __init__(self, tmp: Path, fsync: str = "everysec", cluster: bool = False) -> None:
         if shutil.which("redis-server") is None:
             _missing_redis()
-        self.tmp = tmp
+        self.tmp, self.cluster = tmp, cluster
         (tmp / "redis").mkdir(parents=True, exist_ok=True)
         self.site = tmp / "site"
         self.site.mkdir(exist_ok=True)
         (self.site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-        self.redis = FaultRedis(free_port(), tmp / "redis", fsync)
+        if cluster:  # three primaries, a replica of each; writes wait for one replica
+            ports = cluster_ports(6)
+            self.redis = RedisCluster3(tmp / "redis", ports[:3], ports[3:])
+        else:
+            self.redis = FaultRedis(free_port(), tmp / "redis", fsync)
         try:
             self.redis.start()
         except BaseException:
             self.redis.stop()
             raise
-        self.r = redis.Redis(port=self.redis.port, socket_timeout=10)
+        self.r = (redis.RedisCluster("127.0.0.1", self.redis.ports[0], socket_timeout=10)
+                  if cluster
+                  else redis.Redis(port=self.redis.port, socket_timeout=10))
         self.log = EventLog(self.r)
         self.k = keys(MODEL)
         self.api_port = free_port()
@@ -478,6 +485,9 @@ class Deployment:
         env["PYTHONPATH"] = str(ROOT)
         env["REDIS_URL"] = redis_url or self.redis.url
         env.update({f"BOOSTBANDIT_{k.upper()}": str(v) for k, v in settings.items()})
+        if self.cluster:
+            env.update(BOOSTBANDIT_REDIS_CLUSTER="true", BOOSTBANDIT_REDIS_REPLICA_ACKS="1",
+                       BOOSTBANDIT_REDIS_REPLICA_ACK_MS="500")
         return env
 
     def _child(self, name: str, argv: list[str], env: dict[str, str]) -> Child:
@@ -520,7 +530,7 @@ class Deployment:
             proxy.close()
         for child in self.children:
             child.kill()
-        if self.redis.process is not None:
+        if getattr(self.redis, "process", None) is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.redis.process.pid, signal.SIGCONT)
         self.redis.stop()
@@ -1006,6 +1016,31 @@ def processes_killed(dep: Deployment, n: int) -> Row:
     return row
 
 
+def primary_failover(dep: Deployment, n: int) -> Row:
+    """8. (A cluster with a replica of each primary.) ``kill -9`` of the primary serving the
+    model's slot under load; the cluster promotes its replica."""
+    row = Row("cluster: kill -9 of the model's primary under load, its replica promoted")
+    learner = dep.start()
+    driver = dep.driver("failover")
+    driver.wait_more(n)
+    primary = dep.redis.primary_of(dep.k["joined"])
+    dep.redis.kill(primary)
+    killed = time.monotonic()
+    survivor = next(port for port in dep.redis.ports if port != primary)
+    wait_until(lambda: dep.redis.primary_of(dep.k["joined"], survivor) != primary, TIMEOUT,
+               "the replica to be promoted")
+    row.notes.append(f"replica promoted {time.monotonic() - killed:.1f} s after the kill")
+    # until a replica is back, writes to the promoted primary answer 503 (not replicated)
+    dep.redis.restart(primary)
+    row.notes.append(f"the old primary back as its replica {time.monotonic() - killed:.1f} s "
+                     "after the kill")
+    driver.wait_more(n)
+    row = conclude(dep, driver, [learner], row)
+    if not (driver.retries["503"] or driver.retries["connection"]):
+        row.problems.append("no request met the killed primary: nothing tested")
+    return row
+
+
 #: scenarios whose redis-server fsyncs every write before answering
 FSYNC_ALWAYS = {"redis-killed"}
 
@@ -1020,13 +1055,24 @@ SCENARIOS: dict[str, Callable[[Deployment, int], Row]] = {
     "processes-killed": processes_killed,
 }
 
+#: the scenarios run on a Redis Cluster (3 primaries, 3 replicas, BOOSTBANDIT_REDIS_REPLICA_ACKS=1)
+CLUSTER_SCENARIOS: dict[str, Callable[[Deployment, int], Row]] = {
+    "primary-failover": primary_failover,
+    "second-learner": second_learner,
+    "processes-killed": processes_killed,
+    "exception-before-apply": exception_before_apply,
+}
 
-def run_scenario(name: str, tmp: Path, n: int = 10) -> tuple[Row, str]:
-    """Run one scenario in its own deployment; its row and the tails of the processes' logs."""
+
+def run_scenario(name: str, tmp: Path, n: int = 10,
+                 cluster: bool = False) -> tuple[Row, str]:
+    """Run one scenario in its own deployment (on a Redis Cluster with ``cluster``); its row
+    and the tails of the processes' logs."""
     started = time.monotonic()
-    dep = Deployment(tmp, fsync="always" if name in FSYNC_ALWAYS else "everysec")
+    dep = Deployment(tmp, fsync="always" if name in FSYNC_ALWAYS else "everysec",
+                     cluster=cluster)
     try:
-        row = SCENARIOS[name](dep, n)
+        row = (CLUSTER_SCENARIOS if cluster else SCENARIOS)[name](dep, n)
     except BaseException:
         tails = dep.tails()
         dep.close()
@@ -1073,7 +1119,16 @@ def _print_table() -> Iterator[None]:
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_fault(name: str, tmp_path: Path) -> None:
-    row, tails = run_scenario(name, tmp_path)
+    _check(*run_scenario(name, tmp_path))
+
+
+@pytest.mark.parametrize("name", list(CLUSTER_SCENARIOS))
+def test_fault_on_a_cluster(name: str, tmp_path: Path) -> None:
+    """The same checks on a cluster of three primaries with a replica each (6 processes)."""
+    _check(*run_scenario(name, tmp_path, cluster=True))
+
+
+def _check(row: Row, tails: str) -> None:
     _ROWS.append(row)
     assert not row.problems, "\n".join(row.problems) + "\n" + tails
     assert row.found == row.acknowledged > 0

@@ -1,9 +1,12 @@
 """The house rules, checked on the source itself: module and
 function sizes, no private name imported across modules, Redis only behind service/eventlog/,
-imports pointing down only (service -> boosters -> learners)."""
+the web framework only in the HTTP packages (the learner and the worker load none), imports
+pointing down only (service -> boosters -> learners)."""
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,8 @@ GROUPS = {"paper", "speed", "load"}
 MAX_FUNCTION_LINES = 80
 #: modules that may import redis for types only (the API's lifespan and exception handlers)
 REDIS_TYPE_USERS = {"service/api/lifespan.py", "service/api/errors.py"}
+#: where FastAPI and Starlette may be imported at module level: the HTTP packages
+HTTP_PACKAGES = ("service/api/", "service/personalizer/routes/", "service/personalizer/errors.py")
 #: a package may import only the packages listed for it
 ALLOWED_IMPORTS = {"learners": set(), "boosters": {"learners"}, "service": {"boosters", "learners"}}
 
@@ -106,6 +111,23 @@ def redis_imports(paths) -> list[str]:
     return found
 
 
+def web_imports(paths) -> list[str]:
+    """Module-level imports of FastAPI or Starlette outside :data:`HTTP_PACKAGES` (an import
+    inside a function loads nothing until it runs)."""
+    found = []
+    for path in paths:
+        rel = relative(path)
+        if rel.startswith(HTTP_PACKAGES):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{rel}: imports {name}" for name in names
+                      if name.split(".")[0] in ("fastapi", "starlette")]
+    return found
+
+
 def upward_imports(paths) -> list[str]:
     found = []
     for path in paths:
@@ -125,13 +147,15 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
     body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
     module.write_text(
         "import redis\nfrom service.other import _hidden\nfrom service import _private\n"
+        "from fastapi import FastAPI\n"
         f"def long():\n{body}\n"
     )
     global ROOT
     saved, ROOT = ROOT, tmp_path
     try:
         paths = [module]
-        assert long_functions(paths) == ["service/bad.py:4 long: 81 lines"]
+        assert long_functions(paths) == ["service/bad.py:5 long: 81 lines"]
+        assert web_imports(paths) == ["service/bad.py: imports fastapi"]
         assert redis_imports(paths) == ["service/bad.py: imports redis"]
         assert private_imports(paths) == [
             "service/bad.py: imports _hidden from service.other",
@@ -146,7 +170,7 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
 
 @pytest.mark.parametrize(
     "check",
-    [long_modules, long_functions, private_imports, redis_imports, upward_imports],
+    [long_modules, long_functions, private_imports, redis_imports, web_imports, upward_imports],
     ids=lambda check: check.__name__,
 )
 def test_the_house_rules_hold(check):
@@ -154,8 +178,18 @@ def test_the_house_rules_hold(check):
     assert not found, "\n".join(found)
 
 
+@pytest.mark.parametrize("module", ["service.worker", "service.learner"])
+def test_the_background_processes_load_no_web_framework(module: str) -> None:
+    code = (f"import sys, {module}; "
+            "print(sorted(m for m in ('fastapi', 'starlette') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
 def readme_layout() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The "## Layout" code block, which lives in CONTRIBUTING.md (the README links to it)."""
+    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
     block = text[text.index("## Layout"):]
     return block[block.index("```") + 3:block.index("```", block.index("```") + 3)]
 

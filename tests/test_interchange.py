@@ -37,9 +37,9 @@ def _best(color: str) -> str:
 @pytest.fixture(scope="module")
 def produced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """A model ``src`` with N_EVENTS joined events produced by the service; (redis url, model)."""
-    from tests.conftest import start_redis
+    from tests.conftest import own_redis
 
-    server = start_redis(tmp_path_factory.mktemp("redis-interchange"))
+    server = own_redis(tmp_path_factory.mktemp("redis-interchange"))
     url = server.db_url(0)
     with TestClient(create_app(Settings(redis_url=url, **FAST))) as c:
         body = {"name": "src", "booster": "uniform", "actions": ACTIONS, "params": {"seed": 3},
@@ -451,6 +451,33 @@ def test_import_into_an_unknown_model_says_so_or_creates_it(redis_url: str, tmp_
     assert log.config("single") is None
 
 
+def test_create_takes_the_actions_of_the_lines_that_import(produced, redis_url: str,
+                                                          tmp_path: Path, monkeypatch) -> None:
+    """A line skipped by ``--on-error skip`` adds no action to the created model (an OBP file
+    with actions 0..3 and one bad line naming 7 once made a model of 8 actions)."""
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    obp = tmp_path / "obp.csv"
+    rows = [f"{i % 4},{i % 2},0.25,{i}" for i in range(12)] + ["7,1,not-a-number,3"]
+    obp.write_text("action,reward,pscore,x\n" + "\n".join(rows) + "\n")
+    result = CliRunner().invoke(cli, ["import", "--model", "kept", "--format", "obp",
+                                      "--action-index", "--create", "--booster", "uniform",
+                                      "--on-error", "skip", "--no-progress", str(obp)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["imported"] == 12
+    log = EventLog(redis.Redis.from_url(redis_url))
+    assert log.config("kept").actions == ["0", "1", "2", "3"]
+    named = tmp_path / "named.jsonl"  # the same for the actions a JSON line names
+    exported = _export(*produced, "jsonl", tmp_path / "all.jsonl")
+    good = json.loads(exported.read_text().splitlines()[0])
+    bad = {**good, "bb": {**good["bb"], "actions": ["x", "y", "z"]}, "p": "broken"}
+    named.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    result = CliRunner().invoke(cli, ["import", "--model", "named", "--create", "--booster",
+                                      "uniform", "--on-error", "skip", "--no-progress",
+                                      str(named)])
+    assert result.exit_code == 0, result.output
+    assert log.config("named").actions == good["bb"]["actions"]
+
+
 def test_the_readme_vw_snippet_trains_on_an_export(produced, tmp_path: Path) -> None:
     # pip's vowpalwabbit has no `vw` binary: the README shows its Python Workspace instead
     pytest.importorskip("vowpalwabbit", reason="pip install vowpalwabbit (test extra)")
@@ -458,7 +485,7 @@ def test_the_readme_vw_snippet_trains_on_an_export(produced, tmp_path: Path) -> 
     import subprocess
     import sys
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "user-guide.md").read_text()
     assert "\nvw --dsjson" not in readme  # no command that cannot run
     snippet = re.search(r"python - <<'EOF'\n(import vowpalwabbit\n.*?)\nEOF\n", readme, re.S)
     assert snippet, "the README's vowpalwabbit snippet"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -83,12 +84,13 @@ def exported(redis_server) -> set[str]:
     try:
         replica = Settings(redis_url=url, run_learner=False, replica_refresh_seconds=0.05)
         with TestClient(create_app(replica)) as api:
-            traffic(api, 4, name="monitored")  # a name no other test in this process uses
+            traffic(api, 12, name="monitored")  # a name no other test in this process uses
             metrics_url = f"http://127.0.0.1:{settings.learner_metrics_port}/metrics"
-            wait_for(lambda: 'boostbandit_joined_total{model="monitored",source="feedback"} 4.0'
+            wait_for(lambda: 'boostbandit_joined_total{model="monitored",source="feedback"} 12.0'
                      in get(metrics_url)[1])
-            wait_for(lambda: 'boostbandit_model_version{model="monitored"} 4.0'
+            wait_for(lambda: 'boostbandit_model_version{model="monitored"} 12.0'
                      in api.get("/metrics").text)
+            _train_once(url, "monitored")  # the worker's metrics (this process's registry)
             for text in (api.get("/metrics").text, get(metrics_url)[1]):
                 for family in text_string_to_metric_families(text):
                     names.update(s.name for s in family.samples)
@@ -96,6 +98,17 @@ def exported(redis_server) -> set[str]:
         learner.stop()
         redis.Redis.from_url(url).flushdb()
     return names
+
+
+def _train_once(url: str, name: str) -> None:
+    """A worker trains a policy of ``name`` and runs a round of the Personalizer evaluations."""
+    from service.worker import Worker
+
+    settings = Settings(redis_url=url, worker_min_events=10, worker_n_rounds=2,
+                        worker_reward_model_rounds=2)
+    worker = Worker(redis.Redis.from_url(url), settings, [name])
+    assert [s["status"] for s in worker.train_once()] in (["published"], ["rejected"])
+    worker.evaluate(time.time())
 
 
 def test_every_dashboard_query_names_an_exported_metric(exported: set[str]) -> None:
@@ -111,7 +124,8 @@ def test_every_dashboard_query_names_an_exported_metric(exported: set[str]) -> N
     # what the issue asks the dashboard to show
     for wanted in ("boostbandit_decisions_total", "boostbandit_joined_reward_total",
                    "boostbandit_learner_lag_seconds", "boostbandit_request_seconds_bucket",
-                   "boostbandit_snapshot_age_seconds"):
+                   "boostbandit_snapshot_age_seconds", "boostbandit_worker_trainings_total",
+                   "boostbandit_worker_last_training_timestamp_seconds"):
         assert wanted in used
 
 

@@ -1,13 +1,18 @@
-"""The README's Python example runs as written."""
+"""The Python examples of the README and the user guide run as written."""
 
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+USER_GUIDE = ROOT / "docs" / "user-guide.md"
 
 
-def test_readme_python_blocks_run():
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    assert blocks, "the README should hold a Python example"
+@pytest.mark.parametrize("document", [README, USER_GUIDE], ids=lambda path: path.name)
+def test_python_blocks_run(document: Path):
+    blocks = re.findall(r"```python\n(.*?)```", document.read_text(), flags=re.S)
+    assert blocks, f"{document.name} should hold a Python example"
     for block in blocks:
-        exec(compile(block, str(README), "exec"), {})
+        exec(compile(block, str(document), "exec"), {})

@@ -9,6 +9,8 @@ docstring for the checks).
 
     python -m benchmarks.load.faults                          # every scenario, 40 events per phase
     python -m benchmarks.load.faults --events 10 --only lost-replies redis-killed
+    python -m benchmarks.load.faults --cluster                # the cluster scenarios (3 primaries,
+                                                              # a replica each, replica acks 1)
 
 The exit status is 1 if any scenario found a problem (listed in its notes).
 """
@@ -27,7 +29,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from tests.test_faults import SCENARIOS, Row, run_scenario, table
+from tests.test_faults import CLUSTER_SCENARIOS, SCENARIOS, Row, run_scenario, table
 
 
 def machine() -> str:
@@ -45,16 +47,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=40,
                         help="acknowledged decisions per phase of a scenario (the tests use 10)")
-    parser.add_argument("--only", nargs="+", choices=list(SCENARIOS), default=list(SCENARIOS))
+    parser.add_argument("--only", nargs="+", choices=sorted({*SCENARIOS, *CLUSTER_SCENARIOS}))
+    parser.add_argument("--cluster", action="store_true",
+                        help="run the cluster scenarios on a Redis Cluster of three primaries "
+                        "with a replica each")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON lines here")
     args = parser.parse_args()
+    scenarios = CLUSTER_SCENARIOS if args.cluster else SCENARIOS
+    unknown = sorted(set(args.only or ()) - set(scenarios))
+    if unknown:
+        parser.error(f"not a scenario{' on a cluster' if args.cluster else ''}: {unknown}")
     print(machine(), flush=True)
     rows: list[Row] = []
     started = time.monotonic()
-    for name in args.only:
+    for name in args.only or list(scenarios):
         with tempfile.TemporaryDirectory(prefix=f"faults-{name}-") as tmp:
             try:
-                row, _ = run_scenario(name, Path(tmp), args.events)
+                row, _ = run_scenario(name, Path(tmp), args.events, cluster=args.cluster)
             except Exception as exc:  # a timeout or a crash: reported as a problem of the row
                 row = Row(name, problems=[f"{type(exc).__name__}: {exc}"])
         rows.append(row)

@@ -33,6 +33,16 @@ of the target-training rows) so reduced and full runs never mix in one table cel
     python -m benchmarks.paper.bopl_repro run --datasets fashion --trials 3 --jobs 2 \\
         --tree-method hist --target-rows 48600
     python -m benchmarks.paper.bopl_repro report                   # RESULTS.md block + PNGs
+
+Bigger hardware (the paper's full scale): ``--device cuda`` grows XGBoost's trees on a GPU (the
+hist method: XGBoost has no exact one there; BRR-xgb too), ``--dask-scheduler ADDR`` (or
+``local``, a LocalCluster of ``--dask-workers`` processes) trains the -regr variants with
+xgboost.dask over the expanded rows (learners/dask_trees.py; one tree per round, the per-round
+solver). Both are tagged in the plan (``cuda``, ``dask``); ``--solver per-round`` forces BOPL's
+per-round solver locally too, to compare like with like:
+
+    python -m benchmarks.paper.bopl_repro run --datasets fashion --methods bopls-regr \\
+        --trials 1 --tree-method hist --target-rows 48600 --dask-scheduler tcp://host:8786
 """
 
 from __future__ import annotations
@@ -332,24 +342,10 @@ class HistLeastSquaresTree(LeastSquaresTree):
     """
 
     def __init__(self, *args: Any, max_bin: int = 256, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if isinstance(max_bin, bool) or not isinstance(max_bin, int) or max_bin < 2:
-            raise ValueError(f"max_bin must be an integer >= 2, got {max_bin!r}")
-        self.max_bin = max_bin
+        super().__init__(*args, tree_method="hist", max_bin=max_bin, **kwargs)
 
     def __repr__(self) -> str:
-        return f"Hist{super().__repr__()[:-1]}, max_bin={self.max_bin})"
-
-    def params(self, seed: int, learning_rate: float | None = None) -> dict[str, Any]:
-        out = super().params(seed, learning_rate)
-        out["tree_method"] = "hist"
-        out["max_bin"] = self.max_bin
-        return out
-
-    def prepare(self, Z: np.ndarray) -> Any:
-        import xgboost as xgb
-
-        return xgb.QuantileDMatrix(Z, nthread=self.n_jobs, max_bin=self.max_bin)
+        return f"Hist{super().__repr__()}"
 
 
 def make_method(
@@ -359,11 +355,16 @@ def make_method(
     seed: int,
     tree_method: str = "exact",
     max_bin: int = 256,
+    device: str = "cpu",
+    dask_client: Any = None,
+    solver: str = "auto",
 ):
     """The estimator of ``method`` with hyperparameters ``hp`` (a Table 5 cell).
 
     ``tree_method = "hist"`` (with ``max_bin``) replaces the paper's exact split search of the
-    -regr variants; BRR-xgb and the -class variants keep theirs.
+    -regr variants; BRR-xgb and the -class variants keep theirs. ``device = "cuda"``: XGBoost's
+    trees (the -regr variants', BRR-xgb's) on a GPU, hist; ``dask_client``: the -regr variants'
+    trees on Dask (hist). ``solver``: BOPL's (``auto`` or ``per-round``).
     """
     if method == "brr-xgb":
         return RewardRegression(
@@ -374,6 +375,7 @@ def make_method(
             reg_lambda=hp["reg_lambda"],
             learning_rate=hp["lr"],
             random_state=seed,
+            device=device,
         )
     cls = BOPLS if method.startswith("bopls") else BOPL
     if method.endswith("regr"):
@@ -382,17 +384,23 @@ def make_method(
             min_child_weight=hp["min_child_weight"],
             reg_lambda=hp["reg_lambda"],
         )
-        if tree_method == "hist":
-            base: Any = HistLeastSquaresTree(max_bin=max_bin, **tree)
+        if dask_client is not None:
+            from learners.dask_trees import DaskLeastSquaresTree
+
+            base: Any = DaskLeastSquaresTree(dask_client, device=device, max_bin=max_bin, **tree)
+        elif tree_method == "hist" or device != "cpu":
+            base = HistLeastSquaresTree(max_bin=max_bin, device=device, **tree)
         else:
             base = LeastSquaresTree(**tree)
+    elif dask_client is not None:
+        raise ValueError(f"only the -regr variants train on Dask, not {method}")
     else:
         base = WeightedTreeClassifier(
             max_depth=hp["max_depth"], min_samples_leaf=hp["min_child_weight"]
         )
     return cls(
         n_actions=n_actions, base_learner=base, n_rounds=hp["rounds"], reward_translation=hp["c"],
-        random_state=seed,
+        random_state=seed, solver=solver,
     )
 
 
@@ -442,10 +450,16 @@ def argmax_reward(scores: np.ndarray, R: np.ndarray) -> float:
 
 
 def plan_name(
-    tree_method: str = "exact", target_rows: int | None = None, pool: int = 1, max_bin: int = 256
+    tree_method: str = "exact",
+    target_rows: int | None = None,
+    pool: int = 1,
+    max_bin: int = 256,
+    engine: tuple[str, ...] = (),
 ) -> str:
-    """A short tag for the departures from the paper's setting ("paper" if none)."""
+    """A short tag for the departures from the paper's setting ("paper" if none); ``engine``:
+    where and how it trained (``cuda``, ``dask``, ``per-round``), when not in-process on the CPU."""
     parts = [] if tree_method == "exact" else [f"hist{max_bin}"]
+    parts.extend(engine)
     if pool > 1:
         parts.append(f"pool{pool}")
     if target_rows:
@@ -464,14 +478,24 @@ class Unit:
     target_rows: int | None = None
     pool: int = 1
     max_bin: int = 256
+    device: str = "cpu"
+    dask: bool = False
+    solver: str = "auto"
 
     @property
     def plan(self) -> str:
         if self.method == "logging":
             return "paper"
         regr = self.method.endswith("regr")
+        xgboost = regr or self.method == "brr-xgb"
+        hist = self.tree_method == "hist" or (xgboost and self.device != "cpu") or (
+            regr and self.dask)
+        engine = (("cuda",) if xgboost and self.device != "cpu" else ()) + (
+            ("dask",) if regr and self.dask else ()) + (
+            ("per-round",) if self.solver != "auto" and self.method.startswith("bopl") else ())
         return plan_name(
-            self.tree_method if regr else "exact", self.target_rows, self.pool, self.max_bin
+            "hist" if hist and (regr or self.device != "cpu") else "exact",
+            self.target_rows, self.pool, self.max_bin, engine,
         )
 
 
@@ -516,7 +540,8 @@ def run_unit(unit: Unit) -> dict[str, Any]:
     row["n_features"] = int(X.shape[1])
     hp = dict(HYPERPARAMETERS[unit.dataset][unit.method])
     row["hyperparameters"] = hp
-    model = make_method(unit.method, hp, k, unit.trial, unit.tree_method, unit.max_bin)
+    model = make_method(unit.method, hp, k, unit.trial, unit.tree_method, unit.max_bin,
+                        unit.device, DASK_CLIENT if unit.dask else None, unit.solver)
     start = time.perf_counter()
     model.fit(X, a, p, r)
     row["seconds"] = time.perf_counter() - start
@@ -867,6 +892,22 @@ def read_logging(dataset: str, rows: list[dict[str, Any]]) -> list[dict[str, Any
 # ---------------------------------------------------------------------------- main
 
 
+#: the Dask client of ``run --dask-scheduler`` (connected by :func:`_run`, one process)
+DASK_CLIENT: Any = None
+
+
+def _connect_dask(address: str, workers: int | None) -> Any:
+    """A Dask client: of a new LocalCluster (``local``, ``workers`` processes) or of ``address``."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        sys.exit("error: --dask-scheduler needs Dask: pip install 'boostbandit[dask]'")
+    if address == "local":
+        return Client(LocalCluster(n_workers=workers, threads_per_worker=1,
+                                   dashboard_address=None))
+    return Client(address, timeout=30)
+
+
 def _init_worker() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -912,6 +953,15 @@ def _parser() -> argparse.ArgumentParser:
             help="average-pool Fashion images by this factor (default 1: none)",
         )
         sp.add_argument("--max-bin", type=int, default=256, help="bins of the hist method")
+    run.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                     help="XGBoost's device (cuda: a GPU, the hist method)")
+    run.add_argument("--dask-scheduler", metavar="ADDR", default=None,
+                     help="train the -regr variants with xgboost.dask on this scheduler "
+                     "(tcp://host:8786) or on a LocalCluster (local)")
+    run.add_argument("--dask-workers", type=int, default=None,
+                     help="processes of the LocalCluster of --dask-scheduler local")
+    run.add_argument("--solver", choices=("auto", "per-round"), default="auto",
+                     help="BOPL's solver (Dask: always per-round)")
     rep = sub.add_parser("report", help="rewrite the RESULTS.md block 'bopl' and the PNGs")
     rep.add_argument("--out", type=Path, default=OUT / "bopl.jsonl")
     rep.add_argument("--cost", type=Path, default=OUT / "bopl_cost.jsonl")
@@ -923,10 +973,26 @@ def _run(args: argparse.Namespace) -> None:
     """The units of ``args`` not yet in ``args.out``, appended to it as they finish."""
     from tqdm import tqdm
 
+    global DASK_CLIENT
+    if args.dask_scheduler:
+        classes = [m for m in args.methods if m.endswith("-class")]
+        if classes or args.jobs > 1:
+            sys.exit(f"error: with --dask-scheduler only the -regr variants train on Dask (not "
+                     f"{', '.join(classes)}), in one process (--jobs 1)" if classes else
+                     "error: --dask-scheduler runs in one process: --jobs 1")
+        DASK_CLIENT = _connect_dask(args.dask_scheduler, args.dask_workers)
+    if args.device == "cuda":
+        from service.compute import WorkerSetupError, check_device
+
+        try:
+            check_device("cuda")
+        except WorkerSetupError as exc:
+            sys.exit(f"error: --device cuda: {exc}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     done = {key(r) for r in read_rows(args.out)}
     units = [
-        Unit(d, m, t, args.tree_method, args.target_rows, args.pool, args.max_bin)
+        Unit(d, m, t, args.tree_method, args.target_rows, args.pool, args.max_bin, args.device,
+             bool(args.dask_scheduler), args.solver)
         for t in range(args.first_trial, args.first_trial + args.trials)
         for d in args.datasets
         for m in args.methods

@@ -33,42 +33,16 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import ROOT
-from boosters.online.adabandit import PAPER_ALPHA_MIN
 from boosters.registry import booster_params, make_booster
 from service.sim.datasets import load_dataset
 from service.sim.loop import simulate
+from service.sim.paper import DATASETS, paper_config
 
 OUT = ROOT / "benchmarks" / "out"
 
-#: dataset -> (duplication, rho, N for banditbbm, N for adabandit, bandit tree profile)
-DATASETS = {
-    "balance": (10, 0.001, 20, 15, "bandit"),
-    "car": (6, 0.001, 15, 15, "bandit"),
-    "nursery": (4, 0.001, 10, 5, "bandit"),
-    "mice": (8, 0.1, 10, 20, "numeric"),
-}
 BOOSTERS = ["banditbbm", "adabandit", "onlinembbm", "adaboostolm"]
-FULL_N = 20  # full-information baselines, as in the authors' code
-
-
-def config(dataset: str, booster: str) -> dict:
-    dup, rho, n_opt, n_ada, profile = DATASETS[dataset]
-    if booster == "banditbbm":
-        return {"n_learners": n_opt, "rho": rho, "gamma": 0.1, "tree_profile": profile,
-                "leaf_prediction": "mc", "estimator": "proposed", "rho_decay": None}
-    if booster == "adabandit":
-        return {"n_learners": n_ada, "rho": rho, "tree_profile": profile,
-                "alpha_min": PAPER_ALPHA_MIN, "leaf_prediction": "mc", "estimator": "proposed",
-                "rho_decay": None}
-    if booster == "onlinembbm":
-        return {"n_learners": FULL_N, "gamma": 0.1, "tree_profile": "full"}
-    if booster in ("adaboostolm",):
-        return {"n_learners": FULL_N, "tree_profile": "full"}
-    # extra columns (e.g. boosters added later): N of AdaBandit, bandit settings
-    params = booster_params(booster)
-    cfg = {"n_learners": n_ada, "rho": rho, "tree_profile": profile, "leaf_prediction": "mc",
-           "estimator": "proposed", "rho_decay": None}
-    return {key: value for key, value in cfg.items() if key in params}
+#: the paper's settings per dataset and booster: service/sim/paper.py (``simulate --paper``)
+config = paper_config
 
 
 def run_one(job: tuple[str, str, int, bool]) -> dict:

@@ -39,6 +39,8 @@ class RewardRegression(BaseEstimator):
         XGBoost parameters (Table 4's BRR-xgb rows; defaults are XGBoost-like, not tuned).
     n_jobs
         XGBoost threads.
+    device
+        XGBoost's device: ``cpu`` (exact splits) or ``cuda`` (hist splits).
     random_state
         Integer seed passed to XGBoost.
 
@@ -61,6 +63,7 @@ class RewardRegression(BaseEstimator):
         learning_rate: float = 0.1,
         n_jobs: int = 1,
         random_state: int = 0,
+        device: str = "cpu",
     ) -> None:
         self.n_actions = n_actions
         self.n_estimators = n_estimators
@@ -70,6 +73,7 @@ class RewardRegression(BaseEstimator):
         self.learning_rate = learning_rate
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.device = device
 
     def fit(
         self,
@@ -87,6 +91,7 @@ class RewardRegression(BaseEstimator):
             reg_lambda=self.reg_lambda,
             learning_rate=self.learning_rate,
             n_jobs=self.n_jobs,
+            device=getattr(self, "device", "cpu"),  # models pickled before the setting: cpu
         )
         X, a, _, r = check_logged_data(X, actions, propensities, rewards, self.n_actions)
         n, d = X.shape

@@ -150,7 +150,7 @@ class EpsilonGreedyTree(OnlineBooster):
         Feature names to treat as nominal (strings are nominal anyway).
     offset_l2
         The values' offsets' ridge penalty (a new offset has variance ``1 / offset_l2``), or
-        None for trees alone (the policy before issue 15's fifteenth pass).
+        None for trees alone.
 
     >>> policy = EpsilonGreedyTree(n_actions=3, epsilon=0.3, seed=0)
     >>> d = policy.decide_one({"f": 1.0})

@@ -130,20 +130,20 @@ class OCOBandit(OCOParams, OnlineBooster):
         schedule"): after ``t`` learned rounds the rate is ``max(min(rho_floor, rho), rho /
         sqrt(1 + t / rho_decay))``, 0.1 down to 0.01 by default; ``rho_decay="auto"`` (the
         default) is ``min(5 k, 100)`` rounds for k actions; ``rho_decay=None`` keeps
-        ``rho`` constant (as before issue 15's sixth pass, and :class:`OCOFull`).
+        ``rho`` constant (as :class:`OCOFull` does).
     rho_by_misses
         Whether the scheduled rate is scaled by ``min(1, miss / 0.25)``, ``miss`` the moving
         average of the prediction's misses on the rounds that played it (the default; False:
-        the schedule alone, as before issue 15's twelfth pass).
+        the schedule alone).
     rho_min
         How far the floor follows those misses down: with ``rho_by_misses`` the rate is never
         below ``min(rho_floor, max(rho_min, miss))`` (0.002 by default; None: never below
-        ``rho_floor``, as before issue 15's eighteenth pass).
+        ``rho_floor``).
     guess_model
         The reward model (``"ridge"``, the default, or ``"linear"``; docs/boosters.md,
         "learners/ridge.py") whose best action the booster plays while that model's estimated
         losses are below those of the boosters' own argmax; None: no model, the one-vs-all vote
-        always plays (as before issue 15's eighth pass, and :class:`OCOFull`).
+        always plays (as in :class:`OCOFull`).
     switch_weight
         The clip of the importance weights of those estimated losses (the reward model's doubly
         robust estimate, as BanditBBM's switch: docs/boosters.md, "The Hedge's losses").
@@ -151,7 +151,7 @@ class OCOBandit(OCOParams, OnlineBooster):
         ``"model"`` (the default): when the played prediction's misses jump (a Page-Hinkley test,
         ``boosters.exploration.MissDrift``), the schedule's clock restarts and the booster
         learns again from scratch (new trees and reward model); ``"schedule"``: the clock
-        alone; None: neither (as before issue 42, and :class:`OCOFull`).
+        alone; None: neither (as :class:`OCOFull`).
     """
 
     default_tree_profile = "bandit"

@@ -3,7 +3,7 @@
 - :mod:`~service.api.app`: ``create_app``, wiring only (``uvicorn --factory
   service.api.app:create_app``); :mod:`~service.api.lifespan`: startup and shutdown.
 - :mod:`~service.api.middleware`, :mod:`~service.api.errors`: body limit, request metrics,
-  exception handlers; :mod:`~service.api.metrics`: Prometheus metrics of every process.
+  exception handlers (the Prometheus metrics of every process: :mod:`service.metrics`).
 - :mod:`~service.api.deps`: settings, event log, store, keys; :mod:`~service.api.schemas`: bodies.
 - :mod:`~service.api.routes`: one router per resource; :mod:`~service.api.decide` and
   :mod:`~service.api.serving`: what they do; :mod:`~service.api.docs`: the docs pages.

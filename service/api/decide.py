@@ -20,8 +20,7 @@ from fastapi import HTTPException, status
 
 from boosters.base import Decision
 from boosters.registry import full_information
-from service import contexts
-from service.api import metrics
+from service import contexts, metrics
 from service.api.schemas import FeedbackRequest, FeedbackResponse, PredictRequest, PredictResponse
 from service.domain import ServingConfig
 from service.eventlog import EventLog, OutcomeUnknown

@@ -13,8 +13,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from service.api.metrics import count_refusal
 from service.eventlog import OutcomeUnknown
+from service.metrics import count_refusal
 
 __all__ = [
     "EVENT_LOG_DOWN", "EVENT_LOG_ERROR", "REFUSED_DETAIL", "REFUSED_RETRY_AFTER",

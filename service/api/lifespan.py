@@ -72,8 +72,10 @@ def _open_log(app: FastAPI, settings: Settings, url: str,
     are closed with ``stack``) and make the store, both on ``app.state``."""
     client = connect(url, settings.redis_timeout_seconds, settings.redis_cluster)
     stack.callback(client.close)
+    # on a cluster, auto is off: redis-py's asyncio cluster client can fail a script call
+    # on a connection it is still opening (an AttributeError, a 500), the blocking one does not
     use_async = settings.redis_async == "on" or (
-        settings.redis_async == "auto" and not settings.run_learner
+        settings.redis_async == "auto" and not settings.run_learner and not settings.redis_cluster
     )
     async_client = None
     if use_async:

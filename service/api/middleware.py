@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from fastapi.responses import JSONResponse
 
-from service.api import metrics
+from service import metrics
 from service.personalizer.errors import PATH_ROOT as PERSONALIZER_ROOT
 from service.personalizer.errors import PREFIXES as PERSONALIZER_PREFIXES
 from service.personalizer.errors import too_large

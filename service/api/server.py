@@ -26,7 +26,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from service.api.metrics import INCOMPLETE_CLOSED
+from service.metrics import INCOMPLETE_CLOSED
 
 __all__ = ["BoundedHttpToolsProtocol", "raise_file_limit", "uvicorn_options"]
 

@@ -13,6 +13,7 @@ usage errors of the option parser).
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -38,6 +39,7 @@ __all__ = [
     "event_log",
     "fail",
     "one_line",
+    "plain",
     "redis_settings",
     "report_bad_lines",
     "settings",
@@ -50,8 +52,42 @@ def one_line(message: object) -> str:
     return " ".join(str(message).split())
 
 
+#: Sphinx cross-references (``:mod:`~a.b` `` and the like) and literals in the docstrings that
+#: are the commands' help texts
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+
+
+def plain(text: str | None) -> str | None:
+    """A docstring as terminal help: Sphinx roles become their target's name (its last part
+    with ``~``), double backticks single ones.
+
+    >>> plain("The server (:mod:`service.eventlog.embedded`), one ``serve`` per directory.")
+    'The server (service.eventlog.embedded), one `serve` per directory.'
+    """
+    if not text:
+        return text
+    return _ROLE.sub(lambda m: m.group(0).count("~") and m.group(1).rsplit(".", 1)[-1]
+                     or m.group(1), text).replace("``", "`")
+
+
+def _plain_help(command: Any) -> Any:
+    """``command`` (and its options, and its subcommands) with :func:`plain` help texts."""
+    command.help, command.short_help = plain(command.help), plain(command.short_help)
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = plain(param.help)
+    for sub in getattr(command, "commands", {}).values():
+        _plain_help(sub)
+    return command
+
+
 class OneLineErrorGroup(TyperGroup):
-    """A TyperGroup whose usage errors print as one ``error: <message>`` line (exit status 2)."""
+    """A TyperGroup whose usage errors print as one ``error: <message>`` line (exit status 2)
+    and whose commands' help is plain text (:func:`plain`)."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        return None if command is None else _plain_help(command)
 
     def main(
         self,

@@ -197,13 +197,14 @@ def _create_model(
 
     chosen = settings()
     adf = booster == ACTION_FEATURES_BOOSTER  # no fixed actions: each event's candidates
+    rule = {"clip": "clip", "rescale": "rescale",
+            "personalizer": chosen.personalizer_negative_rewards}.get(reward_map, "clip")
     try:
-        actions = [] if adf else file_actions(path, fmt, action_index)  # type: ignore[arg-type]
+        actions = [] if adf else file_actions(
+            path, fmt, action_index, reward_map, rule)  # type: ignore[arg-type]
     except ImportError_ as exc:
         fail(f"--create: {exc}")
     try:
-        rule = {"clip": "clip", "rescale": "rescale",
-                "personalizer": chosen.personalizer_negative_rewards}.get(reward_map, "clip")
         body = CreateModel(name=name, booster=booster or chosen.personalizer_booster,
                            actions=actions, negative_rewards=rule, action_features=adf)
         info = create_model(log, ModelStore(log), body.to_config(), chosen.max_actions).config

@@ -153,13 +153,18 @@ def worker_command(
     if not isinstance(level, int):
         fail(f"--log-level must be a logging level (debug, info, warning, ...), got {log_level!r}")
     chosen = redis_settings(data_dir, "the joined events")
+    from service.compute import WorkerSetupError, start_compute
     from service.eventlog import connect
     from service.worker import Worker
 
+    try:  # a missing GPU or Dask: one line now, not a failed training later
+        compute = start_compute(chosen)
+    except WorkerSetupError as exc:
+        fail(exc)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     timeout = chosen.redis_timeout_seconds + chosen.worker_block_ms / 1000
     worker = Worker(connect(chosen.redis_url, timeout, chosen.redis_cluster), chosen,
-                    model or [])
+                    model or [], dask_client=compute)
     if model:
         try:
             known = worker.log.configs()

@@ -31,7 +31,7 @@ from service.cli.base import (
     fail,
     report_bad_lines,
 )
-from service.cli.simulate import select_params
+from service.cli.simulate import ParamOption, extra_params, select_params
 
 __all__ = ["learner_command", "policy_command", "replay_app", "target_command"]
 
@@ -198,11 +198,6 @@ RhoOption = Annotated[float | None, typer.Option(
 GammaOption = Annotated[float | None, typer.Option(
     "--gamma", metavar="G", help="Edge (banditbbm) or gamma (oco), in (0, 1).",
 )]
-ParamOption = Annotated[list[str] | None, typer.Option(
-    "--param", metavar="KEY=VALUE",
-    help="Another booster parameter (VALUE read as JSON, else a string); repeatable.",
-    show_default=False,
-)]
 
 
 @replay_app.command("learner")
@@ -279,7 +274,7 @@ def _booster_params(
                  if v is not None]
         if given:
             fail(f"--booster {booster} takes {given[0]} as --param (e.g. --param gamma=10)")
-        return {"seed": seed, **_extra_params(param)}
+        return {"seed": seed, **extra_params(param)}
     if booster not in names():
         fail(f"unknown booster {booster!r}; choose from: {', '.join(names())}")
     if full_information(booster):
@@ -287,22 +282,8 @@ def _booster_params(
              "logged bandit stream does not have")
     candidates = {"n_learners": learners, "rho": rho, "gamma": gamma, "seed": seed}
     params = select_params(booster, {k: v for k, v in candidates.items() if v is not None})
-    params.update(_extra_params(param))
+    params.update(extra_params(param))
     return params
-
-
-def _extra_params(param: list[str]) -> dict[str, Any]:
-    """``--param KEY=VALUE`` options (VALUE read as JSON, else a string)."""
-    extra: dict[str, Any] = {}
-    for item in param:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            fail(f"--param must be KEY=VALUE, got {item!r}")
-        try:
-            extra[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            extra[key.strip()] = raw
-    return extra
 
 
 def _log_actions(log: Path, fmt: str, action_index: bool) -> list[str]:

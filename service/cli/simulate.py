@@ -25,7 +25,7 @@ from boosters.registry import booster_class, booster_params, make_booster, names
 from service.cli.base import ProgressOption, app, check_open_interval, check_plot, fail
 from service.sim.datasets import BUNDLED
 
-__all__ = ["TREE_PROFILES", "select_params", "simulate_command"]
+__all__ = ["TREE_PROFILES", "ParamOption", "extra_params", "select_params", "simulate_command"]
 
 #: Accepted values of ``--tree-profile``.
 TREE_PROFILES: tuple[str, ...] = ("bandit", "numeric", "full")
@@ -63,8 +63,9 @@ GammaOption = Annotated[float | None, typer.Option(
     help="Edge of the weak learners (banditbbm: 0.1) or the OCO boosters' gamma (oco: 0.8),"
     " in (0, 1); default: the booster's own.",
 )]
-DupOption = Annotated[int, typer.Option(
-    "--dup", metavar="D", help="Duplicate the dataset D times.",
+DupOption = Annotated[int | None, typer.Option(
+    "--dup", metavar="D", help="Duplicate the dataset D times (default 1; with --paper, the "
+    "paper's for its datasets).", show_default=False,
 )]
 SeedOption = Annotated[int, typer.Option(
     "--seed", metavar="S", help="Seed of the shuffle and the booster.",
@@ -80,6 +81,17 @@ FixedTreesOption = Annotated[bool, typer.Option(
     help="Fixed tree hyperparameters instead of per-tree random draws.",
 )]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+ParamOption = Annotated[list[str] | None, typer.Option(
+    "--param", metavar="KEY=VALUE",
+    help="Another booster parameter (VALUE read as JSON, else a string); repeatable.",
+    show_default=False,
+)]
+PaperOption = Annotated[bool, typer.Option(
+    "--paper", help="The paper's algorithm exactly (Zhang et al. 2019: banditbbm, adabandit "
+    "and their full-information twins onlinembbm, adaboostolm), with its Table 1 settings "
+    "(duplication, rho, N, tree profile) on balance, car, nursery and mice; options given "
+    "explicitly still apply.",
+)]
 PlotOption = Annotated[Path | None, typer.Option(
     "--plot", metavar="FILE.png", help="Write the moving-average learning curve to this PNG.",
 )]
@@ -92,20 +104,21 @@ def simulate_command(
     learners: LearnersOption = None,
     rho: RhoOption = None,
     gamma: GammaOption = None,
-    dup: DupOption = 1,
+    dup: DupOption = None,
     seed: SeedOption = 0,
     tree_profile: TreeProfileOption = None,
     fixed_trees: FixedTreesOption = False,
+    param: ParamOption = None,
+    paper: PaperOption = False,
     as_json: JsonOption = False,
     plot: PlotOption = None,
     progress: ProgressOption = None,
 ) -> None:
     """Stream a dataset (duplicated, shuffled once) through a booster with bandit feedback."""
     # --- validation, before any work -------------------------------------------------------
-    full_information = _check_options(booster, learners, rho, gamma, dup, seed)
-    if tree_profile is None:
-        tree_profile = "full" if full_information else "bandit"
-    elif tree_profile not in TREE_PROFILES:
+    full_information = _check_options(booster, learners, rho, gamma, 1 if dup is None else dup,
+                                      seed)
+    if tree_profile is not None and tree_profile not in TREE_PROFILES:
         fail(f"--tree-profile must be one of {', '.join(TREE_PROFILES)}, got {tree_profile!r}")
     check_plot(plot, "curve.png")
     from service.sim.datasets import DatasetError, load_dataset
@@ -114,16 +127,14 @@ def simulate_command(
         dataset = load_dataset(data)
     except DatasetError as exc:
         fail(exc)
-    candidates: dict[str, Any] = {
-        "n_learners": learners, "rho": rho, "gamma": gamma, "seed": seed,
-        "tree_profile": tree_profile, "fixed_trees": fixed_trees,
-        "nominal_attributes": list(dataset.nominal),
-    }
-    if full_information:
-        candidates["rho"] = None  # full-information boosters keep their own rho (they exploit)
-    # an option not given is the booster's own default (docs/boosters.md, "Defaults")
-    candidates = {key: value for key, value in candidates.items() if value is not None}
-    params = select_params(booster, candidates)
+    given: dict[str, Any] = {
+        "n_learners": learners, "rho": None if full_information else rho, "gamma": gamma,
+        "tree_profile": tree_profile}
+    params, dup = _params(booster, dataset, paper, dup, full_information,
+                          {key: value for key, value in given.items() if value is not None},
+                          extra_params(param or []))
+    params.update(select_params(booster, {"seed": seed, "fixed_trees": fixed_trees,
+                                          "nominal_attributes": list(dataset.nominal)}))
     try:
         model = make_booster(booster, n_actions=dataset.n_classes, **params)
     except (ValueError, TypeError) as exc:
@@ -136,6 +147,40 @@ def simulate_command(
     if plot is not None:
         _plot(result, plot, f"{booster} on {dataset.name} (dup {dup}, seed {seed})", booster)
     _print_result(result, booster, dataset, params, dup, seed, plot, as_json)
+
+
+def _params(booster: str, dataset: Any, paper: bool, dup: int | None, full_information: bool,
+            given: dict[str, Any], extra: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The booster's parameters (the paper's with ``paper``, then the options given and the
+    ``--param`` ones, which win) and the duplication."""
+    from service.sim.paper import PAPER_BOOSTERS, paper_config, paper_dup
+
+    base: dict[str, Any] = {"tree_profile": "full" if full_information else "bandit"}
+    if paper:
+        if booster not in PAPER_BOOSTERS:
+            fail(f"--paper runs the paper's boosters ({', '.join(PAPER_BOOSTERS)}), not "
+                 f"{booster!r}")
+        base = paper_config(dataset.name, booster)
+        dup = paper_dup(dataset.name) if dup is None else dup
+    # an option not given is the booster's own default (docs/boosters.md, "Defaults")
+    unknown = sorted(set(extra) - set(booster_params(booster)))
+    if unknown:
+        fail(f"--param: booster {booster!r} takes no parameter {', '.join(unknown)}")
+    return select_params(booster, {**base, **given, **extra}), 1 if dup is None else dup
+
+
+def extra_params(param: list[str]) -> dict[str, Any]:
+    """``--param KEY=VALUE`` options (VALUE read as JSON, else a string)."""
+    extra: dict[str, Any] = {}
+    for item in param:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            fail(f"--param must be KEY=VALUE, got {item!r}")
+        try:
+            extra[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            extra[key.strip()] = raw
+    return extra
 
 
 def _check_options(

@@ -8,6 +8,8 @@
 - :mod:`~service.eventlog.consumer`: :class:`StreamConsumer`, the loop of the learner and the
   worker (consumer groups, fenced leases, signals, error policy).
 - :mod:`~service.eventlog.connect`: clients that never retry a write blindly.
+- :mod:`~service.eventlog.replicas`: writes that replicas acknowledged (``WAIT``) before they
+  count; :mod:`~service.eventlog.imports`: ``boostbandit import``'s records.
 - :mod:`~service.eventlog.embedded`: the embedded redis-server of ``boostbandit serve``.
 
 See docs/consistency.md for the guarantees and how the fault-injection tests check them.

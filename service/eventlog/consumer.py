@@ -169,7 +169,7 @@ class StreamConsumer:
         where = self.endpoint()
         if where is None or self._server is not None:
             return
-        from service.api.metrics import serve_consumer
+        from service.metrics import serve_consumer
 
         host, port, stuck, before_scrape = where
         try:

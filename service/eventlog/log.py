@@ -12,6 +12,7 @@ idempotent per event id, so the client's own retry is safe.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from service.domain import ModelConfig, ServingConfig
 from service.eventlog import scripts
 from service.eventlog.consumers import ConsumerRegistry
 from service.eventlog.durability import DurabilityState
+from service.eventlog.imports import ImportState
 from service.eventlog.keys import (
     MODELS_KEY,
     READY_PROBE_KEY,
@@ -35,6 +37,7 @@ from service.eventlog.keys import (
     personalizer_index_key,
 )
 from service.eventlog.personalizer import PersonalizerState
+from service.eventlog.replicas import replicated
 from service.eventlog.replies import (
     STATE_FIELDS,
     DecisionOutcome,
@@ -73,9 +76,12 @@ class Limits:
     max_feature_names: int = 10_000
     stream_max_events: int = 1_000_000
     event_retention_seconds: float = 7 * 86400.0
+    replica_acks: int = 0
+    replica_ack_ms: int = 1000
 
 
-class EventLog(ModelState, PersonalizerState, DurabilityState, ConsumerRegistry):
+class EventLog(ModelState, PersonalizerState, DurabilityState, ImportState,
+               ConsumerRegistry):
     """The Redis side of the service."""
 
     GROUP = "learner"
@@ -222,12 +228,20 @@ class EventLog(ModelState, PersonalizerState, DurabilityState, ConsumerRegistry)
         return feedback_outcome(await self._awrite("FEEDBACK", call))
 
     def _write(self, script: str, call: dict[str, list]) -> Any:
+        if self.limits.replica_acks:
+            return self._replicated(script, [call])[0]
         try:
             return self._s[script](**call)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise OutcomeUnknown(str(exc)) from exc
 
+    def _replicated(self, script: str, calls: list[dict[str, list]]) -> list[Any]:
+        return replicated(self.r, self._s[script], calls, self.limits.replica_acks,
+                          self.limits.replica_ack_ms)
+
     async def _awrite(self, script: str, call: dict[str, list]) -> Any:
+        if self.limits.replica_acks:  # WAIT on the write's connection: the blocking client's
+            return await asyncio.to_thread(self._write, script, call)
         try:
             return await self._as[script](**call)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
@@ -275,14 +289,22 @@ class EventLog(ModelState, PersonalizerState, DurabilityState, ConsumerRegistry)
         ``("retry", None)`` (the source is not the right one: read the event again); raises
         :class:`LeaseLost` if ``lease`` is no longer this model's lease.
         """
-        return join_outcome(self._s["JOIN"](**self._join_call(name, event_id, event, lease,
-                                                               count)), name, event_id)
+        call = self._join_call(name, event_id, event, lease, count)
+        if self.limits.replica_acks:  # on the node's connection, then WAIT
+            return join_outcome(self._replicated("JOIN", [call])[0], name, event_id)
+        return join_outcome(self._s["JOIN"](**call), name, event_id)
 
     def join_many(self, name: str, joins: list[tuple[str, dict[str, Any], int | None]],
                   lease: str) -> list[tuple]:
         """:meth:`join` of several ``(event_id, event, count)`` in one round trip (a pipeline
         of the same fenced script, run in order): their outcomes; :class:`LeaseLost` if the
         lease was lost (the joins before it stand)."""
+        if not joins:
+            return []
+        if self.limits.replica_acks:  # on the node's connection, then WAIT (a cluster too)
+            calls = [self._join_call(name, e, ev, lease, count) for e, ev, count in joins]
+            return [join_outcome(res, name, event_id) for res, (event_id, _, _)
+                    in zip(self._replicated("JOIN", calls), joins, strict=True)]
         if isinstance(self.r, redis.RedisCluster):  # no scripts in its pipelines
             return [self.join(name, e, ev, lease, count) for e, ev, count in joins]
         pipe = self.r.pipeline(transaction=False)
@@ -407,45 +429,6 @@ class EventLog(ModelState, PersonalizerState, DurabilityState, ConsumerRegistry)
         value = summed_value(feedback) or 0.0
         return int(self._write("DEFERRED_REWARD", {"keys": k, "args": [
             dumps(feedback), repr(time.time()), repr(value)]}))
-
-    # --- imports (boostbandit import) ----------------------------------------------------------
-    def import_records(self, name: str) -> list[dict[str, Any]]:
-        """Every import record of ``name``."""
-        return [loads(v) for v in self.r.hvals(keys(name)["imports"])]
-
-    def record_import(self, name: str, import_id: str, record: dict[str, Any]) -> None:
-        """Store (or update) the record of import ``import_id``."""
-        self.r.hset(keys(name)["imports"], import_id, dumps(record))
-
-    def append_imported(self, name: str, events: list[dict[str, Any]]) -> list[str]:
-        """Append imported events to the joined stream in one MULTI/EXEC; their ids."""
-        k = keys(name)
-        pipe = self.r.pipeline(transaction=True)
-        for event in events:
-            pipe.xadd(k["joined"], {"e": dumps(event)})
-        pipe.hincrby(k["stats"], "imported", len(events))
-        return [text(i) for i in pipe.execute()[:-1]]
-
-    def remove_imported(self, name: str, import_id: str, first_id: str) -> int:
-        """Delete the joined events of import ``import_id`` (appended from ``first_id`` on)."""
-        k = keys(name)
-        removed, after = 0, None
-        while True:
-            lo = first_id if after is None else f"({after}"
-            page = self.r.xrange(k["joined"], min=lo, max="+", count=1000)
-            if not page:
-                break
-            doomed = []
-            for sid, fields in page:
-                after = text(sid)
-                event = loads(fields[b"e"])
-                if (event.get("bb", {}).get("imported") or {}).get("id") == import_id:
-                    doomed.append(sid)
-            if doomed:
-                removed += int(self.r.xdel(k["joined"], *doomed))
-        if removed:
-            self.r.hincrby(k["stats"], "imported", -removed)
-        return removed
 
     def stats(self, name: str) -> dict[str, float]:
         """Counters of a model."""

@@ -13,31 +13,60 @@ from service.eventlog.replies import text
 from service.events import dumps, loads
 
 __all__ = ["EVALUATIONS_KEY", "IMPORTANCES_KEY", "MULTISLOT_PREFIX", "PENDING_IMPORTANCES_KEY",
-           "PERSONALIZER_KEY", "PersonalizerState"]
+           "PERSONALIZER_KEY", "TAG", "UNTAGGED", "PersonalizerState"]
 
+#: the hash tag of the Personalizer endpoint's documents that scripts touch together (an
+#: evaluation and the queue of pending ones; a feature importance and its queue): one slot on a
+#: Redis Cluster. No model can have this name (a model's name starts with a letter or digit).
+TAG = "bb:{_personalizer}"
 #: hash: "service" -> the service configuration, "policy" -> the learning policy
 PERSONALIZER_KEY = "bb:personalizer:loop"
 #: hash: feature importance id -> its JSON document
-IMPORTANCES_KEY = "bb:personalizer:feature_importances"
+IMPORTANCES_KEY = f"{TAG}:feature_importances"
 #: set: the ids of the feature importances not computed yet (what the worker polls)
-PENDING_IMPORTANCES_KEY = "bb:personalizer:feature_importances:pending"
+PENDING_IMPORTANCES_KEY = f"{TAG}:feature_importances:pending"
 #: + a multi-slot event id: that event's record (model, slot ids), as long as its slots' events
 MULTISLOT_PREFIX = "bb:personalizer:multislot:"
 #: hash: evaluation id -> the evaluation document (service.personalizer.evaluations)
-EVALUATIONS_KEY = "bb:personalizer:evaluations"
+EVALUATIONS_KEY = f"{TAG}:evaluations"
 #: set: the ids of the pending evaluations (what the worker polls)
-PENDING_EVALUATIONS_KEY = "bb:personalizer:evaluations:pending"
+PENDING_EVALUATIONS_KEY = f"{TAG}:evaluations:pending"
 #: string with expiry: the worker running an evaluation (one at a time per evaluation)
 EVALUATION_CLAIM_KEY = "bb:personalizer:evaluation-claim:{}"
 #: string with expiry: the worker scheduling this period's Auto evaluation (apart from the
 #: evaluation claims, whose ids users choose)
 AUTO_SCHEDULE_CLAIM_KEY = "bb:personalizer:auto-schedule-claim"
+#: the names those four keys had before they shared :data:`TAG` (moved by
+#: :meth:`PersonalizerState.move_untagged_keys`)
+UNTAGGED = {"bb:personalizer:feature_importances": IMPORTANCES_KEY,
+            "bb:personalizer:feature_importances:pending": PENDING_IMPORTANCES_KEY,
+            "bb:personalizer:evaluations": EVALUATIONS_KEY,
+            "bb:personalizer:evaluations:pending": PENDING_EVALUATIONS_KEY}
 
 
 class PersonalizerState:
     """The :class:`~service.eventlog.log.EventLog` methods of the Personalizer endpoint."""
 
     r: redis.Redis
+
+    def move_untagged_keys(self) -> int:
+        """Move the evaluations and feature importances a log written before they shared
+        :data:`TAG` holds under their old names (DUMP and RESTORE, which also cross slots); how
+        many keys moved. A key already under its new name stays: two processes starting at
+        once move each key once."""
+        moved = 0
+        for old, new in UNTAGGED.items():
+            blob = self.r.dump(old)
+            if blob is None:
+                continue
+            try:
+                self.r.restore(new, 0, blob)
+                moved += 1
+            except redis.ResponseError as exc:  # BUSYKEY: another process moved it first
+                if "BUSYKEY" not in str(exc):
+                    raise
+            self.r.delete(old)
+        return moved
 
     def personalizer_doc(self, field: str) -> dict[str, Any] | None:
         """The stored document ``field`` (``service``, ``policy``) or None."""

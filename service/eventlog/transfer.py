@@ -112,22 +112,22 @@ class ImportError_(RuntimeError):  # noqa: N801 - ImportError is a builtin
         self.errors = errors or []
 
 
-def _csv_actions(handle: IO[str], action_index: bool) -> list[str]:
+def _csv_actions(handle: IO[str]) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, [action])`` for every row that names an action."""
     reader = csv.DictReader(handle)
     try:
         column = pick_column(reader.fieldnames or [], ACTION_COLUMNS, "action")
     except ValueError as exc:
         raise ImportError_(str(exc)) from None
-    values = [(row.get(column) or "").strip() for row in reader]
-    if action_index:
-        top = max((int(v) for v in values if v.isdigit()), default=-1)
-        values = [str(i) for i in range(top + 1)]
-    return [v for v in values if v]
+    for row in reader:
+        value = (row.get(column) or "").strip()
+        if value:
+            yield reader.line_num, [value]
 
 
-def _json_actions(handle: IO[str], fmt: str) -> Iterator[str]:
-    """Every action id the JSON lines name, in order (repeats included)."""
-    for line in handle:
+def _json_actions(handle: IO[str], fmt: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, the action ids it names)`` for every JSON line that names some."""
+    for n, line in enumerate(handle, start=1):
         try:
             obj = json.loads(line)
         except json.JSONDecodeError:
@@ -139,27 +139,36 @@ def _json_actions(handle: IO[str], fmt: str) -> Iterator[str]:
             ids = bb.get("actions") if isinstance(bb, dict) else None
         else:
             ids = multi_ids(obj)
-        for action in ids if isinstance(ids, list) else []:
-            if isinstance(action, str | int) and not isinstance(action, bool):
-                yield str(action)
+        named = [str(a) for a in (ids if isinstance(ids, list) else [])
+                 if isinstance(a, str | int) and not isinstance(a, bool)]
+        if named:
+            yield n, named
 
 
-def file_actions(path: str | os.PathLike[str], fmt: ImportFormat,
-                 action_index: bool = False) -> list[str]:
-    """The action ids a log file names, in order of first appearance (for ``import --create``).
+def file_actions(path: str | os.PathLike[str], fmt: ImportFormat, action_index: bool = False,
+                 reward_map: RewardMap = "identity", negative_rewards: str = "clip") -> list[str]:
+    """The action ids a log file's importable lines name, in order of first appearance (for
+    ``import --create``): a line the import would skip (``--on-error skip``) adds none.
 
     jsonl: each line's ``bb.actions``; dsjson: the ``_tag`` (else ``id``) of each ``_multi``
     entry; obp: the values of the action column (``--action-index``: ``"0"`` to the largest
-    index). Lines that do not say are passed over (the import reports them). Raises
-    :class:`ImportError_` when fewer than two actions are found.
+    index). Raises :class:`ImportError_` when fewer than two actions are found.
     """
     with open(path, encoding="utf-8", errors="replace", newline="") as handle:
-        if fmt == "obp":
-            found = dict.fromkeys(_csv_actions(handle, action_index))
-        else:
-            found = dict.fromkeys(_json_actions(handle, fmt))
+        named = dict(_csv_actions(handle) if fmt == "obp" else _json_actions(handle, fmt))
+    seen = [a for ids in named.values() for a in ids]
+    if fmt == "obp" and action_index:
+        seen = [str(i) for i in range(max((int(a) for a in seen if a.isdigit()), default=-1) + 1)]
+    candidates = list(dict.fromkeys(seen))
+    rule = reward_rule(reward_map, negative_rewards)
+    good = {n for n, item in iter_events(Path(path), fmt, candidates, rule, action_index, "probe")
+            if not isinstance(item, LineError)}
+    found = dict.fromkeys(a for n, ids in named.items() if n in good for a in ids)
+    if fmt == "obp" and action_index:
+        found = dict.fromkeys(str(i) for i in range(max(map(int, found), default=-1) + 1))
     if len(found) < 2:
-        raise ImportError_(f"{path}: found {len(found)} action id(s), a model needs at least 2")
+        raise ImportError_(f"{path}: found {len(found)} action id(s) on the lines that import, "
+                           "a model needs at least 2")
     return list(found)
 
 

@@ -18,7 +18,7 @@ from service.personalizer.durations import (
     parse_duration,
     parse_time,
 )
-from service.personalizer.errors import PersonalizerFailure, bad
+from service.personalizer.failures import PersonalizerFailure, bad
 from service.personalizer.schemas.configuration import (
     ApprenticeMetrics,
     ApprenticeWindow,

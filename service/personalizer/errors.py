@@ -19,9 +19,9 @@ from service.api.errors import (
     REFUSED_RETRY_AFTER,
     refusal,
 )
-from service.api.metrics import count_refusal
 from service.eventlog import OutcomeUnknown
-from service.personalizer.schemas import PersonalizerError
+from service.metrics import count_refusal
+from service.personalizer.failures import PersonalizerFailure, bad
 
 __all__ = ["PATH_ROOT", "PREFIX", "PREFIXES", "PersonalizerFailure", "PersonalizerRoute", "bad",
            "too_large"]
@@ -34,26 +34,6 @@ PATH_ROOT = "/personalizer"
 #: ``azure-ai-personalizer`` SDK, which adds ``?api-version=2022-09-01-preview``) and
 #: ``/personalizer/v1.1-preview.1`` (the preview REST API)
 PREFIXES = (PREFIX, PATH_ROOT, "/personalizer/v1.1-preview.1")
-
-
-class PersonalizerFailure(Exception):
-    """An error answered in Personalizer's envelope.
-
-    >>> PersonalizerFailure(404, "NotFound", "no such event").response().body
-    b'{"error":{"code":"NotFound","message":"no such event"}}'
-    """
-
-    def __init__(self, status_code: int, code: str, message: str,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status_code, self.code, self.message = status_code, code, message
-        self.headers = headers
-
-    def response(self) -> JSONResponse:
-        """The JSON answer."""
-        body = PersonalizerError(error={"code": self.code, "message": self.message})
-        return JSONResponse(body.model_dump(exclude_none=True), status_code=self.status_code,
-                            headers=self.headers)
 
 
 def too_large(limit: int) -> JSONResponse:
@@ -135,8 +115,3 @@ class PersonalizerRoute(APIRoute):
                                            ).response()
 
         return handler
-
-
-def bad(code: str, message: str) -> PersonalizerFailure:
-    """A 400 in the envelope."""
-    return PersonalizerFailure(400, code, message)

@@ -18,8 +18,8 @@ from service.domain import ACTION_FEATURES_BOOSTER, action_features_params
 from service.eventlog import EventLog, RedisError
 from service.events import iso_timestamp
 from service.personalizer import loop, policy
-from service.personalizer.errors import PersonalizerFailure, bad
 from service.personalizer.evaluation import Candidate, ModelLog, evaluate
+from service.personalizer.failures import PersonalizerFailure, bad
 from service.personalizer.schemas import EvaluationContract
 from service.settings import Settings
 from service.store import ModelStore

@@ -20,8 +20,8 @@ from service.eventlog import EventLog, RedisError
 from service.events import iso_timestamp
 from service.personalizer import loop
 from service.personalizer.durations import unix_ms
-from service.personalizer.errors import PersonalizerFailure, bad
 from service.personalizer.evaluations import CLAIM_SECONDS, Budget, Stopped
+from service.personalizer.failures import PersonalizerFailure, bad
 from service.personalizer.schemas.model import FeatureImportanceRequest
 from service.settings import Settings
 from service.store import ModelStore

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from service.eventlog import EventLog
 from service.personalizer import loop
 from service.personalizer.durations import unix_ms
-from service.personalizer.errors import bad
+from service.personalizer.failures import bad
 from service.personalizer.schemas import DateRange, LogsProperties
 from service.settings import Settings
 
@@ -31,7 +31,7 @@ def parse_moment(text: str | None, name: str) -> datetime | None:
     >>> parse_moment("0.5", "to")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    service.personalizer.errors.PersonalizerFailure: to: '0.5' is not an RFC 3339 date-time ...
+    service.personalizer.failures.PersonalizerFailure: to: '0.5' is not an RFC 3339 date-time ...
     """
     if text is None:
         return None

@@ -19,7 +19,7 @@ from typing import Any
 from boosters.registry import booster_class, booster_params
 from service.domain import ACTION_FEATURES_BOOSTER, ModelConfig, reward_from_client
 from service.eventlog import MAX_SEQUENCE, EventLog
-from service.personalizer.errors import PersonalizerFailure
+from service.personalizer.failures import PersonalizerFailure
 from service.settings import Settings
 from service.store import ModelStore
 

@@ -13,8 +13,7 @@ from typing import Any
 
 from boosters.base import Decision, check_context
 from boosters.registry import full_information, names
-from service import contexts, creation
-from service.api import metrics
+from service import contexts, creation, metrics
 from service.api.decide import decide
 from service.api.deps import key_matches
 from service.api.errors import EVENT_LOG_ERROR
@@ -23,7 +22,7 @@ from service.eventlog import EventLog
 from service.events import decision_event, iso_timestamp
 from service.formats import flatten_context
 from service.personalizer import loop
-from service.personalizer.errors import PersonalizerFailure, bad
+from service.personalizer.failures import PersonalizerFailure, bad
 from service.personalizer.schemas import (
     RankableAction,
     RankedAction,

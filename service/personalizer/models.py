@@ -23,7 +23,7 @@ from service.eventlog import EventLog
 from service.eventlog.keys import NAME_PATTERN
 from service.events import iso_timestamp
 from service.personalizer import loop, modelfile
-from service.personalizer.errors import PersonalizerFailure, bad
+from service.personalizer.failures import PersonalizerFailure, bad
 from service.settings import Settings
 from service.store import ModelStore
 

@@ -13,7 +13,7 @@ from typing import Any
 from service.api.deps import key_matches
 from service.eventlog import EventLog
 from service.personalizer import mapping
-from service.personalizer.errors import PersonalizerFailure, bad
+from service.personalizer.failures import PersonalizerFailure, bad
 from service.personalizer.schemas import (
     MultiSlotRankRequest,
     MultiSlotRankResponse,

@@ -303,7 +303,11 @@ def load_policy(spec: str, log: Any = None) -> tuple[Any, str]:
     else:
         published = log.published_version(name)
         if published is None:
-            raise ValueError(f"model {name!r} has no published policy")
+            raise ValueError(
+                f"model {name!r} has no published policy: the worker publishes one only when it "
+                "beats the logging policy on its hold-out, once the model has WORKER_MIN_EVENTS "
+                f"joined events (500 by default); `boostbandit worker --once --model {name}` "
+                "trains one and says whether it was published (its status and estimates)")
         version = published
     blob = log.policy_blob(name, version)
     if blob is None:

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response, status
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from service.api import metrics
+from service import metrics
 from service.api.deps import LogDep, StoreDep
 from service.api.errors import EVENT_LOG_ERROR, refusal
 from service.api.schemas import Error, Health, NotReady, Ready

@@ -1,5 +1,5 @@
-"""Prometheus metrics of the API, the learner and the worker (prometheus-client), and the small
-HTTP endpoint (``/healthz``, ``/metrics``) of a learner or worker process running alone.
+"""Prometheus metrics of the API, the learner and the offline worker (prometheus-client), and
+the small HTTP endpoint (``/healthz``, ``/metrics``) of a learner or worker process running alone.
 
 ``serve`` is one process and uses the default registry. With several worker processes (uvicorn
 ``--workers 2`` in docker-compose.yml) set ``PROMETHEUS_MULTIPROC_DIR`` to an empty directory:
@@ -47,7 +47,10 @@ __all__ = [
     "REQUEST_LATENCY",
     "REWARDS",
     "SNAPSHOT_AGE",
+    "EVALUATION_ROUNDS",
+    "TRAININGS",
     "count_refusal",
+    "count_training",
     "exposition",
     "serve_consumer",
     "update_model_gauges",
@@ -107,6 +110,37 @@ MODEL_VERSION = Gauge(
     ["model"],
     multiprocess_mode="mostrecent",
 )
+
+
+TRAININGS = Counter(
+    "boostbandit_worker_trainings_total",
+    "Policies the offline worker trained and stored, by whether it published them",
+    ["model", "published"],
+)
+TRAINING_SECONDS = Histogram(
+    "boostbandit_worker_training_seconds",
+    "Seconds of one training (fit, off-policy evaluation and storing the policy)",
+    ["model"],
+    buckets=(0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0),
+)
+LAST_TRAINING = Gauge(
+    "boostbandit_worker_last_training_timestamp_seconds",
+    "Unix time of the worker's latest stored policy",
+    ["model"],
+    multiprocess_mode="mostrecent",
+)
+EVALUATION_ROUNDS = Counter(
+    "boostbandit_worker_evaluation_rounds_total",
+    "Rounds of the Personalizer evaluations and auto-optimization the worker ran, by outcome",
+    ["outcome"],
+)
+
+
+def count_training(model: str, published: bool, seconds: float, now: float) -> None:
+    """One more policy trained and stored by the worker."""
+    TRAININGS.labels(model, "true" if published else "false").inc()
+    TRAINING_SECONDS.labels(model).observe(seconds)
+    LAST_TRAINING.labels(model).set(now)
 
 
 def count_refusal(kind: str) -> None:
