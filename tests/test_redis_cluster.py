@@ -201,7 +201,7 @@ def test_a_write_no_replica_acknowledged_is_503_then_counts_with_one(private_red
                                                                      redis_async) -> None:
     """``redis_replica_acks=1``: without a replica a predict answers 503 "outcome unknown" (it
     may not survive a failover); once a replica follows the server, predict and feedback count."""
-    settings = Settings(redis_url=private_redis.url, redis_replica_acks=1,
+    settings = Settings(redis_url=private_redis.url, redis_cluster=False, redis_replica_acks=1,
                         redis_replica_ack_ms=100, **{**FAST, "redis_async": redis_async})
     with TestClient(create_app(settings)) as c:
         make_model(c)

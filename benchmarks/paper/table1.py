@@ -4,7 +4,8 @@ Runs OptBandit (BanditBBM), AdaBandit, OptFull (OnlineMBBM) and AdaFull (Adaboos
 Car, Nursery and Mice with the paper's settings (Table 4: N and rho; gamma = 0.1; duplication
 x10, x6, x4, x8; seeds 4..23 as in the authors' code) and appends one JSON line per run to
 benchmarks/out/table1.jsonl (runs already there are skipped, so an interrupted run resumes).
-Learning curves (moving average, window 0.2 x rounds) are kept for Car in benchmarks/out/curves/.
+Learning curves (moving average, window 0.2 x rounds) are kept for Car in benchmarks/out/curves/
+(generated, not in git).
 
     python -m benchmarks.paper.table1 --seeds 20 --jobs 2
     python -m benchmarks.paper.table1_report          # writes the tables into benchmarks/RESULTS.md
