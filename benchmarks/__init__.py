@@ -4,8 +4,9 @@
 - ``speed/``: throughput and timings of the boosters, replay and the CLI;
 - ``load/``: the service under load, freshness, swap stalls, faults and fuzzing.
 
-Results go to ``RESULTS.md`` (:mod:`benchmarks.results`), raw outputs to ``out/``, figures beside
-``RESULTS.md``; percentiles are computed by :mod:`benchmarks.stats`.
+Results go to ``RESULTS.md`` (:mod:`benchmarks.results`), raw outputs to ``out/``, figures to
+``figures/``, working notes and earlier runs to ``notes/``; percentiles are computed by
+:mod:`benchmarks.stats`.
 """
 
 from pathlib import Path

@@ -2,6 +2,7 @@
 
 - ``base``: :class:`Decision` and the online protocol; ``registry``: name -> online booster.
 - ``_params``: the one set of parameter checks; ``exploration``: eq. 2, loss estimates, draws.
+- ``groups``: the online boosters' parameter groups; ``_migrations``: what old pickles lack.
 - ``online/``: the boosters the learner hosts; ``batch/``: estimators fit on a batch.
 - ``ope``: off-policy estimators.
 
@@ -10,15 +11,15 @@ Names load lazily, so ``import boosters`` costs nothing (the CLI's start-up).
 
 from importlib import import_module
 
-from boosters._params import FLAG_PARAMS, OTHER_PARAMS, SIZE_PARAMS
-
 __all__ = [
-    "FLAG_PARAMS",
-    "OTHER_PARAMS",
-    "SIZE_PARAMS",
     "Decision",
+    "Exploration",
     "OnlineBooster",
+    "RewardExpert",
+    "WeakLearner",
     "booster_class",
+    "booster_params",
+    "flag_params",
     "make_booster",
     "names",
 ]
@@ -26,7 +27,12 @@ __all__ = [
 _LAZY = {
     "Decision": "boosters.base",
     "OnlineBooster": "boosters.base",
+    "Exploration": "boosters.groups",
+    "RewardExpert": "boosters.groups",
+    "WeakLearner": "boosters.groups",
     "booster_class": "boosters.registry",
+    "booster_params": "boosters.registry",
+    "flag_params": "boosters.registry",
     "make_booster": "boosters.registry",
     "names": "boosters.registry",
 }

@@ -1,14 +1,16 @@
 """The one set of parameter checks of boosters/: value checks, constraint tables, size bounds.
 
-:func:`check_int`, :func:`check_real`, :func:`check_rho`, :func:`check_choice` and
+:func:`check_int`, :func:`check_real`, :func:`check_schedule`, :func:`check_choice` and
 :func:`check_names` check one value; :func:`check_logged` checks logged actions, propensities and
 rewards (the batch estimators' and the OPE estimators' input); :func:`validate_params` checks
-a batch estimator's parameters against its declared ``_parameter_constraints``
-(:class:`Interval`, :class:`Options`, :class:`HasMethods`, types, ``None``).
-:func:`check_flags` and :func:`check_sizes` are the registry's checks before any online booster is
-built, against MAX_ACTIONS, MAX_LEARNERS, MAX_BBM_LEARNERS, MAX_WEAK_LEARNERS,
-MAX_COST_MATRIX_ENTRIES, MAX_GRACE_PERIOD, MAX_NOMINAL_ATTRIBUTES, MAX_MC_SAMPLES and MAX_MC_DRAWS
-(what each bounds and why: docs/boosters.md, "Size bounds").
+parameters against a declared ``_parameter_constraints`` table (:class:`Interval`,
+:class:`Options`, :class:`Flag`, :class:`Rounds`, :class:`HasMethods`, types, ``None``): every batch
+estimator's and every online booster's. An upper bound of an :class:`Interval` may name its
+constant; :func:`check_sizes` is the registry's check of the sizes before any online booster is
+built, those that involve more than one value included, against MAX_ACTIONS, MAX_LEARNERS,
+MAX_BBM_LEARNERS, MAX_WEAK_LEARNERS, MAX_COST_MATRIX_ENTRIES, MAX_GRACE_PERIOD,
+MAX_NOMINAL_ATTRIBUTES, MAX_MC_SAMPLES and MAX_MC_DRAWS (what each bounds and why:
+docs/boosters.md, "Size bounds").
 
 >>> check_sizes("adabandit", 5, {"n_learners": 20})
 >>> check_sizes("adabandit", 5, {"n_learners": 10**9})
@@ -23,7 +25,7 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "MAX_ACTIONS",
@@ -35,22 +37,18 @@ __all__ = [
     "MAX_MC_SAMPLES",
     "MAX_NOMINAL_ATTRIBUTES",
     "MAX_WEAK_LEARNERS",
-    "CLASS_SIZE_ATTRIBUTES",
     "DRIFT_RESTARTS",
-    "FLAG_PARAMS",
-    "OTHER_PARAMS",
-    "SIZE_PARAMS",
+    "Flag",
+    "FlagError",
     "HasMethods",
     "Interval",
     "Options",
+    "Rounds",
     "check_choice",
-    "check_drift_restart",
-    "check_flags",
     "check_int",
     "check_logged",
     "check_names",
     "check_real",
-    "check_rho",
     "check_sizes",
     "validate_params",
 ]
@@ -83,50 +81,15 @@ _PER_ACTION = {"oco", "oco_full"}
 #: boosters that draw ``mc_samples`` per action and decision
 _MONTE_CARLO = {"river_thompson"}
 
-#: booster parameters with an upper bound here
-SIZE_PARAMS = frozenset({"n_learners", "grace_period", "nominal_attributes", "mc_samples"})
-#: booster parameters that are no size (rates, options, seeds, flags, objects)
-OTHER_PARAMS = frozenset({
-    "seed", "rho", "gamma", "epsilon", "delta", "tau", "clip", "weight_scale", "baseline",
-    "max_weight", "p_init", "tree_profile", "fixed_trees", "fast_trees", "ref_code_gradient",
-    "reduction_order", "estimator", "loss_clip", "alpha_min", "weak_prediction", "update",
-    "realizable", "optimizer", "leaf_prediction", "rho_decay", "rho_floor", "guess_expert",
-    "quadratic_expert", "hedge_discount", "guess_play", "guess_model", "hedge_weight",
-    "switch_weight", "rho_by_misses", "offset_l2", "rho_min", "tree_core", "grace_by",
-    "drift_restart",
-})
-#: booster parameters that are flags: booleans only
-FLAG_PARAMS = frozenset({
-    "fixed_trees", "fast_trees", "ref_code_gradient", "realizable", "quadratic_expert",
-    "rho_by_misses",
-})
-#: size attributes a booster class may fix (read from the class when not a parameter)
-CLASS_SIZE_ATTRIBUTES = ("mc_samples",)
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _bound(name: str, value: Any, bound: int, constant: str, why: str = "") -> None:
+def _bound(name: str, value: Any, bound: float, constant: str, why: str = "") -> None:
     if _is_int(value) and value > bound:
         raise ValueError(
             f"{name} = {value} is above its bound {bound}{why} ({constant} in boosters/_params.py)"
         )
-
-
-def check_flags(params: Mapping[str, Any]) -> None:
-    """TypeError naming the flag if a flag of ``params`` (:data:`FLAG_PARAMS`) is not a bool.
-
-    >>> check_flags({"fast_trees": False, "n_learners": 3})
-    >>> check_flags({"fixed_trees": "no"})
-    Traceback (most recent call last):
-    ...
-    TypeError: fixed_trees must be true or false, got 'no'
-    """
-    for name in sorted(FLAG_PARAMS & set(params)):
-        if not isinstance(params[name], bool):
-            raise TypeError(f"{name} must be true or false, got {params[name]!r}")
 
 
 def check_sizes(booster: str, n_actions: Any, params: Mapping[str, Any]) -> None:
@@ -134,8 +97,9 @@ def check_sizes(booster: str, n_actions: Any, params: Mapping[str, Any]) -> None
     (a registered name) for ``n_actions`` actions is above its bound (docs/boosters.md, "Size
     bounds").
 
-    ``params``: the booster's parameters with its defaults filled in (and any class-fixed size of
-    :data:`CLASS_SIZE_ATTRIBUTES`). Values of the wrong type are left to the booster's own checks.
+    ``params``: the booster's parameters with its defaults filled in (and any size its class
+    fixes, such as RiverPolicy's ``mc_samples``). Values of the wrong type are left to the
+    booster's declared constraints (:func:`validate_params`).
 
     >>> check_sizes("oco", 1_000, {"n_learners": 21})
     Traceback (most recent call last):
@@ -144,7 +108,7 @@ def check_sizes(booster: str, n_actions: Any, params: Mapping[str, Any]) -> None
 (MAX_WEAK_LEARNERS in boosters/_params.py)
     """
     _bound("n_actions", n_actions, MAX_ACTIONS, "MAX_ACTIONS")
-    n_learners = params.get("n_learners")
+    n_learners: Any = params.get("n_learners")
     _bound("n_learners", n_learners, MAX_LEARNERS, "MAX_LEARNERS")
     if booster in _BBM:
         _bound("n_learners", n_learners, MAX_BBM_LEARNERS, "MAX_BBM_LEARNERS", f" for {booster}")
@@ -161,7 +125,7 @@ def check_sizes(booster: str, n_actions: Any, params: Mapping[str, Any]) -> None
     if nominal is not None and hasattr(nominal, "__len__"):
         _bound("len(nominal_attributes)", len(nominal), MAX_NOMINAL_ATTRIBUTES,
                "MAX_NOMINAL_ATTRIBUTES")
-    mc_samples = params.get("mc_samples")
+    mc_samples: Any = params.get("mc_samples")
     _bound("mc_samples", mc_samples, MAX_MC_SAMPLES, "MAX_MC_SAMPLES")
     if booster in _MONTE_CARLO and _is_int(mc_samples) and _is_int(n_actions):
         _bound("mc_samples x n_actions", int(mc_samples) * int(n_actions), MAX_MC_DRAWS,
@@ -208,7 +172,8 @@ def check_real(
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     too_low = value <= low if open_low else value < low
-    if too_low or (value >= high if open_high else value > high):
+    # typeshed's numbers.Real declares < and <= alone, not > and >=
+    if too_low or (value >= high if open_high else value > high):  # type: ignore[operator]
         raise ValueError(f"{name} must be {_interval(low, high, open_low, open_high)}, got {value}")
     return float(value)
 
@@ -224,19 +189,6 @@ def _interval(low: float, high: float, open_low: bool, open_high: bool) -> str:
     if math.isinf(low):
         return f"a number {'<' if open_high else '<='} {high}"
     return f"in {'(' if open_low else '['}{low}, {high}{')' if open_high else ']'}"
-
-
-def check_rho(rho: Any, full_information: bool) -> float:
-    """The exploration rate: in [0, 1) for a full-information booster, in (0, 1) otherwise.
-
-    >>> check_rho(0.0, True)
-    0.0
-    >>> check_rho(0.0, False)
-    Traceback (most recent call last):
-    ...
-    ValueError: rho must be in (0.0, 1.0), got 0.0
-    """
-    return check_real("rho", rho, 0.0, 1.0, open_low=not full_information, open_high=True)
 
 
 def check_schedule(
@@ -276,21 +228,8 @@ def check_schedule(
 
 
 #: what a bandit booster's ``drift_restart`` restarts when its prediction's misses jump
-#: (``boosters.exploration.MissDrift``): the schedule's clock, or that and all it learned
+#: (``boosters.exploration.MissDrift``): all it learned, or the schedule's clock alone
 DRIFT_RESTARTS = ("model", "schedule")
-
-
-def check_drift_restart(value: Any) -> str | None:
-    """``drift_restart``: one of :data:`DRIFT_RESTARTS`, or None (no test, as earlier versions).
-
-    >>> check_drift_restart("model"), check_drift_restart(None)
-    ('model', None)
-    >>> check_drift_restart("trees")
-    Traceback (most recent call last):
-    ...
-    ValueError: drift_restart must be one of 'model', 'schedule', got 'trees'
-    """
-    return None if value is None else check_choice("drift_restart", value, DRIFT_RESTARTS)
 
 
 def check_choice(name: str, value: Any, choices: Sequence[Any]) -> Any:
@@ -347,19 +286,35 @@ def check_logged(actions: Any, propensities: Any, rewards: Any, n: int, n_action
 # ---- a constraint table (scikit-learn's _parameter_constraints style) ----------------------------
 
 
+class FlagError(TypeError, ValueError):
+    """A flag that is not a boolean: a TypeError (as the boosters always raised) that is also a
+    ValueError (what the service answers with 422)."""
+
+
 @dataclass(frozen=True)
 class Interval:
     """Numbers of ``kind`` (int or float) from ``low`` to ``high``; ``closed`` says which ends
-    belong: "both", "left", "right" or "neither" (``None`` as an end: unbounded)."""
+    belong: "both", "left", "right" or "neither" (``None`` as an end: unbounded). ``bound``: the
+    name of the constant ``high`` is (MAX_LEARNERS, ...): a value above it is then refused as
+    "above its bound" (docs/boosters.md, "Size bounds").
+
+    >>> Interval(int, 1, MAX_LEARNERS, bound="MAX_LEARNERS").check("n_learners", 1001)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_learners = 1001 is above its bound 1000 (MAX_LEARNERS in boosters/_params.py)
+    """
 
     kind: type
     low: float | None
     high: float | None
     closed: str = "both"
+    bound: str | None = None
 
     def check(self, name: str, value: Any) -> None:
         low = -math.inf if self.low is None else self.low
         high = math.inf if self.high is None else self.high
+        if self.bound is not None:
+            _bound(name, value, high, self.bound)
         if self.kind is int:
             check_int(name, value, math.ceil(low) + (self.closed in ("right", "neither")))
             if value > high or (value == high and self.closed in ("left", "neither")):
@@ -391,38 +346,79 @@ class Options:
         check_choice(name, value, self.choices)
 
 
-def _satisfies(name: str, value: Any, constraint: Any) -> str | None:
-    """None if ``value`` meets ``constraint`` (None, a type, Interval, Options, HasMethods),
-    else the reason it does not."""
+@dataclass(frozen=True)
+class Flag:
+    """True or false (a numpy bool too); anything else is a :class:`FlagError` (a truthy ``"no"``
+    or ``0`` would otherwise turn an option on or off).
+
+    >>> try:
+    ...     Flag().check("fixed_trees", "no")
+    ... except (TypeError, ValueError) as error:
+    ...     print(error)
+    fixed_trees must be true or false, got 'no'
+    """
+
+    def check(self, name: str, value: Any) -> None:
+        kind = type(value)
+        if kind is not bool and not (kind.__module__ == "numpy" and kind.__name__ == "bool"):
+            raise FlagError(f"{name} must be true or false, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """A number of rounds ``> 0`` or ``"auto"`` (the exploration schedule's ``rho_decay``)."""
+
+    def check(self, name: str, value: Any) -> None:
+        if isinstance(value, str) and value != "auto" or isinstance(value, bool):
+            raise ValueError(
+                f"{name} must be a number of rounds > 0, 'auto' or None, got {value!r}"
+            )
+        if not isinstance(value, str):
+            check_real(name, value, 0.0, math.inf, open_low=True)
+
+
+def _satisfies(name: str, value: Any, constraint: Any) -> Exception | Literal[False] | None:
+    """None if ``value`` meets ``constraint`` (None, a type, Interval, Options, Flag, Rounds,
+    HasMethods), else the error saying why not (None for a failed ``None`` or type alone)."""
     if constraint is None:
-        return None if value is None else "not None"
+        return None if value is None else False
     if isinstance(constraint, type):
-        return None if isinstance(value, constraint) else f"not a {constraint.__name__}"
+        return None if isinstance(value, constraint) else ValueError(
+            f"{name} must be a {constraint.__name__}, got {value!r}")
     try:
         constraint.check(name, value)
     except ValueError as error:
-        return str(error)
+        return error
     return None
 
 
 def validate_params(params: Mapping[str, Any], constraints: Mapping[str, Sequence[Any]]) -> None:
-    """ValueError naming the parameter if a value of ``params`` meets none of its constraints.
+    """ValueError naming the parameter if a value of ``params`` meets none of its constraints
+    (a :class:`FlagError`, also a TypeError, for a flag).
 
     ``constraints``: name -> a list of allowed forms, any of which will do (a batch estimator's
-    ``_parameter_constraints``); parameters without an entry are not checked.
+    or an online booster's ``_parameter_constraints``); parameters without an entry are not
+    checked. A ``None`` among the forms is not named in the message.
 
-    >>> table = {"n_rounds": [Interval(int, 1, None)], "solver": [Options(("auto", "xgb"))]}
-    >>> validate_params({"n_rounds": 10, "solver": "auto"}, table)
+    >>> table = {"n_rounds": [Interval(int, 1, None)], "solver": [Options(("auto", "xgb"))],
+    ...          "clip": [None, Interval(float, 1.0, None)]}
+    >>> validate_params({"n_rounds": 10, "solver": "auto", "clip": None}, table)
     >>> validate_params({"n_rounds": 0, "solver": "auto"}, table)
     Traceback (most recent call last):
     ...
     ValueError: n_rounds must be an integer >= 1, got 0
+    >>> validate_params({"clip": 0.5}, table)
+    Traceback (most recent call last):
+    ...
+    ValueError: clip must be a number >= 1.0, got 0.5
     """
     for name, allowed in constraints.items():
         if name not in params:
             continue
-        reasons = [_satisfies(name, params[name], c) for c in allowed]
-        if None in reasons:
+        errors = [_satisfies(name, params[name], c) for c in allowed]
+        if None in errors:
             continue
-        raise ValueError(reasons[0] if len(reasons) == 1 else
-                         f"{name} = {params[name]!r} is invalid: {'; '.join(map(str, reasons))}")
+        failed = [e for e in errors if isinstance(e, Exception)]  # errors and False are left
+        if len(failed) == 1:
+            raise failed[0]
+        raise ValueError(f"{name} = {params[name]!r} is invalid: {'; '.join(map(str, failed))}")

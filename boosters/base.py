@@ -11,9 +11,11 @@ import numbers
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+
+from boosters._migrations import Migrating
 
 __all__ = [
     "Decision",
@@ -120,7 +122,7 @@ def check_context(x: Any) -> dict:
             raise ValueError(
                 f"feature {key!r} is an integer of {bits} bits, beyond the range of a float"
             )
-        if not isinstance(value, str) and not np.isfinite(value):
+        if not isinstance(value, str) and not np.isfinite(value):  # type: ignore[call-overload]
             raise ValueError(f"feature {key!r} is not finite: {value}")
     return x
 
@@ -189,24 +191,31 @@ def resolve_feedback(
     return correct, (decision.action if correct else None)
 
 
-class OnlineBooster(abc.ABC):
+class OnlineBooster(Migrating, abc.ABC):
     """Base class of the online boosters and baselines.
 
     Subclasses implement :meth:`decide_one` and :meth:`learn_one`. They keep all state in
-    attributes so that pickling the booster snapshots it exactly.
+    attributes so that pickling the booster snapshots it exactly; what a booster pickled before
+    an attribute existed reads for it is one table (:mod:`boosters._migrations`).
     """
 
     #: True for boosters that need the true label (the full-information twins).
     full_information: bool = False
 
     n_actions: int
+    #: the generator of the feedback's draws (set by each subclass's constructor)
+    _rng: np.random.Generator
+    #: the declared parameters (:func:`boosters._params.validate_params`) and parameter groups
+    #: (:mod:`boosters.groups`), set by each registered subclass
+    _parameter_constraints: ClassVar[dict[str, list]]
+    default_groups: ClassVar[dict[str, Any]]
 
     @abc.abstractmethod
     def decide_one(
         self,
         x: dict,
         *,
-        allowed: Sequence[int] | None = None,
+        allowed: np.ndarray | Sequence[int] | None = None,
         rng: np.random.Generator | None = None,
     ) -> Decision:
         """Decide an action for context ``x`` among ``allowed`` (``None``: all actions), drawing

@@ -103,7 +103,11 @@ def decay_rounds(decay: float | str, k: int | None) -> float:
     >>> decay_rounds("auto", 3), decay_rounds("auto", 26), decay_rounds(40.0, 3)
     (15, 100, 40.0)
     """
-    return min(ROUNDS_PER_ACTION * k, MAX_AUTO_DECAY) if decay == "auto" else decay
+    if decay == "auto":
+        assert k is not None  # "auto" is per action: every caller with it passes k
+        return min(ROUNDS_PER_ACTION * k, MAX_AUTO_DECAY)
+    assert not isinstance(decay, str)  # "auto" is the one string (check_schedule)
+    return decay
 
 
 #: the prediction's miss rate at and above which the schedule's rate holds; below it the rate

@@ -13,12 +13,13 @@ ValueError: unknown booster 'nope'; choose from: ...
 from __future__ import annotations
 
 import importlib
-import inspect
 from typing import TYPE_CHECKING, Any
 
-from boosters._params import CLASS_SIZE_ATTRIBUTES, check_flags, check_sizes
+from boosters._params import Flag, check_sizes, validate_params
 
 if TYPE_CHECKING:  # annotations only: listing the names stays free of numpy (the CLI's --help)
+    from collections.abc import Callable
+
     from boosters.base import OnlineBooster
 
 # name -> ("module:Class", preset keyword arguments); imported lazily to keep the import cheap.
@@ -64,28 +65,49 @@ def full_information(name: str) -> bool:
 
 
 def booster_params(name: str) -> dict[str, Any]:
-    """Constructor parameters of ``name`` (other than ``n_actions`` and its presets) with their
-    defaults (every booster lists all of its parameters: no ``**kwargs``).
+    """The flat parameters ``name`` accepts (other than ``n_actions`` and its presets) with their
+    defaults: its constructor's keywords, its groups' fields (:mod:`boosters.groups`) in their
+    place. Every one of them is declared in the class's ``_parameter_constraints``.
 
     >>> booster_params("uniform")
     {'seed': None}
+    >>> booster_params("adaboostolm")["rho"], "rho_decay" in booster_params("adaboostolm")
+    (0.0, False)
     """
-    signature = inspect.signature(booster_class(name).__init__)
-    params = {
-        p.name: None if p.default is p.empty else p.default
-        for p in signature.parameters.values()
-        if p.name not in ("self", "n_actions")
-    }
+    from boosters.groups import flat_defaults
+
+    params = flat_defaults(booster_class(name))
     for preset in _BOOSTERS[name][1]:
         params.pop(preset, None)
     return params
 
 
-def make_booster(name: str, n_actions: int, **params: Any) -> OnlineBooster:
-    """Build booster ``name`` for ``n_actions`` actions; unknown parameters are a ValueError.
+def flag_params(name: str) -> frozenset[str]:
+    """The parameters of ``name`` declared as flags (booleans only); none for a name not
+    registered (a model with action features).
 
-    Sizes above their bounds (:mod:`boosters._params`) are a ValueError naming the parameter,
-    its value and its bound, raised before anything is built.
+    >>> sorted(flag_params("oco"))
+    ['fast_trees', 'fixed_trees', 'realizable', 'rho_by_misses']
+    """
+    if name not in _BOOSTERS:
+        return frozenset()
+    declared = booster_class(name)._parameter_constraints
+    return frozenset(p for p in booster_params(name)
+                     if any(isinstance(c, Flag) for c in declared.get(p, ())))
+
+
+#: sizes a booster class fixes rather than takes (read from the class for :func:`check_sizes`)
+CLASS_SIZE_ATTRIBUTES = ("mc_samples",)
+
+
+def make_booster(name: str, n_actions: int, **params: Any) -> OnlineBooster:
+    """Build booster ``name`` for ``n_actions`` actions from flat parameters (a stored config's:
+    the groups' fields are mapped into the groups, :func:`boosters.groups.regroup`); unknown
+    parameters are a ValueError listing the accepted ones.
+
+    Every value is checked against the class's ``_parameter_constraints`` and the sizes against
+    their bounds (:mod:`boosters._params`) before anything is built: a ValueError naming the
+    parameter (a size: its value and its bound).
 
     >>> make_booster("adabandit", n_actions=3, n_learners=1001)
     Traceback (most recent call last):
@@ -101,6 +123,7 @@ def make_booster(name: str, n_actions: int, **params: Any) -> OnlineBooster:
             f"accepted: {', '.join(sorted(allowed))}"
         )
     fixed = {a: getattr(cls, a) for a in CLASS_SIZE_ATTRIBUTES if hasattr(cls, a)}
-    check_flags(params)
     check_sizes(name, n_actions, {**fixed, **allowed, **params})  # before building anything
-    return cls(n_actions=n_actions, **_BOOSTERS[name][1], **params)
+    validate_params({"n_actions": n_actions, **params}, cls._parameter_constraints)
+    build: Callable[..., OnlineBooster] = cls  # each subclass's own constructor
+    return build(n_actions=n_actions, **_BOOSTERS[name][1], **params)

@@ -1,6 +1,6 @@
 """The compiled loops of :mod:`learners.ridge`: the feature map of a context of the model's last
 numeric layout, and the rank-one update of an inverse Gram matrix. Both give the floats of the
-NumPy code they replace (the same operations in the same order; tests/test_ridge.py)."""
+NumPy code they replace (the same operations in the same order; tests/learners/test_ridge.py)."""
 
 from __future__ import annotations
 

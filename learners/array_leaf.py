@@ -38,15 +38,16 @@ class NominalValues:
 
     def add(self, name, value) -> None:
         """Count ``value`` for feature ``name`` (up to ``limit + 1`` values)."""
+        limit = self.limit
+        if limit is None:  # no bound: nothing to count
+            return
         seen = self.values.get(name)
         if seen is None:
-            if self.limit is None:
-                return
             seen = self.values[name] = set()
-        if value in seen or len(seen) > self.limit:
+        if value in seen or len(seen) > limit:
             return
         seen.add(value)
-        if len(seen) == self.limit + 1:
+        if len(seen) == limit + 1:
             self.crossed.append(name)
 
     def allows_multiway(self, name) -> bool:

@@ -101,7 +101,7 @@ def _check_real(name: str, value: Any, low: float, high: float = math.inf, *, op
         not isinstance(value, bool)
         and isinstance(value, numbers.Real)
         and not math.isnan(value)
-        and (low < value if open_low else low <= value)
+        and (low < value if open_low else low <= value)  # type: ignore[operator]
         and value <= high
     )
     if not ok:

@@ -496,4 +496,4 @@ class CompiledHoeffdingTreeClassifier:
 
     def predict_one(self, x: dict):
         proba = self.predict_proba_one(x)
-        return max(proba, key=proba.get) if proba else None
+        return max(proba, key=proba.__getitem__) if proba else None

@@ -144,4 +144,5 @@ def dask_scores(client: Any, ensemble: Any, X: np.ndarray) -> np.ndarray:
         margin = dxgb.inplace_predict(client, est.booster, Z, predict_type="margin")
         term = float(alpha) * margin.astype(np.float64)
         total = term if total is None else total + term
+    assert total is not None  # the ensemble is not empty
     return np.asarray(total.compute(), dtype=np.float64).reshape(X.shape[0], k)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -30,7 +31,7 @@ class FeatureIndex:
 
     def __init__(
         self,
-        nominal_attributes: list | None = None,
+        nominal_attributes: Iterable | None = None,
         max_nominal_values: int | None = 64,
         max_multiway_values: int | None = 32,
     ):

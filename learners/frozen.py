@@ -74,7 +74,7 @@ def _encode(node: Any, nodes: list[tuple]) -> tuple[int, float]:
         # River's majority-class leaf predicts its class counts normalised, by this function
         # (on a shallow copy: the counts are floats, so River's deep copy would change nothing)
         # a naive-Bayes leaf keeps its terms instead, where it predicts with them
-        terms = node.frozen() if isinstance(node, NaiveBayesLeaf) else None
+        terms: Any = node.frozen() if isinstance(node, NaiveBayesLeaf) else None
         if terms is None:
             terms = normalize_values_in_dict(dict(node.stats), inplace=True)
         nodes.append((_LEAF, terms))
@@ -142,13 +142,13 @@ class FrozenHoeffdingTree:
         proba = dict.fromkeys(self.classes, 0.0)
         if self.nodes:
             leaf = self._leaf(x)
-            proba.update(leaf if type(leaf) is dict else leaf.predict(x))
+            proba.update(leaf if isinstance(leaf, dict) else leaf.predict(x))
         return proba
 
     def predict_one(self, x: dict) -> Any:
         """The most probable class (River's ``Classifier.predict_one``), None when untrained."""
         proba = self.predict_proba_one(x)
-        return max(proba, key=proba.get) if proba else None
+        return max(proba, key=proba.__getitem__) if proba else None
 
     def learn_one(self, *args: Any, **kwargs: Any) -> None:
         """Refused: a frozen copy has no learning state."""
@@ -189,9 +189,9 @@ def _thaw(blob: bytes) -> FrozenHoeffdingTree:
     return pickle.loads(blob)
 
 
-def _predictor(cls: type, state: dict) -> Any:
+def _predictor(cls: type[Any], state: dict) -> Any:
     """A reward model rebuilt from its serving state (it predicts; it cannot learn)."""
-    model = cls.__new__(cls)
+    model = cls.__new__(cls)  # type: ignore[call-overload]  # any class of the allow-list
     restore = getattr(model, "__setstate__", None)
     if restore is None:  # a class without one of its own
         model.__dict__.update(state)

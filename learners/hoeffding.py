@@ -147,7 +147,7 @@ def make_vfdt(
         )
     cls = ArrayHoeffdingTreeClassifier if fast_trees else FastHoeffdingTreeClassifier
     return cls(
-        grace_period=grace_period,
+        grace_period=grace_period,  # type: ignore[arg-type]  # River counts it as a float
         delta=delta,
         tau=tau,
         split_criterion="info_gain",

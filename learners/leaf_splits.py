@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 from river.tree.splitter.nominal_splitter_classif import NominalSplitterClassif
@@ -84,6 +85,30 @@ class SplitScoring:
     Candidate merits in one vectorised pass, then River's exact formulas for the few candidates
     that can be among the two best.
     """
+
+    # the host leaf's state (set by ArrayLeaf._reset and River's leaf), declared for the checker
+    stats: dict
+    total_weight: float
+    n_splits: int
+    _disabled_attrs: set
+    _slots: dict
+    _labels: list
+    _num_names: list
+    _num_order: list[list[int]]
+    _w: np.ndarray
+    _mean: np.ndarray
+    _s: np.ndarray
+    _min: np.ndarray
+    _max: np.ndarray
+    _nom_names: list
+    _rows: list[dict]
+    _values: list[set]
+    _occ: list[list]
+    _other: list
+    _counts: list[list[float]]
+    _row_feature: list[int]
+    _tree_values: Any
+    _uncertain: float
 
     def best_split_suggestions(self, criterion, tree) -> list[BranchFactory]:
         """River's suggestions (null split first, one per feature in River's order) for the
@@ -224,7 +249,7 @@ class SplitScoring:
         lo = self._min[:c, :n].min(axis=0)
         hi = self._max[:c, :n].max(axis=0)
         size = (hi - lo) / (self.n_splits + 1.0)
-        points = lo[:, None] + size[:, None] * np.arange(1, self.n_splits + 1, dtype=float)
+        points = lo[:, None] + size[:, None] * np.arange(1, self.n_splits + 1, dtype=np.float64)
         valid = (lo[:, None] < points) & (points < hi[:, None])
         return points, valid
 
@@ -279,7 +304,7 @@ class SplitScoring:
     def _river_nominal(self, i: int) -> NominalSplitterClassif:
         """River's splitter for nominal feature ``i``, dicts filled in River's insertion order."""
         splitter = NominalSplitterClassif()
-        per_class = defaultdict(dict)
+        per_class: defaultdict = defaultdict(dict)
         values_of = {row: value for value, row in self._rows[i].items()}
         values_of[self._other[i]] = OTHER  # past the cap: weight on the "not equal" side only
         for row, col in self._occ[i]:

@@ -115,7 +115,7 @@ class LinearRewards:
 
     #: no products; also what a model pickled before the option existed reads
     quadratic = False
-    pair_weights = None
+    pair_weights: np.ndarray | None = None
     normalized = False
 
     def __init__(
@@ -143,7 +143,7 @@ class LinearRewards:
         self.quadratic = bool(quadratic)
         self.normalized = bool(normalized)
         self.max_pairs = int(max_pairs)
-        self.pair_weights: np.ndarray | None = None  # (max_pairs, k) at the first product
+        self.pair_weights = None  # (max_pairs, k) at the first product
         self.pair_squares: np.ndarray | None = None
 
     def _row(self, key: Hashable, learn: bool) -> int | None:
@@ -204,6 +204,7 @@ class LinearRewards:
     def _probabilities(self, rows, values, pair_rows=None, pair_values=None) -> np.ndarray:
         z = values @ self.weights[rows] + self.bias
         if pair_rows is not None:
+            assert self.pair_weights is not None  # products come with their weights
             z += pair_values @ self.pair_weights[pair_rows]
         return 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, overflow-free
 

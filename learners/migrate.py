@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import numbers
 import sys
+from typing import Any
 
 import numpy as np
 from river.tree.nodes.branch import DTBranch, NominalBinaryBranch, NominalMultiwayBranch
@@ -150,7 +151,7 @@ def _leaf_stats(leaf) -> dict:
     """An active leaf's statistics in one form for both leaf kinds: the features in the leaf's
     order, numeric {name: {class: (w, mean, S, min, max)}}, nominal {name: {value: {class: w}}},
     the classes learned, examples and weight learned (estimated where not counted), counters."""
-    out = {"numeric": {}, "nominal": {}, "order": []}
+    out: dict[str, Any] = {"numeric": {}, "nominal": {}, "order": []}
     if hasattr(leaf, "_slots"):
         _array_leaf(leaf, out)
     else:
@@ -198,7 +199,8 @@ def _river_leaf(leaf, out: dict) -> None:
                 for y, g in dists.items() if g._var.mean.n > 0.0
             }
             continue
-        values = out["nominal"][name] = {}
+        values: dict = {}
+        out["nominal"][name] = values
         for y, dist in dists.items():
             for value, w in dist.items():
                 values.setdefault(value, {})[y] = w
@@ -220,7 +222,9 @@ def _merge(order: list, names) -> None:
 
 def _index(empty: FeatureIndex, walks: list, leaves: dict) -> FeatureIndex:
     """The feature index of what the trees have seen (see the module)."""
-    order, nominal, values, other = [], set(empty.nominal_attributes), {}, set()
+    order: list = []
+    values: dict = {}
+    nominal, other = set(empty.nominal_attributes), set()
     for walk in walks:
         for node, _ in walk:
             if id(node) in leaves:
@@ -228,14 +232,15 @@ def _index(empty: FeatureIndex, walks: list, leaves: dict) -> FeatureIndex:
     for walk in walks:
         for node, _ in walk:
             if isinstance(node, DTBranch):
-                if node.feature not in order:  # a feature no active leaf holds: last
-                    order.append(node.feature)
-                seen = values.setdefault(node.feature, [])
+                feature = node.feature  # type: ignore[attr-defined]  # River's branches have one
+                if feature not in order:  # a feature no active leaf holds: last
+                    order.append(feature)
+                seen = values.setdefault(feature, [])
                 if isinstance(node, NominalBinaryBranch):
-                    nominal.add(node.feature)
+                    nominal.add(feature)
                     seen.append(node.value)
                 elif isinstance(node, NominalMultiwayBranch):
-                    nominal.add(node.feature)
+                    nominal.add(feature)
                     seen.extend(node._mapping)
             elif id(node) in leaves:
                 stats = leaves[id(node)]
@@ -309,7 +314,7 @@ def _arrays(walks: list, leaves: dict, index: FeatureIndex, k: int, tree_i: np.n
 
 
 def _check_class(y, k: int) -> None:
-    if not (isinstance(y, numbers.Integral) and 0 <= y < k):
+    if not (isinstance(y, numbers.Integral) and 0 <= int(y) < k):
         raise ValueError(f"class {y!r} is not one of 0..{k - 1}")
 
 

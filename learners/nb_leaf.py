@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class NaiveBayesLeaf(ArrayLeaf):
         super()._reset()
         self._n_learned = 0
         self._w_learned = 0.0
-        self._model = None  # the naive-Bayes terms, rebuilt after an update
+        self._model: NaiveBayes | None = None  # the naive-Bayes terms, rebuilt after an update
 
     def __getstate__(self) -> dict:
         """The state without the cached naive-Bayes terms: a prediction (which may build them)
@@ -169,6 +170,12 @@ class NaiveBayes:
         "labels", "log_prior", "num_names", "means", "half_precision", "nominal", "log_rows",
         "log_unseen", "log_norm",
     )
+    # the arrays are None until set_numeric / set_nominal gives them (read only after)
+    means: Any
+    half_precision: Any
+    log_norm: Any
+    log_rows: Any
+    log_unseen: Any
 
     def __init__(self, labels: list, log_prior: np.ndarray) -> None:
         self.labels = labels

@@ -325,10 +325,10 @@ class RidgeRewards(OffsetTables, NumericLayout, MixedLayout):
             compiled = self._encode_mixed(x, learn)
         if compiled is not None:
             return compiled
-        slots, values, rows, local, pairs = self._features(x, learn)
-        scale = self._scale(self.feature_weight, len(slots))
-        slots = np.asarray([0, *slots], dtype=np.int64)
-        values = np.asarray([1.0, *(scale * v for v in values)])
+        names, reads, rows, local, pairs = self._features(x, learn)
+        scale = self._scale(self.feature_weight, len(names))
+        slots = np.asarray([0, *names], dtype=np.int64)
+        values = np.asarray([1.0, *(scale * v for v in reads)])
         if self.quadratic and slots.size > 1:
             base, vals = slots[1 : PAIR_FEATURES + 1], values[1 : PAIR_FEATURES + 1]
             i, j = _triu(base.size)

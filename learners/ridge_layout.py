@@ -1,9 +1,11 @@
 """The ridge reward model's path for contexts of one numeric layout: the layout remembered,
 its features standardised in array operations, and, once the map is full, the whole map in one
 compiled call (:mod:`learners._ridge_core`) over a table of the layout's products. Every path
-gives the floats of the feature-by-feature one (tests/test_ridge.py)."""
+gives the floats of the feature-by-feature one (tests/learners/test_ridge.py)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,7 +24,32 @@ def _or_negative(weight: float | None) -> float:
     return -1.0 if weight is None else weight
 
 
-class NumericLayout:
+class RidgeState:
+    """The state of :class:`learners.ridge.RidgeRewards` its mixins read, declared for the type
+    checker (annotations only: the model sets every one of them)."""
+
+    n_actions: int
+    dim: int
+    used: int
+    quadratic: bool
+    nominal_attributes: frozenset
+    slots: dict
+    local_index: dict
+    moments: np.ndarray
+    weights: np.ndarray
+    pair_keys: np.ndarray
+    pair_coords: np.ndarray
+    offset_features: int
+    offset_l2: float
+    feature_weight: float | None
+    pair_weight: float | None
+
+    if TYPE_CHECKING:
+        def _grow(self, d: int) -> None: ...
+        def _pair_slots(self, a: np.ndarray, b: np.ndarray, learn: bool) -> tuple: ...
+
+
+class NumericLayout(RidgeState):
     """The numeric-layout methods of :class:`learners.ridge.RidgeRewards` (a mixin)."""
 
     def _remember_layout(self, x: dict) -> None:
@@ -88,7 +115,7 @@ class NumericLayout:
             self._grow(min(self.dim, max(self.used, 2 * width)))
         from learners._ridge_core import encode_numeric
 
-        phi, local = encode_numeric(
+        phi, local = encode_numeric(  # type: ignore[call-arg]  # numba's Dispatcher
             v.astype(float), layout[1], layout[2], self.moments, learn, *table, self.quadratic,
             _or_negative(self.feature_weight), _or_negative(self.pair_weight), PAIR_CLIP,
             PAIR_FEATURES, self.weights.shape[1], self.offset_features + 1,

@@ -5,7 +5,7 @@ once every feature, nominal value and product of the context has its coordinate 
 full). A numeric layout takes it until the map is full (then :mod:`learners.ridge_layout`'s
 table is the shorter way). It gives the floats of
 the feature-by-feature path (:meth:`learners.ridge.RidgeRewards._features_one_by_one`, then
-:meth:`~learners.ridge.RidgeRewards._encode`; tests/test_ridge.py).
+:meth:`~learners.ridge.RidgeRewards._encode`; tests/learners/test_ridge.py).
 
 Its conditions: every nominal value has a coordinate of its own (a value past its feature's cap
 has offsets, and takes the feature-by-feature path), every numeric feature too, with its place
@@ -18,12 +18,14 @@ that context (only) the feature-by-feature way.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numba import njit
 
 from learners._ridge_core import assemble, moved
 from learners.linear import PAIR_CLIP, PAIR_FEATURES, PAIR_HASH
+from learners.ridge_layout import RidgeState
 
 __all__ = ["MAX_MIXED", "MixedLayout", "encode_mixed"]
 
@@ -110,8 +112,10 @@ def _weight(weight: float | None) -> float:
     return -1.0 if weight is None else weight
 
 
-class MixedLayout:
+class MixedLayout(RidgeState):
     """The mixed-layout methods of :class:`learners.ridge.RidgeRewards` (a mixin)."""
+
+    _mixed: dict[tuple, list[Any]]
 
     def _encode_mixed(self, x: dict, learn: bool) -> tuple | None:
         """:meth:`_encode` in one compiled call (the same floats) for a context with a nominal
@@ -124,11 +128,12 @@ class MixedLayout:
         cache = self.__dict__.get("_mixed")
         if cache is None:
             cache = self._mixed = {}
-        entry = cache.get(key)
+        entry: list[Any] | None = cache.get(key)
         if entry is None:
             if len(cache) >= MAX_MIXED:
                 cache.clear()
-            entry = cache[key] = [None, None]  # layout, when it last failed
+            entry = [None, None]  # layout, when it last failed
+            cache[key] = entry
         if entry[0] is None:
             stamp = (self.used, len(self.local_index))
             if entry[1] == stamp:
@@ -170,6 +175,7 @@ class MixedLayout:
             return None
         settled = len(self.local_index) >= self.offset_features
         numeric, nominals, slots, places, fixed = [], [], [], [], []
+        slot: int | None
         for i, (name, nominal) in enumerate(zip(x, kinds, strict=True)):
             if nominal:
                 slot, place, value = -1, 0, 1.0

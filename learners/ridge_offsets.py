@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from learners.ridge_layout import RidgeState
 from learners.tables import canonical, constant_step, digest, grown, room, row_of
 
 __all__ = [
@@ -84,7 +85,7 @@ class OffsetBlock(NamedTuple):
     pair_spread: np.ndarray  # and the pairs', (t,)
 
 
-class OffsetTables:
+class OffsetTables(RidgeState):
     """The offsets of :class:`learners.ridge.RidgeRewards` (a mixin; the state is the model's).
 
     - A value past its feature's cap: a small ridge regression per action (penalty
@@ -156,7 +157,8 @@ class OffsetTables:
             total += self.pair_weights[np.asarray(pairs, dtype=np.int64)].sum(axis=0)
         return total
 
-    def _offset_block(self, rows: list[int], pairs: list[int], taught: np.ndarray,
+    def _offset_block(self, rows: list[int] | np.ndarray, pairs: list[int] | np.ndarray,
+                      taught: np.ndarray,
                       local: np.ndarray) -> OffsetBlock:
         """The offsets' block of a round's Kalman step for the ``taught`` actions."""
         rows, pairs = np.asarray(rows, dtype=np.int64), np.asarray(pairs, dtype=np.int64)

@@ -9,9 +9,8 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
-from boosters import FLAG_PARAMS
 from boosters.base import OnlineBooster
-from boosters.registry import booster_params, make_booster
+from boosters.registry import booster_params, flag_params, make_booster
 from service.events import dumps, loads
 
 __all__ = ["ACTION_FEATURES_BOOSTER", "LearningMode", "ModelConfig", "NegativeRewards",
@@ -183,7 +182,7 @@ class ModelConfig:
         data = loads(text)
         data.setdefault("negative_rewards", LEGACY_NEGATIVE_REWARDS)
         params = data.get("params") or {}
-        for name in FLAG_PARAMS & set(params):
+        for name in flag_params(str(data.get("booster"))) & set(params):
             params[name] = bool(params[name])
         return cls(**data)
 

@@ -22,10 +22,10 @@ from service.eventlog import EventLog, LeaseLost, Limits, Redis, RedisError, Res
 from service.eventlog.consumer import StreamConsumer
 from service.eventlog.replies import stream_id
 from service.events import joined_event, loads
-from service.runtime import ServedModel
+from service.models.runtime import ServedModel
+from service.models.snapshots import HeapFreezer, pickle_isolated
+from service.models.store import ModelStore, ahead_of_log, save_snapshot
 from service.settings import Settings
-from service.snapshots import HeapFreezer, pickle_isolated
-from service.store import ModelStore, ahead_of_log, save_snapshot
 
 __all__ = ["EVERYSEC_LAG_SECONDS", "Learner", "durable_lag", "limits", "summed_feedback"]
 
@@ -394,9 +394,10 @@ class Learner(StreamConsumer):
     def maybe_snapshot(self, model: ServedModel) -> None:
         """Snapshot every ``snapshot_every_events`` events or ``snapshot_every_seconds``.
 
-        The state is frozen here, between events (:meth:`~service.runtime.ServedModel.begin_dump`:
-        a fork), and a background thread waits for the pickles and writes them (fenced), then
-        trims the streams; one snapshot per model is in flight at a time.
+        The state is frozen here, between events (:meth:`ServedModel.begin_dump
+        <service.models.runtime.ServedModel.begin_dump>`: a fork), and a background thread waits
+        for the pickles and writes them (fenced), then trims the streams; one snapshot per model
+        is in flight at a time.
         """
         pending = model.version - model.snapshot_version
         if pending <= 0:

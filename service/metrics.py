@@ -160,7 +160,7 @@ def exposition() -> bytes:
 def update_model_gauges(models) -> None:
     """Set the per-model gauges (called when /metrics is scraped) to the models given, and only
     those; the staleness figures are those of the latest
-    :meth:`~service.store.ModelStore.measure_staleness`."""
+    :meth:`~service.models.store.ModelStore.measure_staleness`."""
     for gauge in (MODEL_VERSION, MODEL_STALENESS, SNAPSHOT_AGE):
         gauge.clear()  # a deleted model's (or one another learner took over) series goes away
     for model in models:

@@ -141,7 +141,7 @@ class Settings(BaseSettings):
         default=5.0,
         ge=0,
         description="Move the long-lived heap (the models) out of the cyclic GC every S seconds "
-        "(0: never); see service/snapshots.py.",
+        "(0: never); see service/models/snapshots.py.",
     )
     redis_async: Literal["auto", "on", "off"] = Field(
         default="auto",
@@ -326,7 +326,8 @@ class Settings(BaseSettings):
     personalizer_model_allow_pickle: bool = Field(
         default=False,
         description="Let PUT /personalizer/model import model files of version 1, whose "
-        "boosters are pickles (read with the allow-listed unpickler of service/snapshots.py). "
+        "boosters are pickles (read with the allow-listed unpickler of "
+        "service/models/snapshots.py). "
         "Off: such a file is refused with 400 PickledModelFileNotAllowed; files of version 2 "
         "hold data only. See docs/personalizer.md.",
     )

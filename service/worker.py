@@ -21,7 +21,7 @@ It also runs the Personalizer endpoint's offline evaluations and its scheduled a
 
 Where it trains (``worker_device``: XGBoost on the CPU or a GPU; ``worker_dask_scheduler``: the
 -regr variants on a Dask cluster) is checked, and the Dask client connected, at start-up by
-:func:`service.compute.start_compute`; the client is passed in (docs/training.md, "Bigger
+:func:`service.training.compute.start_compute`; the client is passed in (docs/training.md, "Bigger
 hardware: a GPU, a Dask cluster").
 
 Progress goes to the ``boostbandit.worker`` logger and to the model's ``worker_status`` key (shown
@@ -44,10 +44,10 @@ from service.eventlog import EventLog, Redis, RedisError, ResponseError
 from service.eventlog.consumer import StreamConsumer
 from service.eventlog.keys import keys
 from service.events import loads
+from service.models.snapshots import dumps_whole
+from service.models.store import ModelStore
 from service.personalizer import evaluations, importances
 from service.settings import Settings
-from service.snapshots import dumps_whole
-from service.store import ModelStore
 from service.training import TrainConfig, train_and_evaluate
 
 __all__ = ["Worker", "train_config"]
@@ -98,7 +98,8 @@ class Worker(StreamConsumer):
     """The offline worker loop over the models whose worker lease it holds.
 
     ``models`` restricts it to those names (all models when empty). ``dask_client``: the Dask
-    client of :func:`service.compute.start_compute` the trainings run on (None: in-process).
+    client of :func:`service.training.compute.start_compute` the trainings run on (None:
+    in-process).
     """
 
     GROUP = "worker"

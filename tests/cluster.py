@@ -1,7 +1,8 @@
-"""A real Redis Cluster of three primaries on 127.0.0.1 for the tests (tests/test_redis_cluster.py),
-made from the project's own redis-server: three servers in cluster mode, the 16,384 slots split
-between them (CLUSTER ADDSLOTS), joined by CLUSTER MEET; optionally a replica of each primary
-(CLUSTER REPLICATE), promoted by the cluster when its primary dies (tests/test_faults.py)."""
+"""A real Redis Cluster of three primaries on 127.0.0.1 for the tests
+(tests/service/eventlog/test_redis_cluster.py), made from the project's own redis-server: three
+servers in cluster mode, the 16,384 slots split between them (CLUSTER ADDSLOTS), joined by CLUSTER
+MEET; optionally a replica of each primary (CLUSTER REPLICATE), promoted by the cluster when its
+primary dies (tests/service/eventlog/test_faults.py)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,6 @@ import contextlib
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -19,12 +18,7 @@ from pathlib import Path
 
 import pytest
 
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from service.api.server import free_port
 
 
 @dataclass

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.test_embedded import COMPOSE, ROOT
+from tests.service.eventlog.test_embedded import COMPOSE, ROOT
 
 PROFILE = "cluster"
 DEFAULT = {"redis", "api", "learner", "worker"}

@@ -12,7 +12,7 @@ DOCUMENTS = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGE
                     *(ROOT / "docs").rglob("*.md")])
 FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
-HISTORY = re.compile(r"\b\d+(st|nd|rd|th) pass\b|\bpass \d+\b|\bissue \d+\b"
+HISTORY = re.compile(r"\b\d+(st|nd|rd|th) pass\b|\bpass \d+\b|\bissue[ -]?\d+\b"
                      r"|\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth"
                      r"|eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth"
                      r"|eighteenth|nineteenth|twentieth)('s)? pass", re.I)
@@ -76,6 +76,13 @@ def test_the_readme_is_a_front_page() -> None:
     assert "## Two commands" in text
 
 
+def test_results_md_is_a_results_page() -> None:
+    """benchmarks/RESULTS.md holds the current figures and their commands; the full tables and
+    the earlier runs live in benchmarks/notes/ (an updater's long block goes there too)."""
+    lines = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 500, f"benchmarks/RESULTS.md has {len(lines)} lines"
+
+
 def test_boosters_md_is_a_reference_not_a_log() -> None:
     text = BOOSTERS.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 700
@@ -87,6 +94,40 @@ def test_the_history_regex_catches_pass_and_issue_mentions() -> None:
     for line in ("issue 15's eighteenth pass", "the 3rd pass", "Issue 40", "pass 12"):
         assert HISTORY.search(line), line
     assert not HISTORY.search("a model that passes 3 tests; the bypass; 12 passes")
+
+
+def history_mentions(root: Path) -> list[str]:
+    """Lines of code and docs that narrate the project's history ("issue N", "the Nth pass"):
+    history belongs in commit messages, CHANGELOG.md and the notes folders."""
+    skip = {"notes", "out", ".venv", "__pycache__"}
+    paths = [root / name for name in ("README.md", "CONTRIBUTING.md", "docker-compose.yml",
+                                      "pyproject.toml")]
+    for folder in ("boosters", "learners", "service", "benchmarks", "tests", "scripts", "docs",
+                   ".ci"):
+        paths += [path for path in (root / folder).rglob("*") if path.is_file()
+                  and path.suffix in {".py", ".md", ".sh", ".yml", ".yaml", ""}
+                  and not skip & set(path.relative_to(root).parts)]
+    found = []
+    for path in paths:
+        if path.resolve() == Path(__file__).resolve() or not path.exists():
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if HISTORY.search(line):
+                found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    return found
+
+
+def test_code_and_docs_do_not_narrate_history() -> None:
+    found = history_mentions(ROOT)
+    assert not found, "move these to a commit message or a notes folder:\n" + "\n".join(found)
+
+
+def test_the_history_check_sees_a_mention(tmp_path: Path) -> None:
+    (tmp_path / "boosters").mkdir()
+    (tmp_path / "boosters" / "x.py").write_text('"""Fixed in the ninth pass."""\n')
+    (tmp_path / "docs" / "notes").mkdir(parents=True)
+    (tmp_path / "docs" / "notes" / "h.md").write_text("issue 15\n")
+    assert [line.split(":")[0] for line in history_mentions(tmp_path)] == ["boosters/x.py"]
 
 
 def test_every_cited_section_of_boosters_md_exists() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("boosters", "learners", "service")
 #: the two research modules allowed past the module limit
 LONG_MODULES = {"boosters/batch/bopl.py", "boosters/batch/sample_efficient.py",
@@ -24,6 +24,8 @@ MAX_FUNCTION_LINES = 80
 REDIS_TYPE_USERS = {"service/api/lifespan.py", "service/api/errors.py"}
 #: where FastAPI and Starlette may be imported at module level: the HTTP packages
 HTTP_PACKAGES = ("service/api/", "service/personalizer/routes/", "service/personalizer/errors.py")
+#: packages that import no FastAPI or Starlette at all, not even inside a function
+NO_WEB_PACKAGES = ("service/models/",)
 #: a package may import only the packages listed for it
 ALLOWED_IMPORTS = {"learners": set(), "boosters": {"learners"}, "service": {"boosters", "learners"}}
 
@@ -128,6 +130,20 @@ def web_imports(paths) -> list[str]:
     return found
 
 
+def lifecycle_web_imports(paths) -> list[str]:
+    """Any import of FastAPI or Starlette, even inside a function, in :data:`NO_WEB_PACKAGES`
+    (the model lifecycle raises domain errors; the HTTP packages answer them)."""
+    found = []
+    for path in paths:
+        rel = relative(path)
+        if not rel.startswith(NO_WEB_PACKAGES):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found += [f"{rel}: imports {module}" for module, _ in _imported(tree, path)
+                  if module.split(".")[0] in ("fastapi", "starlette")]
+    return found
+
+
 def upward_imports(paths) -> list[str]:
     found = []
     for path in paths:
@@ -138,6 +154,48 @@ def upward_imports(paths) -> list[str]:
             if top in PACKAGES and top != own and top not in ALLOWED_IMPORTS[own]:
                 found.append(f"{relative(path)}: imports {module}")
     return found
+
+
+def _module_imports(paths) -> dict[str, set[str]]:
+    """Module -> the project's modules its module-level imports run (a package's ``__init__``
+    included: importing ``a.b.c`` runs ``a.b`` first)."""
+    names = {module_name(path) for path in paths}
+    graph = {}
+    for path in paths:
+        own = module_name(path)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = ast.Module([n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)], [])
+        targets = set()
+        for module, name in _imported(top, path):
+            full = f"{module}.{name}" if name else module
+            target = full if full in names else module
+            parts = target.split(".")
+            targets |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+        graph[own] = {t for t in targets if t in names and not (own + ".").startswith(t + ".")}
+    return graph
+
+
+def import_cycles(paths) -> list[str]:
+    """Cycles of module-level imports (each once, as ``a -> b -> a``)."""
+    graph = _module_imports(paths)
+    found, done = [], set()
+    for start in sorted(graph):
+        stack, path = [(start, iter(sorted(graph[start])))], [start]
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                done.add(node)
+                stack.pop()
+                path.pop()
+            elif child in path:
+                cycle = path[path.index(child):]
+                if min(cycle) == child:
+                    found.append(" -> ".join([*cycle, child]))
+            elif child not in done:
+                stack.append((child, iter(sorted(graph[child]))))
+                path.append(child)
+    return sorted(set(found))
 
 
 def test_the_checks_catch_what_they_forbid(tmp_path):
@@ -156,6 +214,17 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
         paths = [module]
         assert long_functions(paths) == ["service/bad.py:5 long: 81 lines"]
         assert web_imports(paths) == ["service/bad.py: imports fastapi"]
+        assert lifecycle_web_imports(paths) == []
+        lazy = package / "models" / "lazy.py"
+        lazy.parent.mkdir()
+        lazy.write_text("def answer():\n    from starlette.responses import Response\n")
+        assert lifecycle_web_imports([lazy]) == [
+            "service/models/lazy.py: imports starlette.responses"]
+        (package / "a.py").write_text("from service import b\n")
+        (package / "b.py").write_text("import service.a\n\ndef later():\n    import service.c\n")
+        (package / "c.py").write_text("from service.b import later\n")
+        cycles = import_cycles([package / f"{m}.py" for m in "abc"])
+        assert cycles == ["service.a -> service.b -> service.a"], cycles
         assert redis_imports(paths) == ["service/bad.py: imports redis"]
         assert private_imports(paths) == [
             "service/bad.py: imports _hidden from service.other",
@@ -170,7 +239,8 @@ def test_the_checks_catch_what_they_forbid(tmp_path):
 
 @pytest.mark.parametrize(
     "check",
-    [long_modules, long_functions, private_imports, redis_imports, web_imports, upward_imports],
+    [long_modules, long_functions, private_imports, redis_imports, web_imports,
+     lifecycle_web_imports, upward_imports, import_cycles],
     ids=lambda check: check.__name__,
 )
 def test_the_house_rules_hold(check):
@@ -178,6 +248,7 @@ def test_the_house_rules_hold(check):
     assert not found, "\n".join(found)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["service.worker", "service.learner"])
 def test_the_background_processes_load_no_web_framework(module: str) -> None:
     code = (f"import sys, {module}; "

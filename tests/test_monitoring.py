@@ -20,10 +20,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from service.api.app import create_app
 from service.eventlog import EventLog
 from service.learner import Learner, limits
+from service.models.store import ModelStore
 from service.settings import Settings
-from service.store import ModelStore
 from tests.conftest import free_port
-from tests.test_observability import get, traffic, wait_for
+from tests.service.learner.test_observability import get, traffic, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 MONITORING = ROOT / "monitoring"
@@ -111,6 +111,7 @@ def _train_once(url: str, name: str) -> None:
     worker.evaluate(time.time())
 
 
+@pytest.mark.slow
 def test_every_dashboard_query_names_an_exported_metric(exported: set[str]) -> None:
     queries = dashboard_queries()
     assert len(queries) >= 10
@@ -129,6 +130,7 @@ def test_every_dashboard_query_names_an_exported_metric(exported: set[str]) -> N
         assert wanted in used
 
 
+@pytest.mark.slow
 def test_metric_names_parser_rejects_an_unknown_metric(exported: set[str]) -> None:
     """The check above can fail: a misspelt metric is caught."""
     names = metric_names('sum by (model) (rate(boostbandit_decision_total{model="m"}[5m]))')

@@ -4,7 +4,7 @@ path outside the repository (``../shared``, ``shared/specs``) or an internal see
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 
 #: what must not appear (case-insensitive): outside paths and internal seed numbers
 FORBIDDEN = re.compile(r"\.\./shared|shared/specs|seed[ -]00\d", re.IGNORECASE)

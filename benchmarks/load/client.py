@@ -21,7 +21,7 @@ import httpx
 MODEL = "load-car"
 #: the bare endpoint (a constant body, no Redis)
 BARE_PATH = "/healthz"
-#: the latency target of the open loop (issue 40: p99 <= 10 ms); slower predicts are listed by
+#: the latency target of the open loop (p99 <= 10 ms); slower predicts are listed by
 #: time
 TARGET_P99_MS = 10.0
 

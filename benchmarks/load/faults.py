@@ -1,5 +1,5 @@
-"""The fault-injection scenarios of tests/test_faults.py, with more events, printing the table
-of benchmarks/RESULTS.md ("Faults") and the machine it ran on.
+"""The fault-injection scenarios of tests/service/eventlog/test_faults.py, with more events,
+printing the table of benchmarks/RESULTS.md ("Faults") and the machine it ran on.
 
 Each scenario runs the split deployment as real processes on 127.0.0.1 (its own redis-server
 with appendonly, ``appendfsync always`` where it is killed, an API replica under uvicorn, one or two
@@ -29,7 +29,13 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from tests.test_faults import CLUSTER_SCENARIOS, SCENARIOS, Row, run_scenario, table
+from tests.service.eventlog.test_faults import (
+    CLUSTER_SCENARIOS,
+    SCENARIOS,
+    Row,
+    run_scenario,
+    table,
+)
 
 
 def machine() -> str:

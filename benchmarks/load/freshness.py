@@ -50,7 +50,7 @@ from service.eventlog import keys
 from service.sim.datasets import load_dataset
 
 MODEL = "fresh-car"
-SECTION = "## Replica freshness (issue 13)"
+SECTION = "### Replica freshness"
 
 
 def _ms(stream_id: bytes) -> int:

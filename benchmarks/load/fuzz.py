@@ -1,13 +1,13 @@
 """Schemathesis over the served API: every operation of ``/openapi.json``, every check.
 
-The longer twin of ``tests/test_fuzz.py`` (which runs in-process with ``not_a_server_error``
-only). This script starts its own ``redis-server`` and the service as production runs it
-(``python -m service serve``: uvicorn, API and learner thread in one process) on 127.0.0.1, seeds
-one model with decided events and Personalizer events on its action set, then runs Schemathesis's
-command line against it (phases examples, coverage, fuzzing and stateful; ``--checks all``) with
-this module as its hooks module, which steers half of the valid cases' path parameters, event
-ids, rank action sets and model parameters onto the seeded data, so the routes' logic is reached
-and not only their 404s (invalid cases are left as generated). It prints a summary per check
+The longer twin of ``tests/service/api/test_fuzz.py`` (which runs in-process with
+``not_a_server_error`` only). This script starts its own ``redis-server`` and the service as
+production runs it (``python -m service serve``: uvicorn, API and learner thread in one process) on
+127.0.0.1, seeds one model with decided events and Personalizer events on its action set, then runs
+Schemathesis's command line against it (phases examples, coverage, fuzzing and stateful; ``--checks
+all``) with this module as its hooks module, which steers half of the valid cases' path parameters,
+event ids, rank action sets and model parameters onto the seeded data, so the routes' logic is
+reached and not only their 404s (invalid cases are left as generated). It prints a summary per check
 and per operation, with one ``curl`` reproducer per distinct failure, and writes
 ``benchmarks/out/fuzz.json``.
 
@@ -40,7 +40,7 @@ from benchmarks import ROOT
 OUT = ROOT / "benchmarks" / "out" / "fuzz.json"
 HOOKS_MODULE = "benchmarks.load.fuzz"
 
-# --- the seeded data and the steering, shared with tests/test_fuzz.py -------------------------
+# --- the seeded data and the steering, shared with tests/service/api/test_fuzz.py -----------------
 MODEL = "fz"
 DOOMED = "fz-doomed"  # what DELETE is steered to, so the seeded model stays
 ACTIONS = ["a", "b", "c"]

@@ -62,7 +62,7 @@ from service.sim.datasets import load_dataset
 #: name -> (a 3-node cluster, learner processes)
 SHAPES = {"redis-1": (False, 1), "redis-3": (False, 3),
           "cluster-1": (True, 1), "cluster-3": (True, 3)}
-SECTION = "## Scaling: one Redis or a 3-node cluster, 1 or 3 learners"
+SECTION = "### Scaling: one Redis or a 3-node cluster, 1 or 3 learners"
 BLOCK = "scaling"
 #: the per-shape figures that are medians over the rounds
 FIGURES = ("predict_p50_ms", "predict_p99_ms", "decisions_per_second", "updates_per_second",

@@ -1,7 +1,7 @@
 """Slow clients against the served API: one client holds many half-sent requests open while a
 prober tries new ``GET /healthz`` requests, under a lowered open-file limit.
 
-The audit's scenario (issue 41): with a soft limit of 1,024 descriptors, 1,100 half-sent requests
+The audit's scenario: with a soft limit of 1,024 descriptors, 1,100 half-sent requests
 made 0 of 69 new ``/healthz`` requests succeed in 15 s. The service runs as production runs it
 (``python -m service serve`` on 127.0.0.1) twice, alternating: *bounded*, with its defaults
 (``api_request_timeout_seconds``, ``api_limit_concurrency``), and *unbounded*, with both set to

@@ -10,7 +10,6 @@ import multiprocessing as mp
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,15 +19,9 @@ from typing import Any
 import httpx
 
 from benchmarks import ROOT
+from service.api.server import free_port
 
 LOOPBACK = "127.0.0.1"
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        return s.getsockname()[1]
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec

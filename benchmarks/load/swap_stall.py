@@ -1,21 +1,21 @@
 """How long an API replica stops its other threads when it swaps in a new snapshot.
 
 The model is the load benchmark's (AdaBandit, N = 20, Car, ``tree_profile="bandit"``), trained
-on ``--events`` joined events through :class:`service.runtime.ServedModel` exactly as the learner
-applies them. Three ways to replace the served booster with a newly loaded one are timed while
-a ticker thread (standing for the event loop) wakes every 0.2 ms. The longest gap between two
-of its ticks is how long a request would have waited for the GIL:
+on ``--events`` joined events through :class:`service.models.runtime.ServedModel` exactly as
+the learner applies them. Three ways to replace the served booster with a newly loaded one are
+timed while a ticker thread (standing for the event loop) wakes every 0.2 ms. The longest gap
+between two of its ticks is how long a request would have waited for the GIL:
 
 * ``whole``: unpickle the whole snapshot (what replicas did before serving copies) and swap;
 * ``serving, naive``: unpickle the serving copy (:func:`learners.frozen.dumps_serving`) with the
   collector on, and drop the old copy at once;
-* ``serving, replica path``: the refresh path of :meth:`service.store.ModelStore.
-  refresh_from_snapshots`: load inside :meth:`service.snapshots.HeapFreezer.loading`, then empty the
-  replaced copy tree by tree (:func:`learners.frozen.release`).
+* ``serving, replica path``: the refresh path of :meth:`service.models.store.ModelStore.
+  refresh_from_snapshots`: load inside :meth:`service.models.snapshots.HeapFreezer.loading`, then
+  empty the replaced copy tree by tree (:func:`learners.frozen.release`).
 
-The heap is frozen first, as a replica's :class:`~service.snapshots.HeapFreezer` keeps it. Sizes,
-load times and the time of one decision (whole against serving copy) are reported too, with
-medians over ``--repeats`` swaps.
+The heap is frozen first, as a replica's :class:`~service.models.snapshots.HeapFreezer` keeps
+it. Sizes, load times and the time of one decision (whole against serving copy) are reported
+too, with medians over ``--repeats`` swaps.
 
     python -m benchmarks.load.swap_stall --events 2000 --repeats 2   # quick
     python -m benchmarks.load.swap_stall --results                    # 20,000 events, RESULTS.md
@@ -39,9 +39,9 @@ from benchmarks.stats import median
 from learners.frozen import dumps_serving, release
 from service.domain import ModelConfig
 from service.events import decision_event, joined_event
-from service.runtime import ServedModel
+from service.models.runtime import ServedModel
+from service.models.snapshots import HeapFreezer
 from service.sim.datasets import load_dataset
-from service.snapshots import HeapFreezer
 
 
 def trained_model(events: int, seed: int = 0) -> tuple[ServedModel, list[dict]]:

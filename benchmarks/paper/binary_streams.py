@@ -1,4 +1,4 @@
-"""Binary streams: the online agnostic OCO booster against River's online boosters (issue 5).
+"""Binary streams: the online agnostic OCO booster against River's online boosters.
 
 The OCO booster of BCHM20, *Online Agnostic Boosting via Regret Minimization* (NeurIPS 2020;
 :class:`boosters.online.oco.OCOBooster`, Algorithm 1 with the project's River trees; docs/papers.md)
@@ -33,7 +33,7 @@ learns it (:func:`progressive_validation`). Reported: accuracy on the labels the
 
 One JSON line per (stream, noise, model, seed) goes to benchmarks/out/binary.jsonl (runs already
 there are skipped, so a stopped run resumes); the block ``binary-streams`` of
-benchmarks/RESULTS.md and benchmarks/binary_streams.png are rewritten at the end.
+benchmarks/RESULTS.md and benchmarks/figures/binary_streams.png are rewritten at the end.
 
     python -m benchmarks.paper.binary_streams --seeds 10 --jobs 2
     python -m benchmarks.paper.binary_streams --report-only
@@ -328,9 +328,9 @@ def report(rows: list[dict], command: str) -> str:
         if r["stream"] == "agrawal":
             speed.setdefault(r["model"], []).append(r["rows"] / r["seconds"])
     lines = [
-        "## Binary streams: online agnostic boosting (BCHM20) against River's boosters",
+        "### Binary streams: online agnostic boosting (BCHM20) against River's boosters",
         "",
-        "`benchmarks/paper/binary_streams.py` (issue 5): `OCOBooster` (BCHM20 Algorithm 1, N = 10 "
+        "`benchmarks/paper/binary_streams.py`: `OCOBooster` (BCHM20 Algorithm 1, N = 10 "
         "Hoeffding trees, full information through the common booster protocol) at three "
         "fixed gamma, River's `AdaBoostClassifier` and `ADWINBoostingClassifier` (10 default "
         "Hoeffding trees), one default River Hoeffding tree ('River HT', naive-Bayes-adaptive "
@@ -372,7 +372,8 @@ def report(rows: list[dict], command: str) -> str:
             + ", ".join(f"{LABELS[m]} {median(v):.0f}" for m, v in speed.items() if m in LABELS)
             + ".",
         ]
-    lines += ["", "Figure: `benchmarks/binary_streams.png` (learning curves on Agrawal and SEA)."]
+    lines += ["", "Figure: `benchmarks/figures/binary_streams.png` "
+              "(learning curves on Agrawal and SEA)."]
     if NOTES:
         lines += ["", NOTES]
     return "\n".join(lines)
@@ -473,7 +474,7 @@ def main() -> None:
         from benchmarks.results import replace_block
 
         replace_block("binary-streams", body)
-        figure = plot(rows, ROOT / "benchmarks" / "binary_streams.png")
+        figure = plot(rows, ROOT / "benchmarks" / "figures" / "binary_streams.png")
         print(f"figure: {figure}", file=sys.stderr)
 
 

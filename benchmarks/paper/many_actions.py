@@ -1,4 +1,4 @@
-"""AdaBandit with many actions: exploration rate, importance weights and the fixes (issue 15).
+"""AdaBandit with many actions: exploration rate, importance weights and the fixes.
 
 Plain streams (each row once, shuffled by the seed): ``rbf26``, River's
 ``RandomRBF(n_classes=26)`` (10 numeric features, 50 centroids, generator seeded by the run's

@@ -5,10 +5,10 @@ SDK, on the scenarios the tests assert (a redis-server of its own, the app under
 - ``apprentice``: 500 Apprentice-mode events (8 actions, 8 user segments, the application's
   baseline right 70% of the time), the agreement with the baseline per 100 events, then the hit
   rate of the next 100 events in Online mode against a fresh model's first 100
-  (tests/test_personalizer_configuration.py);
+  (tests/service/personalizer/test_personalizer_configuration.py);
 - ``evaluations``: an offline evaluation of the auto-optimization candidates and a tree policy
   on a uniformly logged stream whose best action is known, and on one of coin flips
-  (tests/test_personalizer_evaluations.py), with the offline worker running.
+  (tests/service/personalizer/test_personalizer_evaluations.py), with the offline worker running.
 
     python -m benchmarks.paper.personalizer_admin apprentice --seeds 3
     python -m benchmarks.paper.personalizer_admin evaluations
@@ -28,7 +28,12 @@ def apprentice(url: str, seed: int) -> dict:
     """One seed of the apprentice scenario."""
     import httpx
 
-    from tests.test_personalizer_configuration import clients, hits, service, wait_version
+    from tests.service.personalizer.test_personalizer_configuration import (
+        clients,
+        hits,
+        service,
+        wait_version,
+    )
 
     with service(url, personalizer_reward_wait_seconds=5.0) as (base, _):
         client, admin = clients(base)
@@ -54,7 +59,7 @@ def evaluations(url: str) -> None:
     from azure.ai.personalizer import PersonalizerAdministrationClient
     from azure.core.credentials import AzureKeyCredential
 
-    from benchmarks.paper.personalizer_rewards import serve
+    from service.api.server import serve_in_thread as serve
     from service.personalizer.evaluations import AUTO_CANDIDATES
     from tests import test_personalizer_evaluations as t
 
@@ -80,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scenario", choices=["apprentice", "evaluations"])
     parser.add_argument("--seeds", type=int, default=3, help="apprentice: seeds 0..N-1")
     args = parser.parse_args(argv)
-    from benchmarks.paper.personalizer_rewards import free_port
+    from service.api.server import free_port
     from tests.conftest import RedisServer
 
     server = RedisServer(free_port(), Path(tempfile.mkdtemp(prefix="bb-pz-admin-")))

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.paper.personalizer_rewards import _redis, _wait_version, serve
-from benchmarks.paper.rotating_catalogue import catalogue_stream
+from benchmarks.paper.personalizer_rewards import _redis, _wait_version
+from service.api.server import serve_in_thread as serve
+from service.sim.catalogue import catalogue_stream
 
 __all__ = ["run_catalogue"]
 

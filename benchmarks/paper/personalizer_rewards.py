@@ -26,14 +26,11 @@ rate over the last 100 stays above 0.8; writes ``benchmarks/out/personalizer_rew
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import socket
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,42 +39,12 @@ import numpy as np
 
 from benchmarks import ROOT
 from benchmarks.stats import median
+from service.api.server import serve_in_thread
 
 OUT = ROOT / "benchmarks" / "out" / "personalizer_rewards.json"
 ACTIONS = ["a0", "a1", "a2", "a3"]
 PARAMS = {"n_learners": 5}
 ARMS = ("sdk-01", "native", "sdk-01-rescale", "sdk-pm1-rescale")
-
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def serve(settings: Any) -> Iterator[str]:
-    """The app of ``settings`` under uvicorn in a thread on a free loopback port; its URL."""
-    import uvicorn
-
-    from service.api.app import create_app
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
 
 
 def contexts(n: int, seed: int) -> list[tuple[dict[str, Any], int]]:
@@ -163,7 +130,7 @@ def run_arm(arm: str, redis_url: str, events: int, seed: int, sync: bool = True)
         personalizer_negative_rewards="rescale" if arm.endswith("rescale") else "clip",
     )
     data = contexts(events, seed)
-    with serve(settings) as base:
+    with serve_in_thread(settings) as base:
         if arm == "native":
             return run_native(base, data, seed, sync)
         return run_sdk(base, data, -1.0 if "pm1" in arm else 0.0, sync)

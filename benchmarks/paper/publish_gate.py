@@ -1,4 +1,4 @@
-"""The worker's publish gate under a null and an alternative (issue 41, item 6).
+"""The worker's publish gate under a null and an alternative.
 
 A hold-out of ``n`` events on k = 3 actions (the rewards do not depend on the context). The
 logging policy plays action 0 and explores actions 1 and 2 with probability ``floor`` each (a
@@ -19,7 +19,7 @@ estimators of :data:`boosters.ope_difference.DIFFERENCE_ESTIMATORS` on the same 
 ``new`` is its
 verdict (the betting bound ``low`` > 0: bets on the per-event differences plus the control
 variate ``boosters.ope_difference.LIFT``, rejecting when the capital reaches 1 / (1 - level)
-anywhere in the hold-out), ``old`` the rule before issue 41 (the normal-approximation bound
+anywhere in the hold-out), ``old`` the earlier rule (the normal-approximation bound
 ``normal_low`` > 0, which the gate still records). ``kept`` is the
 share of the hold-outs the old rule published that the new one publishes too. One JSON row per
 cell goes to benchmarks/out/publish_gate.json; the markdown table goes to stdout.

@@ -11,7 +11,7 @@ Learning curves (moving average, window 0.2 x rounds) are kept for Car in benchm
     python -m benchmarks.paper.table1_report          # writes the tables into benchmarks/RESULTS.md
 
 Other registered boosters can be added as columns with the same protocol and seeds; they get
-AdaBandit's N and rho and the bandit tree profile (:func:`config`). Issue 5's column, the OCO
+AdaBandit's N and rho and the bandit tree profile (:func:`config`). The extension's column, the OCO
 bandit booster (an extension beyond the papers, boosters/online/oco_bandit.py), was run with
 
     python -m benchmarks.paper.table1 --seeds 20 --jobs 2 --datasets balance car --boosters oco \
@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument(
         "--river-trees",
         action="store_true",
-        help="fast_trees=False: River's own Hoeffding-tree leaves (the reference, issue 11)",
+        help="fast_trees=False: River's own Hoeffding-tree leaves (the reference)",
     )
     parser.add_argument("--seed-list", type=int, nargs="*", help="these seeds instead of --seeds")
     args = parser.parse_args()

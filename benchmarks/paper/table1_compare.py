@@ -1,4 +1,4 @@
-"""Zhang et al. 2019 Table 1: the array-leaf trees against the stored River-leaf run (issue 11).
+"""Zhang et al. 2019 Table 1: the array-leaf trees against the stored River-leaf run.
 
 Matches the rows of a new run (default ``benchmarks/out/table1-fast.jsonl``, written by ``python -m
 benchmarks.paper.table1 --out``) with the stored rows of the old run

@@ -3,7 +3,7 @@
     python -m benchmarks.paper.table1_report
 
 Replaces the block between the ``<!-- table1:start -->`` and ``<!-- table1:end -->`` markers of
-RESULTS.md (creating the file if needed) and writes benchmarks/car_learning_curves.png.
+RESULTS.md (creating the file if needed) and writes benchmarks/figures/car_learning_curves.png.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def car_curves(boosters: list[str]) -> Path | None:
         )
     if not curves:
         return None
-    path = ROOT / "benchmarks" / "car_learning_curves.png"
+    path = ROOT / "benchmarks" / "figures" / "car_learning_curves.png"
     plot_learning_curves(curves, path, "Car x6: moving-average accuracy, mean over seeds")
     return path
 

@@ -37,8 +37,8 @@ One JSON line per (dataset, noise, fold, algorithm, T, sigma) goes to benchmarks
     python -m benchmarks.paper.table3 --report-only       # only rewrite the RESULTS.md block
     python -m benchmarks.paper.table3 --quick             # smoke test: Ionosphere, T = 25, 2 folds
 
-The figure benchmarks/table3.png (accuracy against noise, ours beside the paper's) is redrawn with
-the report.
+The figure benchmarks/figures/table3.png (accuracy against noise, ours beside the paper's) is
+redrawn with the report.
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def run_job(job: tuple) -> list[dict]:
 # ---- report -------------------------------------------------------------------------------------
 
 #: the start of the ``table3`` block: heading, protocol, the commands that made the numbers
-HEADER = """## Ghai & Singh 2024, Table 3 (batch agnostic boosting under label noise)
+HEADER = """### Ghai & Singh 2024, Table 3 (batch agnostic boosting under label noise)
 
 `benchmarks/paper/table3.py`, protocol of the paper's Section 7 / App. J as we read it
 (docs/papers.md): scikit-learn decision stumps as weak learners;
@@ -280,7 +280,7 @@ rows, class 0 against the rest (the paper does not say how it made the 3-class s
 folds instead of 30 to fit the time budget. Spambase and Sonar are not available offline.
 
 Commands (each resumes where it stopped; the last one only rewrites this block and
-`benchmarks/table3.png`):
+`benchmarks/figures/table3.png`):
 
 ```bash
 python -m benchmarks.paper.table3 --jobs 2 --datasets ionosphere diabetes german \\
@@ -292,7 +292,7 @@ python -m benchmarks.paper.table3 --jobs 2 --datasets ionosphere diabetes german
 python -m benchmarks.paper.table3 --report-only
 ```
 
-Figure: `benchmarks/table3.png` (ours solid, the paper dashed)."""
+Figure: `benchmarks/figures/table3.png` (ours solid, the paper dashed)."""
 
 #: the reading of the committed runs, appended to the block (the runs are deterministic)
 NOTES = """Reading:
@@ -663,7 +663,7 @@ def main() -> None:
 
         replace_block("table3", body, args.results or RESULTS)
         if args.results is None:
-            figure = plot(read_rows(args.out), ROOT / "benchmarks" / "table3.png")
+            figure = plot(read_rows(args.out), ROOT / "benchmarks" / "figures" / "table3.png")
             print(f"figure: {figure}", file=sys.stderr)
 
 

@@ -1,4 +1,4 @@
-"""Batch agnostic boosters: wall time per boosting round against fitting one stump (issue 5).
+"""Batch agnostic boosters: wall time per boosting round against fitting one stump.
 
 For each dataset of Ghai & Singh 2024 (as :mod:`benchmarks.paper.table3` loads it) and each batch
 booster of boosters/batch/sample_efficient.py, one repeat times
@@ -108,9 +108,9 @@ expensive. None of the boosters costs more than a few stump fits per round."""
 
 def report(results: list[dict], command: str, machine: str) -> str:
     lines = [
-        "## Batch agnostic boosters: wall time per round against fitting one stump",
+        "### Batch agnostic boosters: wall time per round against fitting one stump",
         "",
-        "`benchmarks/speed/batch_speed.py` (issue 5): each booster of "
+        "`benchmarks/speed/batch_speed.py`: each booster of "
         "`boosters/batch/sample_efficient.py` "
         "fitted with T rounds on the whole dataset; its time per round against one "
         "unit-weight decision stump fitted on the same data, both timed in every repeat.",

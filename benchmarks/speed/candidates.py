@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 
-from benchmarks.paper.rotating_catalogue import CATEGORIES, K, Round, catalogue_stream
 from benchmarks.stats import median
 from boosters.online.adf import ActionFeatureBooster
 from boosters.registry import make_booster
+from service.sim.catalogue import CATEGORIES, K, Round, catalogue_stream
 
 __all__ = ["adabandit_seconds", "adf_seconds"]
 

@@ -2,11 +2,11 @@
 through the real API, and the codec's times against pickle's.
 
 Through the API (a redis-server of its own, the app under uvicorn on a free 127.0.0.1 port, the
-scenario of tests/test_personalizer_model.py: four actions, two features, each event learned
-before the next): train, export a signed file (version 2), and write the version-1 file of the
-same booster (its pickle and its serving copy's, deflated as the export deflates). Then, on the
-exported booster: ``service.modeldata.dumps``/``loads`` against ``pickle.dumps``, the
-allow-listed ``service.snapshots.loads`` and plain ``pickle.loads`` (best of 7).
+scenario of tests/service/personalizer/test_personalizer_model.py: four actions, two features, each
+event learned before the next): train, export a signed file (version 2), and write the version-1
+file of the same booster (its pickle and its serving copy's, deflated as the export deflates). Then,
+on the exported booster: ``service.models.modeldata.dumps``/``loads`` against ``pickle.dumps``, the
+allow-listed ``service.models.snapshots.loads`` and plain ``pickle.loads`` (best of 7).
 
     python -m benchmarks.speed.model_file                 # 5 learners / 240 events, 20 / 2000
     python -m benchmarks.speed.model_file --cases 5:240
@@ -27,7 +27,7 @@ from pathlib import Path
 def version_1_size(manifest: dict, booster) -> int:
     """The bytes of a version-1 file of ``booster``: its pickles, deflated."""
     from learners.frozen import dumps_serving
-    from service.snapshots import dumps_whole
+    from service.models.snapshots import dumps_whole
 
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as z:
@@ -51,7 +51,7 @@ def exported(url: str, learners: int | None, events: int) -> bytes:
     """A signed export after ``events`` events of a model of ``learners`` (None: default)."""
     import redis
 
-    from benchmarks.paper.personalizer_rewards import serve
+    from service.api.server import serve_in_thread as serve
     from tests import test_personalizer_model as t
 
     redis.Redis.from_url(url).flushdb()
@@ -63,7 +63,7 @@ def exported(url: str, learners: int | None, events: int) -> bytes:
 
 
 def case(url: str, learners: int | None, events: int) -> dict:
-    from service import modeldata, snapshots
+    from service.models import modeldata, snapshots
 
     data = exported(url, learners, events)
     with zipfile.ZipFile(io.BytesIO(data)) as z:
@@ -83,7 +83,7 @@ def case(url: str, learners: int | None, events: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from benchmarks.paper.personalizer_rewards import free_port
+    from service.api.server import free_port
     from tests.conftest import RedisServer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -39,11 +39,11 @@ def _rss_kb() -> int:
 
 def measure(stream: str, core: str, rows: int) -> dict[str, Any]:
     """One model's figures, in this process (call it in a fresh one)."""
-    from benchmarks.paper.quality.streams import load_stream
     from boosters.registry import make_booster
     from learners.compiled import warm_up
     from learners.frozen import dumps_serving
     from service.sim.loop import simulate
+    from service.sim.streams import load_stream
 
     warm_up()
     data = load_stream(stream, rows)

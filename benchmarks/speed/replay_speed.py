@@ -1,4 +1,4 @@
-"""Replay, import and export throughput on a synthetic million-event log (issue 6, benchmarks).
+"""Replay, import and export throughput on a synthetic million-event log.
 
 The script writes a synthetic log of ``--events`` joined events (default 1,000,000; our JSON
 lines, the format ``boostbandit export`` writes) to a temporary directory: 10 actions, contexts of
@@ -31,15 +31,16 @@ and its baseline, medians reported:
     python -m benchmarks.speed.replay_speed --report-only --results   # the block again, from --out
     python -m benchmarks.speed.replay_speed --trees --results  # AdaBandit: River leaves vs arrays
 
-``--trees`` (issue 11) runs only part 3 on a log of ``--learner-events`` events: the AdaBandit
+``--trees`` runs only part 3 on a log of ``--learner-events`` events: the AdaBandit
 replay (both modes) with River's own Hoeffding-tree leaves (``fast_trees=False``, before) and with
 the array leaves (``fast_trees=True``, after), alternating in each repeat; the two must give the
 same estimates. Writes ``benchmarks/out/replay-speed-trees.json`` and the block
-``replay-speed-trees``. ``--cores`` (issue 40) does the same with River's trees (array leaves)
+``replay-speed-trees``. ``--cores`` does the same with River's trees (array leaves)
 against the compiled core (``tree_core``), into ``replay-speed-cores``.
 
-Writes ``benchmarks/out/replay-speed.json`` (``--out``) and ``benchmarks/replay_adabandit.png``
-(the AdaBandit replays' estimated reward over the prefix, both modes).
+Writes ``benchmarks/out/replay-speed.json`` (``--out``) and
+``benchmarks/figures/replay_adabandit.png`` (the AdaBandit replays' estimated reward over the
+prefix, both modes).
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ import json
 import os
 import platform
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -67,6 +67,7 @@ from benchmarks.results import replace_block
 from benchmarks.stats import median
 from boosters.base import Decision
 from boosters.registry import make_booster
+from service.api.server import free_port
 from service.eventlog.keys import keys
 from service.events import decision_event, dumps, joined_event
 from service.replay import LoggedEvent, iter_log, replay_learner, replay_policy
@@ -206,12 +207,6 @@ def learner_replay(path: Path, mode: str, fast_trees: bool = True, **params: Any
     return replay_learner(path, booster, name="adabandit", mode=mode, progress=True)  # type: ignore[arg-type]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_redis(tmp: Path) -> tuple[subprocess.Popen, int]:
     import redis
 
@@ -311,7 +306,7 @@ def io_bench(path: Path, n: int, repeats: int, tmp: Path) -> dict[str, Any]:
         proc.wait(10)
 
 
-#: ``--trees`` (issue 11) and ``--cores`` (issue 40): label -> booster parameters, before first
+#: ``--trees`` and ``--cores``: label -> booster parameters, before first
 VARIANTS = {
     "trees": {"river": {"fast_trees": False, "tree_core": "river"},
               "array": {"fast_trees": True, "tree_core": "river"}},
@@ -408,7 +403,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="20k events, 1 repeat")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks/out/replay-speed.json")
-    parser.add_argument("--plot", type=Path, default=ROOT / "benchmarks/replay_adabandit.png")
+    parser.add_argument(
+        "--plot", type=Path, default=ROOT / "benchmarks/figures/replay_adabandit.png"
+    )
     parser.add_argument("--results", action="store_true", help="update benchmarks/RESULTS.md")
     parser.add_argument(
         "--tmp",
@@ -424,12 +421,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--trees",
         action="store_true",
-        help="only the AdaBandit replay, River's tree leaves against the array leaves (issue 11)",
+        help="only the AdaBandit replay, River's tree leaves against the array leaves",
     )
     parser.add_argument(
         "--cores",
         action="store_true",
-        help="only the AdaBandit replay, River's trees against the compiled core (issue 40)",
+        help="only the AdaBandit replay, River's trees against the compiled core",
     )
     return parser
 
@@ -687,9 +684,9 @@ def report(record: dict[str, Any]) -> str:
     est = pol["estimates"]
     rej, wei = ada["rejection"], ada["weighted"]
     lines = [
-        "## Replay, import and export throughput",
+        "### Replay, import and export throughput",
         "",
-        "`benchmarks/speed/replay_speed.py` (issue 6).",
+        "`benchmarks/speed/replay_speed.py`.",
         "",
         f"Command: `{record['command']}` (repeats: {record['repeats']}, each measure alternating "
         "with its baseline; medians).",
@@ -716,7 +713,7 @@ def report(record: dict[str, Any]) -> str:
         f"{est['logged']['value']:.4f}. AdaBandit: rejection "
         f"{rej['estimates']['replay']['value']:.4f} on {rej['matches']:,} matched events, "
         f"weighted SNIPS {wei['estimates']['snips']['value']:.4f} (effective n "
-        f"{wei['ess']:,.0f}); both curves in `benchmarks/replay_adabandit.png`.",
+        f"{wei['ess']:,.0f}); both curves in `benchmarks/figures/replay_adabandit.png`.",
         "",
         f"Machine: {m['cpus']} CPUs, shared with other work (load average "
         f"{m['load_average_start']} at the start, {m['load_average_end']} at the end), CPython "

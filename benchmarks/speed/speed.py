@@ -7,7 +7,7 @@ free. Repeats alternate booster and floor runs; medians are reported.
 
     python -m benchmarks.speed.speed --repeats 5
 
-``--fast-vs-river`` (issue 11): AdaBandit (N = 20, rho ``--rho``, default 0.01) on Mice (one pass,
+``--fast-vs-river``: AdaBandit (N = 20, rho ``--rho``, default 0.01) on Mice (one pass,
 the "numeric" tree profile), Car (x2) and a 5000-row slice of Nursery (one shuffled pass, the
 "bandit" profile). In every repeat, on the same stream, in turn: the booster with River's own
 Hoeffding-tree leaves (``fast_trees=False``, the reference), the booster with the array leaves
@@ -305,7 +305,7 @@ def main() -> None:
     parser.add_argument(
         "--fast-vs-river",
         action="store_true",
-        help="AdaBandit with array leaves against River's leaves and Vowpal Wabbit (issue 11)",
+        help="AdaBandit with array leaves against River's leaves and Vowpal Wabbit",
     )
     parser.add_argument("--rho", type=float, default=0.01, help="rho of --fast-vs-river")
     parser.add_argument("--block", default="speed-fast-trees", help="RESULTS.md block name")

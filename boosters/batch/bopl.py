@@ -303,6 +303,7 @@ class BOPL(BaseEstimator):
                     data, (S / d[:, None]).ravel(), np.repeat(d, k), int(seeds[t])
                 )
             else:
+                assert labels is not None  # set above for a classifier
                 model, pred = self.base_learner_.fit(data, labels, np.abs(S).ravel(), int(seeds[t]))
             fx = pred.reshape(n, k)
             if np.max(np.abs(fx)) < self.tol:

@@ -139,6 +139,13 @@ class SoftmaxEnsemblePolicy:
         Mixing floor m in [0, 1/k]: every propensity is at least m (eps = k m).
     """
 
+    # declared here too: mypy takes the end of __init__, past the numbers.Real check of a
+    # float, for unreachable
+    model: ScoringModel
+    n_actions: int
+    temperature: float
+    min_propensity: float
+
     def __init__(
         self, model: ScoringModel, temperature: float = 1.0, min_propensity: float = 0.0
     ) -> None:

@@ -191,7 +191,9 @@ class _AgnosticBoosterBase(BaseEstimator):
 
     # -- data --------------------------------------------------------------------------------------
 
-    def _prepare(self, X, y, holdout_set) -> tuple[np.ndarray, ...]:
+    def _prepare(
+        self, X, y, holdout_set
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.random.Generator]:
         self._validate()
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or not np.isfinite(X).all():
@@ -648,8 +650,8 @@ class StatisticalAgnosticBooster(KanadeKalaiBooster):
         self.random_state = random_state
 
     #: fixed: always the weak learner's hypothesis (not parameters of this booster)
-    branching: ClassVar[str] = "weak"
-    tau: ClassVar[float] = 0.0
+    branching: str = "weak"
+    tau: float = 0.0
     _parameter_constraints: ClassVar[dict[str, list]] = {
         **KanadeKalaiBooster._parameter_constraints,
         "weights": [Options(("oco", "madaboost"))],

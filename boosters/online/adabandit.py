@@ -12,13 +12,21 @@ More: docs/boosters.md, "boosters/online/adabandit.py".
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import Any, ClassVar
 
 import numpy as np
 
-from boosters._params import check_choice, check_drift_restart, check_real
-from boosters.exploration import forget_pending, make_drift
-from boosters.online.template import BoostingTemplate
+from boosters._params import Flag, Interval, Options
+from boosters.exploration import forget_pending
+from boosters.groups import PAPER_EXPLORATION, Exploration, RewardExpert, WeakLearner, regroup
+from boosters.online.template import (
+    BANDIT_CONSTRAINTS,
+    FULL_RHO,
+    TEMPLATE_CONSTRAINTS,
+    BoostingTemplate,
+)
 
 __all__ = [
     "AdaBandit", "AdaBoostOLM", "forget_trees", "logistic_cost_matrices", "logistic_loss",
@@ -97,84 +105,61 @@ class AdaBandit(BoostingTemplate):
     ``boosters.exploration.MissDrift``), the schedule's clock restarts and the booster learns
     again from scratch; ``"schedule"`` restarts the clock alone, None neither (as before issue
     42).
+
+    Parameters: ``n_actions``, ``n_learners``, ``seed``; ``exploration``
+    (:class:`boosters.groups.Exploration`: ``rho`` and its schedule), ``weak_learner``
+    (:class:`boosters.groups.WeakLearner`: the trees), ``reward_expert``
+    (:class:`boosters.groups.RewardExpert`: ``guess_model``, ``guess_expert``,
+    ``quadratic_expert``, ``guess_play``, ``hedge_weight``); ``nominal_attributes``,
+    ``estimator``, ``loss_clip``, ``alpha_min``, ``hedge_discount``, ``ref_code_gradient``;
+    any group field also as a flat keyword (``rho=0.05``), as stored configs have them.
     """
 
-    #: the paper's feasible set [-2, 2]; also what a model pickled before the option existed reads
-    alpha_min = PAPER_ALPHA_MIN
-    #: the paper's Hedge; also what a model pickled before the option existed reads
-    hedge_discount = 1.0
-    guess_play = "hedge"
-    #: the paper's Hedge, on the trees' estimate; also what a model pickled before the option
-    #: existed reads
-    hedge_weight = None
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        **TEMPLATE_CONSTRAINTS,
+        **BANDIT_CONSTRAINTS,
+        "loss_clip": [None, Interval(float, 1.0, None)],
+        "alpha_min": [Interval(float, PAPER_ALPHA_MIN, 0.0)],
+        "ref_code_gradient": [Flag()],
+        "hedge_discount": [Interval(float, 0.0, 1.0, closed="right")],
+        "quadratic_expert": [Flag()],
+        "guess_play": [Options(GUESS_PLAYS)],
+        "hedge_weight": [None, Interval(float, 1.0, None)],
+    }
+    default_groups: ClassVar[dict[str, Any]] = {
+        "exploration": Exploration(),
+        "weak_learner": WeakLearner(),
+        "reward_expert": RewardExpert(switch_weight=None),
+    }
 
     def __init__(
         self,
         n_actions: int,
         n_learners: int = 20,
-        rho: float = 0.1,
-        seed: int | None = None,
-        ref_code_gradient: bool = False,
         *,
-        tree_profile: str | None = None,
-        fixed_trees: bool = False,
+        seed: int | None = None,
+        exploration: Exploration | None = None,
+        weak_learner: WeakLearner | None = None,
+        reward_expert: RewardExpert | None = None,
         nominal_attributes: list | None = None,
-        clip: float = 100.0,
-        weight_scale: float = 1.0,
-        reduction_order: str = "reference",
         estimator: str = "dr",
-        weak_prediction: str | None = None,
-        fast_trees: bool = True,
-        tree_core: str = "compiled",
-        grace_by: str = "weight",
-        leaf_prediction: str = "nba",
         loss_clip: float | None = None,
         alpha_min: float = 0.0,
-        rho_decay: float | str | None = "auto",
-        rho_floor: float = 0.01,
-        rho_by_misses: bool = True,
-        rho_min: float | None = 0.002,
-        guess_expert: bool | None = None,
-        quadratic_expert: bool = False,
         hedge_discount: float = 1.0,
-        guess_play: str = "hedge",
-        guess_model: str = "ridge",
-        hedge_weight: float | None = 5.0,
-        drift_restart: str | None = "model",
+        ref_code_gradient: bool = False,
+        **flat: Any,
     ):
-        super().__init__(
-            n_actions,
-            n_learners=n_learners,
-            rho=rho,
-            seed=seed,
-            tree_profile=tree_profile,
-            fixed_trees=fixed_trees,
-            nominal_attributes=nominal_attributes,
-            clip=clip,
-            weight_scale=weight_scale,
-            reduction_order=reduction_order,
-            estimator=estimator,
-            weak_prediction=weak_prediction,
-            fast_trees=fast_trees,
-            tree_core=tree_core,
-            grace_by=grace_by,
-            leaf_prediction=leaf_prediction,
-            loss_clip=loss_clip,
-            rho_decay=rho_decay,
-            rho_floor=rho_floor,
-            rho_by_misses=rho_by_misses,
-            rho_min=rho_min,
-            guess_expert=guess_expert,
-            quadratic_expert=quadratic_expert,
-            guess_model=guess_model,
-        )
+        groups = regroup(type(self), {"exploration": exploration, "weak_learner": weak_learner,
+                                      "reward_expert": reward_expert}, flat)
+        own = {"loss_clip": loss_clip, "alpha_min": alpha_min, "hedge_discount": hedge_discount,
+               "ref_code_gradient": ref_code_gradient}
+        super().__init__(n_actions, n_learners, seed, groups, nominal_attributes=nominal_attributes,
+                         estimator=estimator, own=own)
+        reward = groups["reward_expert"]
         self.ref_code_gradient = bool(ref_code_gradient)
-        self.alpha_min = check_real("alpha_min", alpha_min, PAPER_ALPHA_MIN, 0.0)
-        self.hedge_discount = check_real("hedge_discount", hedge_discount, 0.0, 1.0, open_low=True)
-        self.guess_play = check_choice("guess_play", guess_play, GUESS_PLAYS)
-        self.hedge_weight = (
-            None if hedge_weight is None else check_real("hedge_weight", hedge_weight, 1.0, np.inf)
-        )
+        self.alpha_min, self.hedge_discount = float(alpha_min), float(hedge_discount)
+        self.guess_play = reward.guess_play
+        self.hedge_weight = None if reward.hedge_weight is None else float(reward.hedge_weight)
         if self.guess_play == "switch" and (self.quadratic_expert or not self.guess_expert):
             raise ValueError('guess_play="switch" plays the reward model of guess_expert alone')
         self.alpha = np.zeros(self.n_learners)
@@ -182,8 +167,6 @@ class AdaBandit(BoostingTemplate):
         hedged = self.expert_models() if self.guess_play != "switch" else []
         self.log_v = np.zeros(self.n_learners + len(hedged))
         self.t = 0
-        self.drift_restart = check_drift_restart(drift_restart)
-        self.miss_drift = make_drift(self.drift_restart)
 
     def _forget(self) -> None:
         """Learn again from scratch (``drift_restart="model"``, after an alarm of its
@@ -252,59 +235,41 @@ class AdaBandit(BoostingTemplate):
 
 
 class AdaBoostOLM(AdaBandit):
-    """Adaboost.OLM (Jung et al. 2017), the full-information twin of AdaBandit (authors' code)."""
+    """Adaboost.OLM (Jung et al. 2017), the full-information twin of AdaBandit (authors' code):
+    ``rho`` (0 by default) constant, the paper's weights in [-2, 2], eq. 4, no reward model; it
+    accepts AdaBandit's keys but the schedule's, the reward model's and AdaBandit's own."""
 
     full_information = True
     default_weak_prediction = "cost_sensitive"
     default_tree_profile = "full"
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        **TEMPLATE_CONSTRAINTS, "rho": FULL_RHO, "ref_code_gradient": [Flag()],
+    }
+    default_groups: ClassVar[dict[str, Any]] = {
+        "exploration": dataclasses.replace(PAPER_EXPLORATION, rho=0.0),
+        "weak_learner": WeakLearner(leaf_prediction="mc"),
+        "reward_expert": RewardExpert(guess_model="linear", guess_expert=False, hedge_weight=None,
+                                      switch_weight=None),
+    }
 
     def __init__(
         self,
         n_actions: int,
         n_learners: int = 20,
-        rho: float = 0.0,
-        seed: int | None = None,
-        ref_code_gradient: bool = False,
         *,
-        tree_profile: str | None = None,
-        fixed_trees: bool = False,
+        seed: int | None = None,
+        exploration: Exploration | None = None,
+        weak_learner: WeakLearner | None = None,
         nominal_attributes: list | None = None,
-        clip: float = 100.0,
-        weight_scale: float = 1.0,
-        reduction_order: str = "reference",
         estimator: str = "proposed",
-        weak_prediction: str | None = None,
-        fast_trees: bool = True,
-        tree_core: str = "compiled",
-        grace_by: str = "weight",
-        leaf_prediction: str = "mc",
+        ref_code_gradient: bool = False,
+        **flat: Any,
     ):
         super().__init__(
-            n_actions,
-            n_learners=n_learners,
-            rho=rho,
-            seed=seed,
-            ref_code_gradient=ref_code_gradient,
-            tree_profile=tree_profile,
-            fixed_trees=fixed_trees,
-            nominal_attributes=nominal_attributes,
-            clip=clip,
-            weight_scale=weight_scale,
-            reduction_order=reduction_order,
-            estimator=estimator,
-            weak_prediction=weak_prediction,
-            fast_trees=fast_trees,
-            tree_core=tree_core,
-            grace_by=grace_by,
-            leaf_prediction=leaf_prediction,
+            n_actions, n_learners, seed=seed, exploration=exploration, weak_learner=weak_learner,
+            nominal_attributes=nominal_attributes, estimator=estimator,
             alpha_min=PAPER_ALPHA_MIN,  # the authors' Adaboost.OLM
-            rho_decay=None,
-            rho_by_misses=False,
-            rho_min=None,
-            guess_expert=False,
-            guess_model="linear",
-            hedge_weight=None,
-            drift_restart=None,
+            ref_code_gradient=ref_code_gradient, **flat,
         )
         self.kappa = 5.0 + 15.0 * self._rng.random(self.n_learners)  # U[5, 20] per learner
         self.kappa[0] = 0.0

@@ -12,13 +12,24 @@ More: docs/boosters.md, "boosters/online/banditbbm.py".
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, ClassVar
+
 import numpy as np
 
-from boosters._params import check_drift_restart, check_real
-from boosters.exploration import forget_pending, make_drift
+from boosters._params import MAX_BBM_LEARNERS, Interval
+from boosters.exploration import forget_pending
+from boosters.groups import PAPER_EXPLORATION, Exploration, RewardExpert, WeakLearner, regroup
 from boosters.online.adabandit import forget_trees
 from boosters.online.potentials import BBMPotentials
-from boosters.online.template import BoostingTemplate, model_leads, record_switch
+from boosters.online.template import (
+    BANDIT_CONSTRAINTS,
+    FULL_RHO,
+    TEMPLATE_CONSTRAINTS,
+    BoostingTemplate,
+    model_leads,
+    record_switch,
+)
 
 __all__ = ["BanditBBM", "OnlineMBBM"]
 
@@ -43,80 +54,55 @@ class BanditBBM(BoostingTemplate):
     (:meth:`boosters.online.potentials.BBMPotentials.costs`) instead of through ``k x k`` matrices.
     ``drift_restart``: as AdaBandit's (``"model"``: when the played prediction's misses jump,
     the schedule's clock restarts and the booster learns again from scratch;
-    ``boosters.exploration.MissDrift``).
+    ``boosters.exploration.MissDrift``). The schedule is its ``exploration``
+    (:class:`boosters.groups.Exploration`), the trees its ``weak_learner``, the reward model its
+    ``reward_expert`` (``guess_model``, ``guess_expert``, ``switch_weight``); any of their fields
+    also as a flat keyword.
     """
 
     #: up to this many actions, cost vectors are ``C @ omega`` with dense matrices (as always)
     dense_max_actions = 64
-    #: the switch on the hit counts; also what a model pickled before the option existed reads
-    switch_weight = None
-    switch_losses = None
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        **TEMPLATE_CONSTRAINTS,
+        **BANDIT_CONSTRAINTS,
+        "n_learners": [Interval(int, 1, MAX_BBM_LEARNERS, bound="MAX_BBM_LEARNERS")],
+        "gamma": [Interval(float, 0.0, 1.0, closed="neither")],
+        "switch_weight": [None, Interval(float, 1.0, None)],
+    }
+    default_groups: ClassVar[dict[str, Any]] = {
+        "exploration": Exploration(),
+        "weak_learner": WeakLearner(),
+        "reward_expert": RewardExpert(hedge_weight=None),
+    }
 
     def __init__(
         self,
         n_actions: int,
         n_learners: int = 20,
-        rho: float = 0.1,
+        *,
         gamma: float = 0.1,
         seed: int | None = None,
-        *,
-        tree_profile: str | None = None,
-        fixed_trees: bool = False,
+        exploration: Exploration | None = None,
+        weak_learner: WeakLearner | None = None,
+        reward_expert: RewardExpert | None = None,
         nominal_attributes: list | None = None,
-        clip: float = 100.0,
-        weight_scale: float = 1.0,
-        reduction_order: str = "reference",
         estimator: str = "dr",
-        weak_prediction: str | None = None,
-        fast_trees: bool = True,
-        tree_core: str = "compiled",
-        grace_by: str = "weight",
-        leaf_prediction: str = "nba",
-        rho_decay: float | str | None = "auto",
-        rho_floor: float = 0.01,
-        rho_by_misses: bool = True,
-        rho_min: float | None = 0.002,
-        guess_expert: bool | None = None,
-        guess_model: str = "ridge",
-        switch_weight: float | None = 5.0,
-        drift_restart: str | None = "model",
+        **flat: Any,
     ):
-        self.gamma = check_real("gamma", gamma, 0.0, 1.0, open_low=True, open_high=True)
-        super().__init__(
-            n_actions,
-            n_learners=n_learners,
-            rho=rho,
-            seed=seed,
-            tree_profile=tree_profile,
-            fixed_trees=fixed_trees,
-            nominal_attributes=nominal_attributes,
-            clip=clip,
-            weight_scale=weight_scale,
-            reduction_order=reduction_order,
-            estimator=estimator,
-            weak_prediction=weak_prediction,
-            fast_trees=fast_trees,
-            tree_core=tree_core,
-            grace_by=grace_by,
-            leaf_prediction=leaf_prediction,
-            rho_decay=rho_decay,
-            rho_floor=rho_floor,
-            rho_by_misses=rho_by_misses,
-            rho_min=rho_min,
-            guess_expert=guess_expert,
-            guess_model=guess_model,
-        )
+        groups = regroup(type(self), {"exploration": exploration, "weak_learner": weak_learner,
+                                      "reward_expert": reward_expert}, flat)
+        super().__init__(n_actions, n_learners, seed, groups, nominal_attributes=nominal_attributes,
+                         estimator=estimator, own={"gamma": gamma})
+        self.gamma = float(gamma)
         self.potentials = BBMPotentials(self.n_actions, self.gamma)
         self.potentials.precompute(self.n_learners)
         self._ones = np.ones(self.n_learners, dtype=np.int64)
-        if switch_weight is not None:
-            weight = check_real("switch_weight", switch_weight, 1.0, np.inf)
-            if self.guess_expert:  # only a switch needs it
-                self.switch_weight = weight
-                #: the estimated losses (faded by GUESS_DECAY) of [the vote of all N, the model]
-                self.switch_losses = np.zeros(2)
-        self.drift_restart = check_drift_restart(drift_restart)
-        self.miss_drift = make_drift(self.drift_restart)
+        weight = groups["reward_expert"].switch_weight
+        self.switch_weight = self.switch_losses = None
+        if weight is not None and self.guess_expert:  # only a switch needs it
+            self.switch_weight = float(weight)
+            #: the estimated losses (faded by GUESS_DECAY) of [the vote of all N, the model]
+            self.switch_losses = np.zeros(2)
 
     def _forget(self) -> None:
         """Learn again from scratch (``drift_restart="model"``, after an alarm of its
@@ -170,53 +156,34 @@ class OnlineMBBM(BanditBBM):
     full_information = True
     default_weak_prediction = "cost_sensitive"
     default_tree_profile = "full"
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        **TEMPLATE_CONSTRAINTS,
+        "rho": FULL_RHO,
+        "n_learners": BanditBBM._parameter_constraints["n_learners"],
+        "gamma": BanditBBM._parameter_constraints["gamma"],
+    }
+    default_groups: ClassVar[dict[str, Any]] = {
+        "exploration": dataclasses.replace(PAPER_EXPLORATION, rho=0.0),
+        "weak_learner": WeakLearner(leaf_prediction="mc"),
+        "reward_expert": RewardExpert(guess_model="linear", guess_expert=False, hedge_weight=None),
+    }
 
     def __init__(
         self,
         n_actions: int,
         n_learners: int = 20,
-        rho: float = 0.0,
+        *,
         gamma: float = 0.1,
         seed: int | None = None,
-        *,
-        tree_profile: str | None = None,
-        fixed_trees: bool = False,
+        exploration: Exploration | None = None,
+        weak_learner: WeakLearner | None = None,
         nominal_attributes: list | None = None,
-        clip: float = 100.0,
-        weight_scale: float = 1.0,
-        reduction_order: str = "reference",
         estimator: str = "proposed",
-        weak_prediction: str | None = None,
-        fast_trees: bool = True,
-        tree_core: str = "compiled",
-        grace_by: str = "weight",
-        leaf_prediction: str = "mc",
+        **flat: Any,
     ):
-        super().__init__(
-            n_actions,
-            n_learners=n_learners,
-            rho=rho,
-            gamma=gamma,
-            seed=seed,
-            tree_profile=tree_profile,
-            fixed_trees=fixed_trees,
-            nominal_attributes=nominal_attributes,
-            clip=clip,
-            weight_scale=weight_scale,
-            reduction_order=reduction_order,
-            estimator=estimator,
-            weak_prediction=weak_prediction,
-            fast_trees=fast_trees,
-            tree_core=tree_core,
-            grace_by=grace_by,
-            leaf_prediction=leaf_prediction,
-            rho_decay=None,  # the authors' OnlineMBBM: a constant rate, the N experts
-            rho_by_misses=False,
-            rho_min=None,
-            guess_expert=False,
-            guess_model="linear",
-            drift_restart=None,
-        )
+        super().__init__(n_actions, n_learners, gamma=gamma, seed=seed, exploration=exploration,
+                         weak_learner=weak_learner, nominal_attributes=nominal_attributes,
+                         estimator=estimator, **flat)
 
     def _labels_weights(self, costs, u, known_label):
         weights = np.maximum((costs - costs[:, known_label : known_label + 1]).sum(axis=1), 1e-10)

@@ -8,11 +8,19 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 from river import bandit, proba, tree
 
-from boosters._params import check_int, check_real
+from boosters._params import (
+    MAX_ACTIONS,
+    MAX_GRACE_PERIOD,
+    HasMethods,
+    Interval,
+    Options,
+    validate_params,
+)
 from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
 from boosters.exploration import check_allowed, mask_scores
 from learners.value_offsets import MIN_OFFSET_L2, ValueOffsets
@@ -78,8 +86,14 @@ class UniformPolicy(OnlineBooster):
     >>> policy.learn_one({}, d, reward=1.0)
     """
 
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "n_actions": [Interval(int, 2, MAX_ACTIONS, bound="MAX_ACTIONS")],
+        "seed": [None, Interval(int, 0, None)],
+    }
+
     def __init__(self, n_actions: int, seed: int | None = None):
-        self.n_actions = check_int("n_actions", n_actions, 2)
+        validate_params({"n_actions": n_actions, "seed": seed}, self._parameter_constraints)
+        self.n_actions = int(n_actions)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._p = np.full(self.n_actions, 1.0 / self.n_actions)
@@ -88,7 +102,7 @@ class UniformPolicy(OnlineBooster):
         self,
         x: dict,
         *,
-        allowed: Sequence[int] | None = None,
+        allowed: np.ndarray | Sequence[int] | None = None,
         rng: np.random.Generator | None = None,
     ) -> Decision:
         """A uniform action among ``allowed`` (``None``: all), drawn from ``rng`` if given."""
@@ -162,6 +176,16 @@ class EpsilonGreedyTree(OnlineBooster):
     0.8
     """
 
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        **UniformPolicy._parameter_constraints,
+        "epsilon": [Interval(float, 0.0, 1.0)],
+        "grace_period": [Interval(int, 1, MAX_GRACE_PERIOD, bound="MAX_GRACE_PERIOD")],
+        "delta": [Interval(float, 0.0, 1.0, closed="neither")],
+        "tau": [Interval(float, 0.0, None)],
+        "nominal_attributes": [None, HasMethods(("__iter__",))],
+        "offset_l2": [None, Interval(float, MIN_OFFSET_L2, None)],
+    }
+
     def __init__(
         self,
         n_actions: int,
@@ -173,13 +197,13 @@ class EpsilonGreedyTree(OnlineBooster):
         nominal_attributes: list[str] | None = None,
         offset_l2: float | None = 1.0,
     ):
-        self.n_actions = check_int("n_actions", n_actions, 2)
-        self.epsilon = check_real("epsilon", epsilon, 0.0, 1.0)
-        self.grace_period = check_int("grace_period", grace_period, 1)
-        self.delta = check_real("delta", delta, 0.0, 1.0)
-        if not 0.0 < self.delta < 1.0:
-            raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-        self.tau = check_real("tau", tau, 0.0)
+        validate_params({
+            "n_actions": n_actions, "epsilon": epsilon, "seed": seed,
+            "grace_period": grace_period, "delta": delta, "tau": tau,
+            "nominal_attributes": nominal_attributes, "offset_l2": offset_l2,
+        }, self._parameter_constraints)
+        self.n_actions, self.epsilon = int(n_actions), float(epsilon)
+        self.grace_period, self.delta, self.tau = int(grace_period), float(delta), float(tau)
         if nominal_attributes is not None:
             if isinstance(nominal_attributes, str) or not isinstance(nominal_attributes, Iterable):
                 raise ValueError(
@@ -188,9 +212,8 @@ class EpsilonGreedyTree(OnlineBooster):
                 )
             nominal_attributes = list(nominal_attributes)
         self.nominal_attributes = nominal_attributes
-        if offset_l2 is not None:  # 1 / offset_l2, a new offset's variance, must be finite
-            offset_l2 = check_real("offset_l2", offset_l2, MIN_OFFSET_L2)
-        self.offset_l2 = offset_l2
+        # 1 / offset_l2, a new offset's variance, must be finite
+        self.offset_l2 = offset_l2 = None if offset_l2 is None else float(offset_l2)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         #: action -> its reward tree, built when the action first learns
@@ -205,9 +228,7 @@ class EpsilonGreedyTree(OnlineBooster):
                 "this egreedy_tree was pickled by an earlier version (one classifier tree); its "
                 "state cannot become reward trees: rebuild the model from its events"
             )
-        state.setdefault("offset_l2", None)  # pickled before the values' offsets: trees alone
-        state.setdefault("offsets", None)
-        self.__dict__.update(state)
+        super().__setstate__(state)  # before the values' offsets: boosters._migrations
 
     def _tree(self, action: int) -> tree.HoeffdingTreeRegressor:
         """Action ``action``'s reward tree (built on first use)."""
@@ -239,6 +260,7 @@ class EpsilonGreedyTree(OnlineBooster):
             model.learn_one(x, reward)
             return
         offsets = self.offsets
+        assert offsets is not None  # rows come from the offsets
         residual = reward - model.predict_one(x) - offsets.predict_action(rows, action)
         offsets.learn(rows, action, residual)
         model.learn_one(x, reward - offsets.predict_action(rows, action))
@@ -247,7 +269,7 @@ class EpsilonGreedyTree(OnlineBooster):
         self,
         x: dict,
         *,
-        allowed: Sequence[int] | None = None,
+        allowed: np.ndarray | Sequence[int] | None = None,
         rng: np.random.Generator | None = None,
     ) -> Decision:
         """Epsilon-greedy among ``allowed`` (``None``: all), drawn from ``rng`` if given."""
@@ -332,6 +354,14 @@ class RiverPolicy(OnlineBooster):
 
     _EXP3_RESCALE = 1e200
 
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        **UniformPolicy._parameter_constraints,
+        "policy": [Options(POLICIES)],
+        "epsilon": [Interval(float, 0.0, 1.0)],
+        "delta": [Interval(float, 0.0, None)],
+        "gamma": [Interval(float, 0.0, 1.0)],
+    }
+
     def __init__(
         self,
         n_actions: int,
@@ -341,21 +371,19 @@ class RiverPolicy(OnlineBooster):
         delta: float = 1.0,
         gamma: float = 0.1,
     ):
-        self.n_actions = check_int("n_actions", n_actions, 2)
-        if policy not in self.POLICIES:
-            raise ValueError(f"policy must be one of {', '.join(self.POLICIES)}, got {policy!r}")
-        self.policy = policy
-        self.epsilon = check_real("epsilon", epsilon, 0.0, 1.0)
-        self.delta = check_real("delta", delta, 0.0)
-        if math.isinf(self.delta):
-            raise ValueError(f"delta must be finite, got {delta!r}")
-        self.gamma = check_real("gamma", gamma, 0.0, 1.0)
+        validate_params({"n_actions": n_actions, "policy": policy, "seed": seed,
+                         "epsilon": epsilon, "delta": delta, "gamma": gamma},
+                        self._parameter_constraints)
+        self.n_actions, self.policy = int(n_actions), policy
+        self.epsilon, self.delta, self.gamma = float(epsilon), float(delta), float(gamma)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         # River's own generator is never used to choose arms; seed it from ours for determinism
         # (Thompson sampling seeds the per-arm Beta objects from it).
         river_seed = int(self._rng.integers(2**32))
         arms = range(self.n_actions)
+        # Any: one of four River policies, read through their own (private) statistics
+        self._bandit: Any
         if policy == "epsilon_greedy":
             self._bandit = bandit.EpsilonGreedy(epsilon=self.epsilon, seed=river_seed)
         elif policy == "ucb":
@@ -375,7 +403,7 @@ class RiverPolicy(OnlineBooster):
     def probabilities(
         self,
         *,
-        allowed: Sequence[int] | None = None,
+        allowed: np.ndarray | Sequence[int] | None = None,
         rng: np.random.Generator | None = None,
     ) -> np.ndarray:
         """The probability vector the next arm is drawn from (Thompson: a fresh MC estimate).
@@ -432,7 +460,7 @@ class RiverPolicy(OnlineBooster):
         self,
         x: dict,
         *,
-        allowed: Sequence[int] | None = None,
+        allowed: np.ndarray | Sequence[int] | None = None,
         rng: np.random.Generator | None = None,
     ) -> Decision:
         """The policy's arm among ``allowed`` (``None``: all), drawn from ``rng`` if given (then

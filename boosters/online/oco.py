@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -149,12 +149,12 @@ class ProjectedOGD:
         lo, hi = self.low, self.high
         if g.ndim == 1:
             p = float(start)
-            out = [p]
+            path = [p]
             for eta, gi in zip(steps, g.tolist()):
                 p -= eta * gi
                 p = lo if p < lo else hi if p > hi else p
-                out.append(p)
-            return np.array(out)
+                path.append(p)
+            return np.array(path)
         out = np.empty_like(g)
         out[..., 0] = start
         for i, eta in enumerate(steps):
@@ -206,6 +206,11 @@ def _check_optimizer(optimizer, low: float, high: float) -> OnlineConvexOptimize
 class OCOParams:
     """The parameters and trees shared by the binary booster and its bandit form (a mixin)."""
 
+    #: the host's generator; the weak learners: River's BinaryHoeffdingTrees (binary_trees)
+    #: or the BinaryWeakLearners given
+    _rng: np.random.Generator
+    learners: list[Any]
+
     def _init_oco(self, gamma, p_init, realizable, optimizer) -> None:
         self.gamma = check_real("gamma", gamma, 0.0, 1.0, open_low=True)
         self.realizable = bool(realizable)
@@ -216,12 +221,6 @@ class OCOParams:
         if optimizer is None:  # G = 2 / gamma bounds |w y / gamma - 1|; D = high - low
             optimizer = ProjectedOGD(low, high, lipschitz=2.0 / self.gamma)
         self.optimizer = _check_optimizer(optimizer, low, high)
-
-    #: the trees' leaves; also what a model pickled before the option existed reads
-    leaf_prediction = "mc"
-    #: River's trees (``learners``), as every model pickled before the compiled core; such a
-    #: model keeps them (their labels are -1 and +1, not the classes a migration moves)
-    tree_core, forest = "river", None
 
     def _make_trees(
         self,
@@ -361,7 +360,7 @@ class OCOBooster(OCOParams, OnlineBooster):
         self,
         x: dict,
         *,
-        allowed: Sequence[int] | None = None,
+        allowed: np.ndarray | Sequence[int] | None = None,
         rng: np.random.Generator | None = None,
     ) -> Decision:
         """Predict ``Pi(z)``, ``z = sum_i W_i(x) / (gamma N)`` (Alg. 1, lines 2-4).

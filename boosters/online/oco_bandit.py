@@ -13,17 +13,20 @@ More: docs/boosters.md, "boosters/online/oco_bandit.py".
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from boosters._params import (
-    check_drift_restart,
-    check_int,
-    check_real,
-    check_rho,
+    Flag,
+    HasMethods,
+    Interval,
+    Options,
     check_schedule,
+    validate_params,
 )
 from boosters.base import (
     Decision,
@@ -44,8 +47,20 @@ from boosters.exploration import (
     scheduled_rate,
     track_misses,
 )
+from boosters.groups import (
+    PAPER_EXPLORATION,
+    Exploration,
+    RewardExpert,
+    WeakLearner,
+    flat_values,
+    regroup,
+)
 from boosters.online.oco import OCOParams, OnlineConvexOptimizer, oco_labels
 from boosters.online.template import (
+    BANDIT_CONSTRAINTS,
+    FULL_RHO,
+    GUESS_MODELS,
+    TEMPLATE_CONSTRAINTS,
     judged_losses,
     make_reward_model,
     model_leads,
@@ -57,6 +72,8 @@ from learners.reduction import argmax_random_ties
 __all__ = ["OCOBandit", "OCOFull", "rounding_probability", "weighted_label"]
 
 UPDATES = ("weighted", "rounding")
+#: the fields of :class:`boosters.groups.WeakLearner` the one-vs-all trees use
+OCO_TREE_FIELDS = ("tree_profile", "fixed_trees", "fast_trees", "leaf_prediction", "tree_core")
 
 
 def rounding_probability(reward: float, propensity: float, pi_min: float) -> float:
@@ -155,27 +172,40 @@ class OCOBandit(OCOParams, OnlineBooster):
     """
 
     default_tree_profile = "bandit"
-    #: a constant rate; also what a model pickled before the option existed reads
-    rho_decay = None
-    rho_floor, rho_min = 0.01, None
-    rho_by_misses = False
-    miss_rate = MISS_REFERENCE
-    drift_restart = miss_drift = None
-    #: no reward model; also what a model pickled before the option existed reads
-    guess_model = None
-    reward_model = None
-    switch_weight = 5.0
-    switch_losses = None
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        "n_actions": TEMPLATE_CONSTRAINTS["n_actions"],
+        "n_learners": TEMPLATE_CONSTRAINTS["n_learners"],
+        "seed": TEMPLATE_CONSTRAINTS["seed"],
+        "nominal_attributes": TEMPLATE_CONSTRAINTS["nominal_attributes"],
+        "gamma": [Interval(float, 0.0, 1.0, closed="right")],
+        "update": [Options(UPDATES)],
+        "p_init": [None, Interval(float, -1.0, 1.0)],
+        "realizable": [Flag()],
+        "optimizer": [None, HasMethods(("iterates",))],
+        "baseline": [Interval(float, 0.0, 1.0)],
+        "max_weight": [None, Interval(float, 0.0, None, closed="right")],
+        **{k: v for k, v in BANDIT_CONSTRAINTS.items() if k != "guess_expert"},
+        "rho": TEMPLATE_CONSTRAINTS["rho"],
+        **{k: TEMPLATE_CONSTRAINTS[k] for k in OCO_TREE_FIELDS},
+        "guess_model": [None, Options(GUESS_MODELS)],
+        "switch_weight": [Interval(float, 1.0, None)],
+    }
+    default_groups: ClassVar[dict[str, Any]] = {
+        "exploration": Exploration(),
+        "weak_learner": WeakLearner(),
+        "reward_expert": RewardExpert(hedge_weight=None),
+    }
 
     def __init__(
         self,
         n_actions: int,
         n_learners: int = 20,
-        rho: float = 0.1,
+        *,
         gamma: float = 0.8,
         seed: int | None = None,
-        tree_profile: str | None = None,
-        fixed_trees: bool = False,
+        exploration: Exploration | None = None,
+        weak_learner: WeakLearner | None = None,
+        reward_expert: RewardExpert | None = None,
         nominal_attributes: list | None = None,
         update: str = "weighted",
         p_init: float | None = None,
@@ -183,55 +213,54 @@ class OCOBandit(OCOParams, OnlineBooster):
         optimizer: OnlineConvexOptimizer | None = None,
         baseline: float = 0.5,
         max_weight: float | None = None,
-        fast_trees: bool = True,
-        leaf_prediction: str = "nba",
-        rho_decay: float | str | None = "auto",
-        rho_floor: float = 0.01,
-        rho_by_misses: bool = True,
-        rho_min: float | None = 0.002,
-        guess_model: str | None = "ridge",
-        switch_weight: float = 5.0,
-        drift_restart: str | None = "model",
-        tree_core: str = "compiled",
+        **flat: Any,
     ):
-        self.n_actions = check_int("n_actions", n_actions, 2)
-        self.n_learners = check_int("n_learners", n_learners, 1)
-        self.rho = check_rho(rho, self.full_information)
-        self.rho_decay, self.rho_floor, self.rho_min = check_schedule(rho_decay, rho_floor, rho_min)
-        self.rho_by_misses = bool(rho_by_misses)
+        groups = regroup(type(self), {"exploration": exploration, "weak_learner": weak_learner,
+                                      "reward_expert": reward_expert}, flat)
+        declared = type(self)._parameter_constraints
+        validate_params({
+            "n_actions": n_actions, "n_learners": n_learners, "seed": seed, "gamma": gamma,
+            "nominal_attributes": nominal_attributes, "update": update, "p_init": p_init,
+            "realizable": realizable, "optimizer": optimizer, "baseline": baseline,
+            "max_weight": max_weight, **flat_values(groups, declared),
+        }, declared)
+        explore, weak = groups["exploration"], groups["weak_learner"]
+        guess_model, switch_weight = (groups["reward_expert"].guess_model,
+                                      groups["reward_expert"].switch_weight)
+        self.n_actions, self.n_learners = int(n_actions), int(n_learners)
+        self.rho = float(explore.rho)
+        self.rho_decay, self.rho_floor, self.rho_min = check_schedule(
+            explore.rho_decay, explore.rho_floor, explore.rho_min
+        )
+        self.rho_by_misses = bool(explore.rho_by_misses)
         self.miss_rate = MISS_REFERENCE
-        if update not in UPDATES:
-            raise ValueError(f"update must be 'weighted' or 'rounding', got {update!r}")
-        self.update = update
-        self.baseline = check_real("baseline", baseline, 0.0, 1.0)
-        if max_weight is not None:
-            max_weight = check_real("max_weight", max_weight, 0.0, np.inf, open_low=True)
-        self.max_weight = max_weight
+        self.update, self.baseline = update, float(baseline)
+        self.max_weight = None if max_weight is None else float(max_weight)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
         self._init_oco(gamma, p_init, realizable, optimizer)
         k, n = self.n_actions, self.n_learners
         self._make_trees(
             k * n,
-            tree_profile or self.default_tree_profile,
-            fixed_trees,
+            weak.tree_profile or self.default_tree_profile,
+            weak.fixed_trees,
             nominal_attributes,
-            fast_trees,
-            leaf_prediction,
-            tree_core,
+            weak.fast_trees,
+            weak.leaf_prediction,
+            weak.tree_core,
         )
         self._scale = 1.0 / (self.gamma * n)
         self._ova = np.full((k, k), -1, dtype=np.int8)  # row y: the one-vs-all labels of label y
         np.fill_diagonal(self._ova, 1)
-        switch_weight = check_real("switch_weight", switch_weight, 1.0, np.inf)
-        if guess_model is not None:  # else the class's None: the booster of the paper
+        self.guess_model, self.switch_weight = guess_model, float(switch_weight)
+        self.reward_model = self.switch_losses = None  # None: the booster of the paper
+        if guess_model is not None:
             self.reward_model = make_reward_model(guess_model, k, self.nominal_attributes)
-            self.guess_model, self.switch_weight = guess_model, switch_weight
             #: the estimated losses (faded by GUESS_DECAY) of [the boosters' argmax, the model's]
             self.switch_losses = np.zeros(2)
         self.n_decisions = 0
         self.n_updates = 0
-        self.drift_restart = check_drift_restart(drift_restart)
+        self.drift_restart = explore.drift_restart
         self.miss_drift = make_drift(self.drift_restart)
 
     def _forget(self) -> None:
@@ -258,7 +287,7 @@ class OCOBandit(OCOParams, OnlineBooster):
         self,
         x: dict,
         *,
-        allowed: Sequence[int] | None = None,
+        allowed: np.ndarray | Sequence[int] | None = None,
         rng: np.random.Generator | None = None,
     ) -> Decision:
         """All k N predictions, one-vs-all margins, greedy argmax, eq. 2 exploration.
@@ -289,6 +318,7 @@ class OCOBandit(OCOParams, OnlineBooster):
             scores = mask_scores(model.predict_one(x), allowed)[None, :]
             best = int(argmax_random_ties(scores, u[None, kn + k : kn + 2 * k])[0])
             internals.update(vote=yhat, model=best)
+            assert self.switch_losses is not None  # set with the reward model
             if model_leads(self.switch_losses):
                 yhat = internals["yhat"] = best
         rho = self.current_rho()
@@ -324,7 +354,7 @@ class OCOBandit(OCOParams, OnlineBooster):
         if self.reward_model is None or not {"vote", "model"} & internals.keys():
             return
         for name in ("yhat", "vote", "model"):
-            value = internals.get(name)
+            value: Any = internals.get(name)
             if not _is_index(value) or not 0 <= value < self.n_actions:
                 raise ValueError(f"decision internals: {name} is not an action index: {value!r}")
 
@@ -388,6 +418,8 @@ class OCOBandit(OCOParams, OnlineBooster):
         importance weights clipped at ``switch_weight`` from a reward, for an unrestricted
         decision that logged both), then the reward model."""
         internals = decision.internals
+        # both set together, and the callers call this with a reward model only
+        assert self.reward_model is not None and self.switch_losses is not None
         compared = "vote" in internals and (label is not None or "allowed" not in internals)
         if compared:
             if label is not None:
@@ -404,49 +436,13 @@ class OCOFull(OCOBandit):
 
     full_information = True
     default_tree_profile = "full"
-
-    def __init__(
-        self,
-        n_actions: int,
-        n_learners: int = 20,
-        rho: float = 0.0,
-        *,
-        gamma: float = 0.8,
-        seed: int | None = None,
-        tree_profile: str | None = None,
-        fixed_trees: bool = False,
-        nominal_attributes: list | None = None,
-        update: str = "weighted",
-        p_init: float | None = None,
-        realizable: bool = False,
-        optimizer: OnlineConvexOptimizer | None = None,
-        baseline: float = 0.5,
-        max_weight: float | None = None,
-        fast_trees: bool = True,
-        leaf_prediction: str = "mc",
-        tree_core: str = "compiled",
-    ):
-        super().__init__(
-            n_actions,
-            n_learners=n_learners,
-            rho=rho,
-            gamma=gamma,
-            seed=seed,
-            tree_profile=tree_profile,
-            fixed_trees=fixed_trees,
-            nominal_attributes=nominal_attributes,
-            update=update,
-            p_init=p_init,
-            realizable=realizable,
-            optimizer=optimizer,
-            baseline=baseline,
-            max_weight=max_weight,
-            fast_trees=fast_trees,
-            leaf_prediction=leaf_prediction,
-            rho_decay=None,
-            guess_model=None,
-            rho_by_misses=False,
-            rho_min=None,
-            drift_restart=None,
-            tree_core=tree_core,
-        )
+    _parameter_constraints: ClassVar[dict[str, list]] = {
+        **{k: v for k, v in OCOBandit._parameter_constraints.items()
+           if k not in BANDIT_CONSTRAINTS and k not in ("guess_model", "switch_weight")},
+        "rho": FULL_RHO,
+    }
+    default_groups: ClassVar[dict[str, Any]] = {
+        "exploration": dataclasses.replace(PAPER_EXPLORATION, rho=0.0),
+        "weak_learner": WeakLearner(leaf_prediction="mc"),
+        "reward_expert": RewardExpert(guess_model=None, hedge_weight=None),
+    }

@@ -36,7 +36,7 @@ class BoundedCache(OrderedDict):
     ['b', 'c']
     """
 
-    def __init__(self, max_items: int, max_bytes: float = math.inf):
+    def __init__(self, max_items: float, max_bytes: float = math.inf):
         super().__init__()
         self.max_items = max_items
         self.max_bytes = max_bytes

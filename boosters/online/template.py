@@ -6,16 +6,22 @@ More: docs/boosters.md, "boosters/online/template.py".
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from boosters._params import (
+    DRIFT_RESTARTS,
+    MAX_ACTIONS,
+    MAX_LEARNERS,
+    Flag,
+    Interval,
+    Options,
+    Rounds,
     check_choice,
-    check_int,
     check_names,
-    check_real,
-    check_rho,
     check_schedule,
+    validate_params,
 )
 from boosters.base import Decision, OnlineBooster, check_context
 from boosters.exploration import (
@@ -26,11 +32,13 @@ from boosters.exploration import (
     explore,
     full_information_loss,
     loss_estimate,
+    make_drift,
     mask_scores,
     naive_loss_estimate,
     scheduled_rate,
     track_misses,
 )
+from boosters.groups import flat_values
 from learners.hoeffding import (
     GRACE_BY,
     LEAF_PREDICTIONS,
@@ -45,7 +53,8 @@ from learners.reduction import argmax_random_ties, cost_to_label_weight
 from learners.ridge import RidgeRewards
 
 __all__ = [
-    "ESTIMATORS", "GUESS_MODELS", "BoostingTemplate", "judged_losses", "make_reward_model",
+    "BANDIT_CONSTRAINTS", "ESTIMATORS", "FULL_RHO", "GUESS_MODELS", "TEMPLATE_CONSTRAINTS",
+    "WEAK_PREDICTIONS", "BoostingTemplate", "judged_losses", "make_reward_model",
     "model_leads", "record_switch",
 ]
 
@@ -53,6 +62,8 @@ __all__ = [
 ESTIMATORS = ("proposed", "naive", "dr")
 #: the reward models: AdaGrad's logistic regressions, or ridge regressions (docs/boosters.md)
 GUESS_MODELS = ("linear", "ridge")
+#: the weak learners' labels: App. B.3's argmax, or the twins' cost-sensitive rule
+WEAK_PREDICTIONS = ("argmax", "cost_sensitive")
 #: per learning round, the forgetting of the doubly robust estimate's hit counts
 GUESS_DECAY = 0.998
 #: AdaGrad's step of the quadratic expert's reward model (its updates are normalised)
@@ -93,96 +104,104 @@ def model_leads(switch_losses: np.ndarray) -> bool:
     return bool(switch_losses[1] < switch_losses[0])
 
 
+#: the declarations every booster of Algorithm 1 shares (:func:`boosters._params.validate_params`)
+TEMPLATE_CONSTRAINTS: dict[str, list] = {
+    "n_actions": [Interval(int, 2, MAX_ACTIONS, bound="MAX_ACTIONS")],
+    "n_learners": [Interval(int, 1, MAX_LEARNERS, bound="MAX_LEARNERS")],
+    "seed": [None, Interval(int, 0, None)],
+    "nominal_attributes": [None, list, tuple],
+    "estimator": [Options(ESTIMATORS)],
+    # Exploration
+    "rho": [Interval(float, 0.0, 1.0, closed="neither")],
+    # WeakLearner
+    "tree_profile": [None, Options(tuple(TREE_PROFILES))],
+    "fixed_trees": [Flag()],
+    "fast_trees": [Flag()],
+    "tree_core": [Options(TREE_CORES)],
+    "grace_by": [Options(GRACE_BY)],
+    "leaf_prediction": [Options(LEAF_PREDICTIONS)],
+    "weak_prediction": [None, Options(WEAK_PREDICTIONS)],
+    "clip": [Interval(float, 0.0, None, closed="right")],
+    "weight_scale": [Interval(float, 0.0, None, closed="right")],
+    "reduction_order": [Options(("reference", "paper"))],
+}
+#: the bandit boosters' further declarations: the schedule, the reward model
+BANDIT_CONSTRAINTS: dict[str, list] = {
+    "rho_decay": [None, Rounds()],
+    "rho_floor": [Interval(float, 0.0, 1.0, closed="neither")],
+    "rho_min": [None, Interval(float, 0.0, 1.0, closed="right")],
+    "rho_by_misses": [Flag()],
+    "drift_restart": [None, Options(DRIFT_RESTARTS)],
+    "guess_model": [Options(GUESS_MODELS)],
+    "guess_expert": [None, Flag()],
+}
+#: a full-information twin explores with ``rho`` in [0, 1)
+FULL_RHO = [Interval(float, 0.0, 1.0, closed="left")]
+
+
 class BoostingTemplate(OnlineBooster):
-    """Common machinery of BanditBBM, AdaBandit, OnlineMBBM and Adaboost.OLM (Algorithm 1)."""
+    """Common machinery of BanditBBM, AdaBandit, OnlineMBBM and Adaboost.OLM (Algorithm 1).
+
+    A subclass's constructor takes ``n_actions``, ``n_learners``, ``seed``, its groups
+    (:mod:`boosters.groups`: ``exploration``, ``weak_learner``, ``reward_expert``; None: its
+    ``default_groups``), a few keywords of its own and, for stored configs and earlier callers,
+    the groups' fields as flat keywords (:func:`boosters.groups.regroup`); every value is
+    checked against its ``_parameter_constraints``. What a booster pickled before an option
+    existed reads for it: :data:`boosters._migrations.MIGRATIONS`.
+    """
 
     #: "argmax" (App. B.3, the bandit boosters) or "cost_sensitive" (authors' code, the twins).
     default_weak_prediction = "argmax"
     default_tree_profile = "bandit"
-    #: the paper's unclipped estimate; also what a model pickled before the option existed reads
-    loss_clip = None
-    #: the trees' leaves; also what a model pickled before the option existed reads
-    leaf_prediction = "mc"
-    #: the doubly robust estimate's reward model and its hit counts (``estimator="dr"`` only)
-    reward_model = None
-    guess_hits = None
-    #: eq. 2's constant rate (no schedule, not scaled by misses) and the paper's N experts; also
-    #: what a model pickled before the options existed reads
-    rho_decay = None
-    rho_floor, rho_min = 0.01, None
-    rho_by_misses, miss_rate, drift_restart, miss_drift = False, MISS_REFERENCE, None, None
-    guess_expert = False
-    quadratic_expert = False
-    quadratic_model = None
-    #: the logistic reward model; also what a model pickled before the option existed reads
-    guess_model = "linear"
-    #: River's trees, as every model pickled before the compiled core (migrated on loading)
-    tree_core, grace_by, forest = "river", "weight", None
+    _parameter_constraints: ClassVar[dict[str, list]] = TEMPLATE_CONSTRAINTS
+    default_groups: ClassVar[dict[str, Any]] = {}
 
     def __init__(
         self,
         n_actions: int,
-        n_learners: int = 20,
-        rho: float = 0.1,
-        seed: int | None = None,
-        tree_profile: str | None = None,
-        fixed_trees: bool = False,
-        nominal_attributes: list | None = None,
-        clip: float = 100.0,
-        weight_scale: float = 1.0,
-        reduction_order: str = "reference",
-        estimator: str = "proposed",
-        weak_prediction: str | None = None,
-        fast_trees: bool = True,
-        tree_core: str = "compiled",
-        grace_by: str = "weight",
-        loss_clip: float | None = None,
-        leaf_prediction: str = "mc",
-        rho_decay: float | str | None = None,
-        rho_floor: float = 0.01,
-        rho_by_misses: bool = False,
-        rho_min: float | None = None,
-        guess_expert: bool | None = False,
-        quadratic_expert: bool = False,
-        guess_model: str = "linear",
+        n_learners: int,
+        seed: int | None,
+        groups: dict[str, Any],
+        *,
+        nominal_attributes: list | None,
+        estimator: str,
+        own: dict[str, Any],
     ):
-        self.n_actions = check_int("n_actions", n_actions, 2)
-        self.n_learners = check_int("n_learners", n_learners, 1)
-        self.rho = check_rho(rho, self.full_information)
-        self.rho_decay, self.rho_floor, self.rho_min = check_schedule(rho_decay, rho_floor, rho_min)
-        self.rho_by_misses, self.miss_rate = bool(rho_by_misses), MISS_REFERENCE
+        """``groups``: the subclass's groups (:func:`boosters.groups.regroup`); ``own``: its own
+        keywords, checked here with the rest; the groups' fields a class does not declare keep
+        their defaults: the twins' constant rate and their lack of a reward model."""
+        declared = type(self)._parameter_constraints
+        values = {"n_actions": n_actions, "n_learners": n_learners, "seed": seed,
+                  "nominal_attributes": nominal_attributes, "estimator": estimator,
+                  **flat_values(groups, declared), **own}
+        validate_params(values, declared)
+        explore, weak = groups["exploration"], groups["weak_learner"]
+        reward = groups["reward_expert"]
+        self.n_actions, self.n_learners = int(n_actions), int(n_learners)
+        self.rho = float(explore.rho)
+        self.rho_decay, self.rho_floor, self.rho_min = check_schedule(
+            explore.rho_decay, explore.rho_floor, explore.rho_min
+        )
+        self.rho_by_misses, self.miss_rate = bool(explore.rho_by_misses), MISS_REFERENCE
+        self.drift_restart = explore.drift_restart
+        self.miss_drift = make_drift(self.drift_restart)
         self.seed = seed
-        self.tree_profile = check_choice(
-            "tree_profile", tree_profile or self.default_tree_profile, tuple(TREE_PROFILES)
-        )
-        self.fixed_trees = bool(fixed_trees)
+        self.tree_profile = weak.tree_profile or self.default_tree_profile
+        self.fixed_trees, self.fast_trees = bool(weak.fixed_trees), bool(weak.fast_trees)
         self.nominal_attributes = check_names("nominal_attributes", nominal_attributes)
-        self.clip = check_real("clip", clip, 0.0, np.inf, open_low=True)
-        self.weight_scale = check_real("weight_scale", weight_scale, 0.0, np.inf, open_low=True)
-        self.reduction_order = check_choice(
-            "reduction_order", reduction_order, ("reference", "paper")
-        )
-        self.estimator = check_choice("estimator", estimator, ESTIMATORS)
-        self.loss_clip = (
-            None if loss_clip is None else check_real("loss_clip", loss_clip, 1.0, np.inf)
-        )
-        self.weak_prediction = check_choice(
-            "weak_prediction", weak_prediction or self.default_weak_prediction,
-            ("argmax", "cost_sensitive"),
-        )
-
-        self.fast_trees = bool(fast_trees)
-        self.leaf_prediction = check_choice("leaf_prediction", leaf_prediction, LEAF_PREDICTIONS)
-        self.tree_core = check_choice("tree_core", tree_core, TREE_CORES)
-        self.grace_by = check_choice("grace_by", grace_by, GRACE_BY)
+        self.clip, self.weight_scale = float(weak.clip), float(weak.weight_scale)
+        self.reduction_order, self.estimator = weak.reduction_order, estimator
+        loss_clip = own.get("loss_clip")
+        self.loss_clip = None if loss_clip is None else float(loss_clip)
+        self.weak_prediction = weak.weak_prediction or self.default_weak_prediction
+        self.leaf_prediction, self.tree_core = weak.leaf_prediction, weak.tree_core
+        self.grace_by = weak.grace_by
         self._rng = np.random.default_rng(seed)
         self._new_trees()
         self._rows = np.arange(self.n_learners)
-        self.guess_model = check_choice("guess_model", guess_model, GUESS_MODELS)
-        self._init_reward_models(guess_expert, quadratic_expert)
+        self.guess_model = reward.guess_model
+        self._init_reward_models(reward.guess_expert, reward.quadratic_expert)
         self.n_decisions = self.n_updates = 0
-
-
 
     def _new_trees(self) -> None:
         """The N trees, untrained, their hyperparameters drawn from the generator (at creation,
@@ -197,19 +216,16 @@ class BoostingTemplate(OnlineBooster):
     def _init_reward_models(self, guess_expert: bool | None, quadratic_expert: bool) -> None:
         """The doubly robust estimate's reward model (``estimator="dr"``), and the reward models
         that are experts ("The reward models as experts" in docs/boosters.md)."""
+        self.reward_model = self.guess_hits = self.quadratic_model = None
         if self.estimator == "dr":
             self.reward_model = make_reward_model(
                 self.guess_model, self.n_actions, self.nominal_attributes
             )
             #: importance-weighted hits of [the prediction, the reward model's best action]
             self.guess_hits = np.zeros(2)
-        if guess_expert is not None and not isinstance(guess_expert, bool | np.bool_):
-            raise TypeError(f"guess_expert must be true, false or null, got {guess_expert!r}")
         # None: an expert whenever there is a reward model
         has_model = self.reward_model is not None
         self.guess_expert = has_model if guess_expert is None else bool(guess_expert)
-        if not isinstance(quadratic_expert, bool | np.bool_):
-            raise TypeError(f"quadratic_expert must be true or false, got {quadratic_expert!r}")
         self.quadratic_expert = bool(quadratic_expert)
         if (self.guess_expert or self.quadratic_expert) and not has_model:
             raise ValueError('guess_expert and quadratic_expert need estimator="dr"')
@@ -246,6 +262,7 @@ class BoostingTemplate(OnlineBooster):
     def _guess_ahead(self) -> bool:
         """The one lead rule of the switch and :meth:`uses_guess`: the reward model's hits
         strictly above the booster's (a tie is no lead)."""
+        assert self.guess_hits is not None  # kept with the reward model (guess_expert needs it)
         return bool(self.guess_hits[1] > self.guess_hits[0])
 
     def _experts(self, x: dict, votes: np.ndarray, allowed, u: np.ndarray) -> np.ndarray:
@@ -268,7 +285,10 @@ class BoostingTemplate(OnlineBooster):
     def expert_models(self) -> list[LinearRewards | RidgeRewards]:
         """The reward models whose best actions are experts after the N of the trees: the
         reward model with ``guess_expert``, then the quadratic one with ``quadratic_expert``."""
-        models = [self.reward_model] if self.guess_expert else []
+        models: list[LinearRewards | RidgeRewards] = []
+        if self.guess_expert:
+            assert self.reward_model is not None  # guess_expert needs estimator="dr"
+            models = [self.reward_model]
         return models if self.quadratic_model is None else [*models, self.quadratic_model]
 
     def _extra_draws(self) -> int:
@@ -354,7 +374,7 @@ class BoostingTemplate(OnlineBooster):
     def __setstate__(self, state: dict) -> None:
         """Restore a pickled booster: a model saved before the compiled core (River's trees, no
         ``tree_core`` of its own) moves its trees into one (:mod:`learners.migrate`)."""
-        self.__dict__.update(state)
+        super().__setstate__(state)  # the defaults of boosters._migrations first
         if "tree_core" not in state and self.learners:
             from learners.migrate import ensemble_from_river
 
@@ -375,7 +395,7 @@ class BoostingTemplate(OnlineBooster):
         self,
         x: dict,
         *,
-        allowed: Sequence[int] | None = None,
+        allowed: np.ndarray | Sequence[int] | None = None,
         rng: np.random.Generator | None = None,
     ) -> Decision:
         """Steps 1-6 of Algorithm 1: weak labels, expert votes, expert choice, eq. 2 exploration.
@@ -443,6 +463,7 @@ class BoostingTemplate(OnlineBooster):
         elif x is None or allowed is not None or not self.uses_guess():
             lhat = loss_estimate(yhat, decision.action, correct, p, allowed)
         else:
+            assert self.reward_model is not None  # uses_guess(): estimator="dr"
             guess = self.reward_model.predict_one(x) if guess is None else guess
             lhat = dr_loss_estimate(yhat, decision.action, correct, p, 1.0 - guess)
         if self.loss_clip is not None:  # clipped importance weights (docs: "Many actions")
@@ -507,7 +528,9 @@ class BoostingTemplate(OnlineBooster):
         if experts.size == self.n_learners and n_models:
             allowed = internals.get("allowed")
             allowed = None if allowed is None else np.asarray(allowed, dtype=np.int64)
-            experts = np.append(experts, self._model_scores(x, allowed).argmax(axis=1))
+            scores = self._model_scores(x, allowed)
+            assert scores is not None  # n_models > 0
+            experts = np.append(experts, scores.argmax(axis=1))
         if experts.size < self.n_learners + n_models:
             raise ValueError("decision internals do not match this booster's experts")
         return experts
@@ -520,6 +543,7 @@ class BoostingTemplate(OnlineBooster):
         are (docs/boosters.md, "Doubly robust estimates")."""
         if self.reward_model is None:
             return False
+        assert self.guess_hits is not None  # kept with the reward model
         return self._guess_ahead() or not self.guess_hits.any()
 
     def _learn_guess(self, x: dict, decision: Decision, correct: bool, known, guess) -> None:
@@ -528,6 +552,8 @@ class BoostingTemplate(OnlineBooster):
         bandit round teaches the ridge model the played action alone). A correct round reveals
         the label; weighted by ``1 / p`` of the played action, its hits estimate each rule's
         accuracy without bias (restricted decisions are not counted)."""
+        # called with a reward model only; the hit counts are kept with it
+        assert self.reward_model is not None and self.guess_hits is not None
         self.guess_hits *= GUESS_DECAY
         action = decision.action
         if correct and decision.internals.get("allowed") is None:

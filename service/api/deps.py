@@ -22,9 +22,10 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from service.eventlog import EventLog
 from service.eventlog.keys import NAME_PATTERN
-from service.runtime import ServedModel
+from service.models.errors import ModelNotFound
+from service.models.runtime import ServedModel
+from service.models.store import ModelStore
 from service.settings import Settings
-from service.store import ModelStore
 
 __all__ = [
     "BEARER",
@@ -79,10 +80,10 @@ ModelName = Annotated[
 
 
 async def get_model(name: ModelName, store: StoreDep) -> ServedModel:
-    """The model named in the path, or 404."""
+    """The model named in the path, or :class:`~service.models.errors.ModelNotFound` (404)."""
     model = store.get(name)
     if model is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown model {name!r}")
+        raise ModelNotFound(name)
     return model
 
 
@@ -172,7 +173,7 @@ async def get_decisions(request: Request, name: ModelName,
     user_key(credentials, state.settings)
     model = state.store.get(name)
     if model is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown model {name!r}")
+        raise ModelNotFound(name)
     return Decisions(model, state.log, state.store, state.settings)
 
 

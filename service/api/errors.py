@@ -1,5 +1,7 @@
-"""The API's exception handlers, and the Redis client's error types the routes answer 503 for
-(imported from here, so that only this module and :mod:`service.api.lifespan` import redis)."""
+"""The API's exception handlers: the one place that answers the domain errors of the models
+(:mod:`service.models.errors`: :data:`DOMAIN_STATUS`), and the Redis client's error types the
+routes answer 503 for (imported from here, so that only this module and
+:mod:`service.api.lifespan` import redis)."""
 
 from __future__ import annotations
 
@@ -15,9 +17,20 @@ from starlette.routing import Match
 
 from service.eventlog import OutcomeUnknown
 from service.metrics import count_refusal
+from service.models.errors import (
+    DecisionUnknown,
+    EventIdConflict,
+    EventNotFound,
+    InvalidModel,
+    InvalidRequest,
+    ModelError,
+    ModelExists,
+    ModelNotFound,
+    ServingRefused,
+)
 
 __all__ = [
-    "EVENT_LOG_DOWN", "EVENT_LOG_ERROR", "REFUSED_DETAIL", "REFUSED_RETRY_AFTER",
+    "DOMAIN_STATUS", "EVENT_LOG_DOWN", "EVENT_LOG_ERROR", "REFUSED_DETAIL", "REFUSED_RETRY_AFTER",
     "add_error_handlers", "allowed_methods", "refusal",
 ]
 
@@ -25,6 +38,17 @@ __all__ = [
 EVENT_LOG_DOWN: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
 #: any error of the event log's Redis client
 EVENT_LOG_ERROR: type[Exception] = redis.RedisError
+
+#: the HTTP status of each domain error (the most specific class listed wins); the body is
+#: ``{"detail": message}``
+DOMAIN_STATUS: dict[type[ModelError], int] = {
+    ModelNotFound: 404, EventNotFound: 404,
+    InvalidModel: 422, InvalidRequest: 422,  # ContextError is an InvalidRequest
+    ModelExists: 409, EventIdConflict: 409, ServingRefused: 409,
+    DecisionUnknown: 503,
+}
+#: the headers of a domain error's answer: retry an unknown outcome (the same request is safe)
+_DOMAIN_HEADERS: dict[type[ModelError], dict[str, str]] = {DecisionUnknown: {"Retry-After": "1"}}
 
 _METHODS = ("DELETE", "GET", "HEAD", "PATCH", "POST", "PUT")
 
@@ -109,6 +133,12 @@ async def _outcome_unknown(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
+    kind = next((k for k in type(exc).__mro__ if k in DOMAIN_STATUS), ModelError)
+    return JSONResponse({"detail": str(exc)}, status_code=DOMAIN_STATUS.get(kind, 500),
+                        headers=_DOMAIN_HEADERS.get(kind))
+
+
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
     if exc.status_code == 405:  # Allow: the methods of every route of the path, not one's
         exc.headers = {**(exc.headers or {}), "Allow": allowed_methods(request.app,
@@ -126,9 +156,11 @@ async def _invalid(request: Request, exc: RequestValidationError) -> JSONRespons
 
 
 def add_error_handlers(app: FastAPI) -> None:
-    """Answer an unavailable event log, or one that refuses writes, with 503 (``Retry-After``),
-    a 405 with the path's methods in ``Allow``, and a request that does not match its schema
-    with 422 (the problems, without the offending input)."""
+    """Answer a domain error with its :data:`DOMAIN_STATUS`, an unavailable event log, or one
+    that refuses writes, with 503 (``Retry-After``), a 405 with the path's methods in
+    ``Allow``, and a request that does not match its schema with 422 (the problems, without the
+    offending input)."""
+    app.add_exception_handler(ModelError, _domain_error)
     for kind in EVENT_LOG_DOWN:
         app.add_exception_handler(kind, _redis_down)
     app.add_exception_handler(redis.ResponseError, _redis_refused)

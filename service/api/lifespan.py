@@ -2,7 +2,7 @@
 ``redis_url`` is unset and the learner runs in-process), restore every model, then run the
 learner thread (``run_learner``, as ``boostbandit serve`` does) or a thread that follows the
 latest snapshots (an API replica next to a separate ``boostbandit learner``); on shutdown stop
-them and close the clients. See :mod:`service.store` for the consistency design."""
+them and close the clients. See :mod:`service.models.store` for the consistency design."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from fastapi import FastAPI
 
 from service.eventlog import EventLog, connect, connect_async
 from service.learner import Learner, limits
+from service.models.snapshots import HeapFreezer
+from service.models.store import ModelStore
 from service.settings import Settings
-from service.snapshots import HeapFreezer
-from service.store import ModelStore
 
 __all__ = ["lifespan"]
 
@@ -83,7 +83,7 @@ def _open_log(app: FastAPI, settings: Settings, url: str,
                                      settings.redis_cluster)
         stack.push_async_callback(async_client.aclose)
     app.state.log = EventLog(client, async_client=async_client, limits=limits(settings))
-    # a replica (no learner here) serves snapshots' serving copies: see service/store.py
+    # a replica (no learner here) serves snapshots' serving copies: see service/models/store.py
     app.state.store = ModelStore(app.state.log, serving_only=not settings.run_learner)
     return app.state.store
 

@@ -20,15 +20,21 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import resource
+import socket
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from service.metrics import INCOMPLETE_CLOSED
 
-__all__ = ["BoundedHttpToolsProtocol", "raise_file_limit", "uvicorn_options"]
+__all__ = ["BoundedHttpToolsProtocol", "free_port", "raise_file_limit", "serve_in_thread",
+           "uvicorn_options"]
 
 logger = logging.getLogger(__name__)
 
@@ -136,3 +142,37 @@ def raise_file_limit() -> tuple[int, int]:
             logger.warning("could not raise the open-file limit from %d: %s", soft, exc)
             return soft, soft
     return soft, max(target, soft)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (free when asked: the caller binds it soon after)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_in_thread(settings: Any, timeout: float = 30.0) -> Iterator[str]:
+    """The app of ``settings`` under uvicorn in a daemon thread on a free loopback port, its
+    lifespan run (the learner too, where the settings start one); yields its URL and stops it on
+    exit. For tests, benchmarks and notebooks: a real HTTP server without a process of its own.
+    """
+    import uvicorn
+
+    from service.api.app import create_app
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)

@@ -184,16 +184,17 @@ def _create_model(
     reward_map: str,
 ) -> None:
     """Create model ``name`` with the actions of the log file at ``path``, by the rule every
-    creation follows (:func:`service.creation.create_model`: its checks, its version-0
+    creation follows (:func:`service.models.creation.create_model`: its checks, its version-0
     snapshot). Its ``negative_rewards`` is the map's rule, or for ``personalizer`` the setting
     of the models the Personalizer routes create."""
     from pydantic import ValidationError
 
     from service.api.schemas import CreateModel
-    from service.creation import InvalidModel, ModelExists, create_model
     from service.domain import ACTION_FEATURES_BOOSTER
     from service.eventlog.transfer import ImportError_, file_actions
-    from service.store import ModelStore
+    from service.models.creation import create_model
+    from service.models.errors import InvalidModel, ModelExists
+    from service.models.store import ModelStore
 
     chosen = settings()
     adf = booster == ACTION_FEATURES_BOOSTER  # no fixed actions: each event's candidates

@@ -107,7 +107,7 @@ def learner_command(data_dir: DataDirOption = None) -> None:
     chosen = redis_settings(data_dir, "the models")
     from service.eventlog import EventLog, connect
     from service.learner import Learner, limits
-    from service.store import ModelStore
+    from service.models.store import ModelStore
 
     timeout = chosen.redis_timeout_seconds + chosen.learner_block_ms / 1000
     client = connect(chosen.redis_url, timeout, chosen.redis_cluster)
@@ -153,8 +153,8 @@ def worker_command(
     if not isinstance(level, int):
         fail(f"--log-level must be a logging level (debug, info, warning, ...), got {log_level!r}")
     chosen = redis_settings(data_dir, "the joined events")
-    from service.compute import WorkerSetupError, start_compute
     from service.eventlog import connect
+    from service.training.compute import WorkerSetupError, start_compute
     from service.worker import Worker
 
     try:  # a missing GPU or Dask: one line now, not a failed training later

@@ -398,7 +398,7 @@ class ModelState:
         still overwrite, and keyed by ``uid``: a concurrent import of the same model writes
         its own seed, so whichever config lands finds its own seed. Write it before the
         config (:meth:`replace_config`); if the config does not land, :meth:`drop_seed`.
-        :func:`service.store.restore` reads it while the model has no snapshot of its own.
+        :func:`service.models.store.restore` reads it while the model has no snapshot of its own.
         Returns its time."""
         now = time.time()
         meta = dumps({"version": version, "joined_id": joined_id, "ts": now})

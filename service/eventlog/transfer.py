@@ -22,8 +22,8 @@ from service.events import dumps, loads
 from service.formats.dsjson import multi_ids, to_dsjson
 from service.formats.fields import RewardMap, RewardRule, reward_rule
 from service.formats.obp import ACTION_COLUMNS, pick_column
+from service.formats.progress import bar as progress_bar
 from service.formats.reader import FORMATS, LineError, iter_events
-from service.progress import bar as progress_bar
 
 __all__ = [
     "ExportReport",
@@ -235,8 +235,8 @@ def _source(log: EventLog, name: str, path: str | os.PathLike[str], fmt: str, on
 
 
 def _validate(source: _Source, report: ImportReport, progress: bool | None) -> set[int]:
-    """Pass 1: every line checked (constant memory but for the event-id digests); the bad
-    lines' numbers. Fills ``report``'s counts, errors and sha256."""
+    """The checking reading: every line checked (constant memory but for the event-id digests); the
+    bad lines' numbers. Fills ``report``'s counts, errors and sha256."""
     digest = hashlib.sha256()
     seen: set[bytes] = set()
     bad_lines: set[int] = set()
@@ -278,7 +278,7 @@ def _refuse(log: EventLog, name: str, path: Path, report: ImportReport, on_error
 def _write_all(log: EventLog, name: str, source: _Source, report: ImportReport,
                bad_lines: set[int], batch: int, progress: bool | None,
                fail_after: int | None) -> None:
-    """Pass 2: the good lines in MULTI/EXEC batches of ``batch``."""
+    """The writing reading: the good lines in MULTI/EXEC batches of ``batch``."""
     written_batches = 0
 
     def flush(pending: list[dict[str, Any]]) -> None:

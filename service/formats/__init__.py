@@ -6,6 +6,8 @@
 - :mod:`~service.formats.namespaces`: flat feature names and VW namespaces, both ways.
 - :mod:`~service.formats.obp`: Open Bandit Pipeline style CSV rows.
 - :mod:`~service.formats.reader`: the one validation pass over a file, format detection.
+- :mod:`~service.formats.progress`: the progress bar of the commands that read or write logs
+  (import, export, replay, simulate).
 """
 
 from service.formats.dsjson import flatten_context, parse_dsjson, to_dsjson

@@ -9,8 +9,9 @@ import inspect
 import time
 from typing import Any
 
-from boosters.registry import booster_class
+from boosters.registry import booster_class, booster_params, names
 from service.eventlog import EventLog
+from service.models.store import ModelStore
 from service.personalizer import loop
 from service.personalizer.durations import (
     format_duration,
@@ -26,7 +27,6 @@ from service.personalizer.schemas.configuration import (
     ServiceConfiguration,
 )
 from service.settings import Settings
-from service.store import ModelStore
 
 __all__ = ["APPRENTICE_SCAN", "apprentice_metrics", "apprentice_windows", "current", "update"]
 
@@ -119,6 +119,8 @@ def _exploration(log: EventLog, settings: Settings, doc: dict[str, Any]) -> floa
         return 0.0
     if name in fields["params"]:
         return float(fields["params"][name])
+    if fields["booster"] in names():  # its flat defaults, the groups' fields included
+        return float(booster_params(fields["booster"])[name])
     return float(inspect.signature(booster_class(fields["booster"])).parameters[name].default)
 
 

@@ -1,6 +1,7 @@
 """Personalizer's error envelope ``{"error": {"code", "message"}}``: the failure the mapping
 raises (:class:`PersonalizerFailure`), and the route class that answers every error of the
-Personalizer routes in it (invalid requests with 400, an unavailable event log with 503)."""
+Personalizer routes in it (invalid requests with 400, an unavailable event log with 503, the
+domain errors of :mod:`service.models.errors` the mapping leaves: :data:`DOMAIN_FAILURES`)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,21 @@ from service.api.errors import (
 )
 from service.eventlog import OutcomeUnknown
 from service.metrics import count_refusal
+from service.models.errors import (
+    DecisionUnknown,
+    EventIdConflict,
+    EventNotFound,
+    InvalidModel,
+    InvalidRequest,
+    ModelError,
+    ModelExists,
+    ModelNotFound,
+    ServingRefused,
+)
 from service.personalizer.failures import PersonalizerFailure, bad
 
-__all__ = ["PATH_ROOT", "PREFIX", "PREFIXES", "PersonalizerFailure", "PersonalizerRoute", "bad",
-           "too_large"]
+__all__ = ["DOMAIN_FAILURES", "PATH_ROOT", "PREFIX", "PREFIXES", "PersonalizerFailure",
+           "PersonalizerRoute", "bad", "domain_failure", "too_large"]
 
 PREFIX = "/personalizer/v1.0"
 #: Every path form of the Personalizer routes starts with it
@@ -34,6 +46,30 @@ PATH_ROOT = "/personalizer"
 #: ``azure-ai-personalizer`` SDK, which adds ``?api-version=2022-09-01-preview``) and
 #: ``/personalizer/v1.1-preview.1`` (the preview REST API)
 PREFIXES = (PREFIX, PATH_ROOT, "/personalizer/v1.1-preview.1")
+
+
+#: the status and Personalizer code of each domain error (the most specific class listed wins;
+#: None: the route's code for an invalid request); the message is the error's
+DOMAIN_FAILURES: dict[type[ModelError], tuple[int, str | None]] = {
+    InvalidRequest: (400, None), InvalidModel: (500, "InternalServerError"),
+    ModelNotFound: (404, "NotFound"), EventNotFound: (404, "NotFound"),
+    EventIdConflict: (409, "Conflict"), ModelExists: (409, "Conflict"),
+    ServingRefused: (409, "Conflict"), DecisionUnknown: (503, "ServiceUnavailable"),
+}
+
+
+def domain_failure(exc: ModelError, code: str) -> PersonalizerFailure:
+    """The Personalizer failure of a domain error (``code``: the route's for a bad request).
+
+    >>> domain_failure(ModelNotFound("m"), "InvalidRankRequest").code
+    'NotFound'
+    >>> domain_failure(InvalidRequest("no"), "InvalidRankRequest").status_code
+    400
+    """
+    kind = next((k for k in type(exc).__mro__ if k in DOMAIN_FAILURES), None)
+    status, named = DOMAIN_FAILURES.get(kind, (500, "InternalServerError"))
+    return PersonalizerFailure(status, named or code, str(exc),
+                               headers={"Retry-After": "1"} if status == 503 else None)
 
 
 def too_large(limit: int) -> JSONResponse:
@@ -96,6 +132,8 @@ class PersonalizerRoute(APIRoute):
                     f"event log (Redis) unavailable or did not answer ({exc}); retrying the "
                     "same request is safe", headers={"Retry-After": "1"},
                 ).response()
+            except ModelError as exc:
+                return domain_failure(exc, code).response()
             except EVENT_LOG_ERROR as exc:
                 kind = refusal(exc)
                 if kind is None:

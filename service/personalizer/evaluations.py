@@ -13,16 +13,16 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from service import snapshots
 from service.domain import ACTION_FEATURES_BOOSTER, action_features_params
 from service.eventlog import EventLog, RedisError
 from service.events import iso_timestamp
+from service.models import snapshots
+from service.models.store import ModelStore
 from service.personalizer import loop, policy
 from service.personalizer.evaluation import Candidate, ModelLog, evaluate
 from service.personalizer.failures import PersonalizerFailure, bad
 from service.personalizer.schemas import EvaluationContract
 from service.settings import Settings
-from service.store import ModelStore
 
 __all__ = ["AUTO_CANDIDATES", "AUTO_ID_PREFIX", "MAX_EVENTS", "Budget", "Stopped", "apply_from",
            "auto_optimize", "delete", "estimate_cost", "found", "listed", "public", "run_pending",

@@ -18,13 +18,13 @@ from boosters.importance import feature_names, permutation_importance
 from service.domain import ModelConfig
 from service.eventlog import EventLog, RedisError
 from service.events import iso_timestamp
+from service.models.store import ModelStore
 from service.personalizer import loop
 from service.personalizer.durations import unix_ms
 from service.personalizer.evaluations import CLAIM_SECONDS, Budget, Stopped
 from service.personalizer.failures import PersonalizerFailure, bad
 from service.personalizer.schemas.model import FeatureImportanceRequest
 from service.settings import Settings
-from service.store import ModelStore
 
 __all__ = ["CLAIM_PREFIX", "MAX_FEATURES", "SAMPLE_EVENTS", "compute", "create", "delete", "get",
            "listing", "public", "run_pending"]

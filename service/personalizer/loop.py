@@ -16,12 +16,12 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from boosters.registry import booster_class, booster_params
+from boosters.registry import booster_class, booster_params, names
 from service.domain import ACTION_FEATURES_BOOSTER, ModelConfig, reward_from_client
 from service.eventlog import MAX_SEQUENCE, EventLog
+from service.models.store import ModelStore
 from service.personalizer.failures import PersonalizerFailure
 from service.settings import Settings
-from service.store import ModelStore
 
 __all__ = ["LEARNING_FIELDS", "apply", "desired", "exploration_param", "is_personalizer_model",
            "models"]
@@ -49,7 +49,8 @@ def exploration_param(booster: str) -> str | None:
     >>> exploration_param("adabandit"), exploration_param("egreedy_tree")
     ('rho', 'epsilon')
     """
-    accepted = inspect.signature(booster_class(booster)).parameters
+    accepted = (booster_params(booster) if booster in names()  # flat keys, groups' included
+                else inspect.signature(booster_class(booster)).parameters)
     return next((p for p in ("rho", "epsilon") if p in accepted), None)
 
 

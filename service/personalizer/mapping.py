@@ -13,14 +13,18 @@ from typing import Any
 
 from boosters.base import Decision, check_context
 from boosters.registry import full_information, names
-from service import contexts, creation, metrics
-from service.api.decide import decide
+from service import metrics
 from service.api.deps import key_matches
 from service.api.errors import EVENT_LOG_ERROR
 from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.events import decision_event, iso_timestamp
 from service.formats import flatten_context
+from service.models import contexts, creation
+from service.models.decide import decide
+from service.models.errors import ContextError, InvalidModel, ModelError, ModelExists
+from service.models.runtime import ServedModel
+from service.models.store import ModelStore
 from service.personalizer import loop
 from service.personalizer.failures import PersonalizerFailure, bad
 from service.personalizer.schemas import (
@@ -30,9 +34,7 @@ from service.personalizer.schemas import (
     RankResponse,
     RewardRequest,
 )
-from service.runtime import ServedModel
 from service.settings import Settings
-from service.store import ModelStore
 
 __all__ = ["ACTION_FEATURES_MODEL", "action_candidates", "action_set_model_name", "activate",
            "excluded_ids", "may_create_models", "rank", "rank_candidates", "rank_event",
@@ -83,10 +85,10 @@ def _create(name: str, ids: list[str], log: EventLog, store: ModelStore,
     config = ModelConfig(name=name, actions=sorted(ids), **fields)
     try:
         model = creation.create_model(log, store, config, settings.max_actions)
-    except creation.InvalidModel as exc:
+    except InvalidModel as exc:
         raise PersonalizerFailure(500, "InternalServerError",
                                   f"cannot build booster: {exc.reason}") from None
-    except creation.ModelExists:  # a concurrent creator won: use theirs
+    except ModelExists:  # a concurrent creator won: use theirs
         existing = store.get(name)
         if existing is None:  # pragma: no cover - deleted right after a concurrent creation
             raise PersonalizerFailure(503, "ServiceUnavailable",
@@ -207,7 +209,7 @@ def check_limits(context: dict[str, Any], settings: Settings, where: str) -> dic
                   f"{settings.max_features}")
     try:
         contexts.check_context_sizes(context, settings)
-    except contexts.ContextError as exc:
+    except ContextError as exc:
         raise bad("InvalidRankRequest", f"{where}: {exc}") from None
     return context
 
@@ -255,10 +257,10 @@ def _ranking(actions: list[str], decision, ids: list[str], offered: set[str]
 def typed_context(model: ServedModel, log: EventLog, context: dict[str, Any]
                   ) -> tuple[dict[str, Any], dict[str, str]]:
     """The context as the model takes it and its feature types the model has not confirmed
-    yet (:func:`service.contexts.typed_context`)."""
+    yet (:func:`service.models.contexts.typed_context`)."""
     try:
         return contexts.typed_context(model, log, context)
-    except contexts.ContextError as exc:
+    except ContextError as exc:
         raise bad("InvalidRankRequest", f"contextFeatures: {exc}") from None
 
 
@@ -291,7 +293,7 @@ def rank_event(model: ServedModel, log: EventLog, store: ModelStore, settings: S
                                config.reward_aggregation)
         else:
             _log_decision(model, log, event_id, event, new_types, settings)
-    except (EVENT_LOG_ERROR, PersonalizerFailure):
+    except (EVENT_LOG_ERROR, PersonalizerFailure, ModelError):
         log.release_event_id(event_id)
         raise
     metrics.DECISIONS.labels(config.name).inc()

@@ -1,7 +1,7 @@
 """The model file of the Personalizer endpoint (``GET``/``PUT /personalizer/model``): a zip of
-a JSON manifest and each model's booster as data (:mod:`service.modeldata`: a JSON tree and the
-bytes of its numeric arrays, never a pickle), optionally signed with HMAC-SHA256. Pure: bytes
-in, bytes out (docs/personalizer.md, "Model, logs and feature importances", describes the
+a JSON manifest and each model's booster as data (:mod:`service.models.modeldata`: a JSON tree
+and the bytes of its numeric arrays, never a pickle), optionally signed with HMAC-SHA256. Pure:
+bytes in, bytes out (docs/personalizer.md, "Model, logs and feature importances", describes the
 format).
 
 A file is read back (:func:`unpack`) only if its signature verifies against the server's key;
@@ -47,7 +47,7 @@ __all__ = ["DATA", "FORMAT", "FORMAT_VERSION", "PICKLE", "ModelEntry", "ModelFil
 
 FORMAT = "boostbandit-personalizer-model"
 FORMAT_VERSION = 2
-#: the encodings of a booster: model data (:mod:`service.modeldata`), or a pickle (version 1)
+#: the encodings of a booster: model data (:mod:`service.models.modeldata`), or a pickle (version 1)
 DATA, PICKLE = "boostbandit-data 1", "pickle"
 MANIFEST = "manifest.json"
 SIGNATURE = "signature.json"

@@ -1,9 +1,9 @@
 """The Personalizer endpoint's models as a whole: exported as one file, imported from a signed
 one, reset to fresh models, and their creation and modification times (``GET``/``PUT``/
 ``DELETE /model``, ``GET /model/properties``). The file format is
-:mod:`service.personalizer.modelfile`, its boosters written as data (:mod:`service.modeldata`);
-what each operation does to the models and the learner: docs/personalizer.md, "Model, logs and
-feature importances".
+:mod:`service.personalizer.modelfile`, its boosters written as data
+(:mod:`service.models.modeldata`); what each operation does to the models and the learner:
+docs/personalizer.md, "Model, logs and feature importances".
 """
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ from typing import Any
 
 from boosters.registry import booster_class
 from learners.frozen import dumps_serving
-from service import modeldata, snapshots
 from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.eventlog.keys import NAME_PATTERN
 from service.events import iso_timestamp
+from service.models import modeldata, snapshots
+from service.models.store import ModelStore
 from service.personalizer import loop, modelfile
 from service.personalizer.failures import PersonalizerFailure, bad
 from service.settings import Settings
-from service.store import ModelStore
 
 __all__ = ["export", "import_file", "properties", "reset"]
 

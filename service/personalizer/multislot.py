@@ -12,6 +12,8 @@ from typing import Any
 
 from service.api.deps import key_matches
 from service.eventlog import EventLog
+from service.models.runtime import ServedModel
+from service.models.store import ModelStore
 from service.personalizer import mapping
 from service.personalizer.failures import PersonalizerFailure, bad
 from service.personalizer.schemas import (
@@ -22,9 +24,7 @@ from service.personalizer.schemas import (
     SlotRequest,
     SlotResponse,
 )
-from service.runtime import ServedModel
 from service.settings import Settings
-from service.store import ModelStore
 
 __all__ = ["SLOT_FEATURE", "activate", "rank", "reward", "slot_event_id", "starved_slot"]
 

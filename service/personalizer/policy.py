@@ -27,9 +27,9 @@ from typing import Any
 from boosters.registry import booster_params, make_booster, names
 from service.domain import ACTION_FEATURES_BOOSTER, action_features_params
 from service.eventlog import EventLog
+from service.models.store import ModelStore
 from service.personalizer import loop
 from service.settings import Settings
-from service.store import ModelStore
 
 __all__ = ["MAX_ARGUMENTS", "action_counts", "arguments_of", "check_policy", "current",
            "default_policy", "make_policy", "parse_arguments", "set_policy"]

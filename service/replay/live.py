@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from boosters.ope import Estimate, mean_estimate
+from service.formats.progress import bar as progress_bar
 from service.formats.reader import LineError
-from service.progress import bar as progress_bar
 from service.replay.reading import (
     LogFormat,
     LoggedEvent,

@@ -39,9 +39,10 @@ from boosters.base import Decision, OnlineBooster
 from boosters.exploration import complete_probabilities, restrict
 from boosters.online.adf import ActionFeatureBooster
 from boosters.ope import Estimate, cross_fitted_predictions, estimate_all, mean_estimate
-from service import snapshots
+from service.formats.progress import bar as progress_bar
 from service.formats.reader import LineError
-from service.progress import bar as progress_bar
+from service.models import snapshots
+from service.models.runtime import decide
 from service.replay.reading import (
     LogFormat,
     LoggedEvent,
@@ -68,7 +69,6 @@ from service.replay.result import (
     undefined_notes,
     weighted,
 )
-from service.runtime import decide
 
 __all__ = ["load_policy", "replay_events", "replay_learner", "replay_policy"]
 

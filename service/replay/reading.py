@@ -21,6 +21,7 @@ from service.formats.dsjson import multi_ids
 from service.formats.fields import PROB_TOL, check_reward_map, reward_rule
 from service.formats.jsonl import parse_jsonl
 from service.formats.obp import ACTION_COLUMNS, pick_column
+from service.formats.progress import bar as progress_bar
 from service.formats.reader import (
     FORMATS,
     LineError,
@@ -29,7 +30,6 @@ from service.formats.reader import (
     first_object,
     iter_events,
 )
-from service.progress import bar as progress_bar
 
 __all__ = [
     "LogScan",

@@ -4,6 +4,9 @@
 - :mod:`~service.sim.loop`: :func:`~service.sim.loop.simulate`, one pass of a booster over a
   shuffled dataset.
 - :mod:`~service.sim.plots`: learning-curve PNGs (Matplotlib, Agg canvas).
+- :mod:`~service.sim.streams`: ten public or synthetic streams (the quality benchmark's);
+  :mod:`~service.sim.fashion`: Debian's Fashion-MNIST files; :mod:`~service.sim.catalogue`: the
+  rotating catalogue's rounds (candidates described by features, ids that keep changing).
 
 Only the loader's names are imported here: the loop (numpy) and the plots (Matplotlib) are
 imported from their modules where used, so that the command line's ``--help`` stays light.

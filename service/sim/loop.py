@@ -30,7 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from boosters.base import OnlineBooster
-from service.progress import shows
+from service.formats.progress import shows
 from service.sim.datasets import Dataset
 
 __all__ = ["SimulationResult", "shuffled_order", "simulate"]

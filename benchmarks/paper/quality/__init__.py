@@ -1,4 +1,4 @@
-"""A benchmark of learning quality without tuning (issue 15): online boosters against VW.
+"""A benchmark of learning quality without tuning: online boosters against VW.
 
 - ``streams``: the ten offline streams;
 - ``vw``: Vowpal Wabbit's contextual bandit on a stream, the small grid of configurations;

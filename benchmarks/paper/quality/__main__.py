@@ -24,9 +24,9 @@ from benchmarks import OUT
 from benchmarks.paper.quality.heldout import heldout_report
 from benchmarks.paper.quality.report import report
 from benchmarks.paper.quality.run import PROTOCOLS, Cell, run_cells
-from benchmarks.paper.quality.streams import STREAMS
 from benchmarks.paper.quality.vw import GRID
 from benchmarks.results import replace_block
+from service.sim.streams import STREAMS
 
 DEFAULT_BOOSTERS = ["adabandit", "banditbbm", "oco", "egreedy_tree"]
 
@@ -104,92 +104,32 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{ran} cells run into {out}", file=sys.stderr)
 
 
-INTRO = """Quality without tuning (issue 15; `python -m benchmarks.paper.quality`, module docstrings
-in benchmarks/paper/quality/ say how each stream is made). Cells: last-20% / whole-stream accuracy
-of the played action, median over seeds; `(n)`: only n seeds ran. Boosters as a new user gets them
-(`make_booster(name, n_actions=k, seed=s)`, the defaults of docs/boosters.md, "Defaults");
-`old`: the defaults before issue 15 (rho = 0.1, majority-class leaves and, for AdaBandit,
-alpha_min = -2: `--param rho=0.1 --param alpha_min=-2 --param leaf_prediction=mc --label old`,
-with `estimator=proposed` and `rho_decay=null` since those options came); `paper`: the
-per-dataset settings of benchmarks/paper/table1.py; `adaboostolm`: AdaBandit's full-information
-twin, which sees the label every round (a ceiling for trees that learn from bandit feedback;
-the authors' majority-class leaves).
-VW: the best of its grid per stream and protocol by median last-20% accuracy (chosen on the same
-stream: optimistic for VW), numeric features standardised with running statistics, strings as
-indicator features. Duplicated protocol: the paper's x10/x6/x4/x8 on its four sets, x5
-elsewhere; plain: each row once; both shuffled by the seed. The settings each pass of issue 15
-tried are in the history tables below the notes ("quality-history")."""
+INTRO = """\
+`python -m benchmarks.paper.quality` (`--report` rewrites this block; benchmarks/paper/quality/
+says how each stream is made). Cells: last-20% / whole-stream accuracy of the played action,
+median over seeds; `(n)`: only n seeds ran. Boosters as a new user gets them (docs/boosters.md,
+"Defaults"); `old`: the earlier defaults (`--label old`: rho 0.1, majority-class leaves,
+alpha_min -2); `paper`: benchmarks/paper/table1.py's settings; `adaboostolm`: the
+full-information twin (a ceiling). VW: the best of its grid per stream and protocol, chosen on
+the same stream (optimistic for VW). Duplicated protocol: the paper's x10/x6/x4/x8 on its four
+sets, x5 elsewhere; plain: each row once. Other settings tried: benchmarks/notes/quality.md."""
 
-HISTORY_INTRO = """The settings issue 15's passes tried on the quality benchmark (the same cells
-as the tables of "quality", `python -m benchmarks.paper.quality --report` writes both), beside
-the defaults and VW. Labels: `mc`: the defaults with majority-class leaves (`--param
-leaf_prediction=mc --label mc`, the defaults before naive-Bayes leaves); `dr`: the defaults of
-issue 15's fourth pass (the doubly robust estimate at a constant rate and no reward-model
-expert: AdaBandit at rho = 0.05, `--param rho=0.05 --param rho_decay=null --param
-guess_expert=false --label dr`, BanditBBM at rho = 0.1, `--param rho_decay=null --param
-guess_expert=false`); `rho0.1`: `oco`'s defaults before the sixth pass (a constant rate,
-`--param rho_decay=null`); `no-model`: `oco`'s defaults before the eighth pass (no reward model:
-`--param guess_model=null`; every earlier `oco` row records it); `pass6`: the defaults of
-AdaBandit and BanditBBM before the seventh pass (the logistic reward model, the paper's Hedge
-and the switch on hit counts: `--param guess_model=linear --param hedge_weight=null`, for
-BanditBBM `switch_weight=null`; every earlier row of the two with the doubly robust estimate
-records them); `pass7`: AdaBandit's and BanditBBM's defaults on the id stream and nursery before
-the eighth pass (the ridge model's offsets a constant per value; no parameter: the code of
-commit baefff7; on the other streams no value passes its feature's cap or arrives once the
-model's map is full, so the eighth pass left their cells as they were); `pass5`: AdaBandit's
-defaults of the fifth pass, whose doubly robust switch also used the guess on a tie of its hit
-counts (the code before the sixth pass; no parameter; every earlier row of the two boosters with
-the doubly robust estimate ran with that rule), and BanditBBM's `gx-d100` the same rule with
-today's BanditBBM defaults; `pass8`: AdaBandit's, BanditBBM's and `oco`'s defaults before the
-ninth pass on the streams of fewer than 10 actions (the rate's decay 100 rounds whatever the
-number of actions, `--param rho_decay=100`; every earlier row of the three records the
-`rho_decay` it ran with; from 10 actions on `rho_decay="auto"` is those 100 rounds, so those
-cells stayed `default`); `d5k`: AdaBandit with the decay at 5 rounds per action (`--param
-rho_decay=15` on balance and wine, 20 on car and the id stream, 25 on nursery), `d260`: at 260
-rounds on RandomRBF-26 (10 per action without the cap of 100); `pass10`: AdaBandit's,
-BanditBBM's and `oco`'s defaults before the eleventh pass (the ridge model's products unscaled
-and its offsets taught one by one, the rate's decay 10 rounds per action: the code of commit
-2f84746; `hits` and `offset2` are earlier passes', RESULTS.md's notes say which); `model11` and
-`d3`: the eleventh pass's reward model with 10 and with 3 rounds per action (its notes);
-`pass11`: AdaBandit's, BanditBBM's and `oco`'s defaults before the twelfth pass (the rate not
-scaled by the prediction's misses, `--param rho_by_misses=false`); `miss50`: the twelfth pass
-with a miss reference of 0.5 and `l2-3` with the ridge model's `l2=3`; `fw-none`: the twelfth
-pass's first change alone on the six streams of more than 8 features (the ridge model's map
-unscaled, `feature_weight=None`; its notes); `pass12`: AdaBandit's, BanditBBM's and `oco`'s
-defaults on the id stream and nursery before the thirteenth pass (the ridge model's map learning
-before its offsets, `joint_offsets=False` of learners/ridge.py, no booster parameter; no value
-of the other streams gets an offset, so their cells stayed `default`); `pairs13`: the same three
-on those two streams with the thirteenth pass's second change, reverted (pairs of nominal
-values, one of them past its cap, given constant offsets: the code of commit 551fd30);
-`joint13`: the same three on those two streams before the fourteenth pass (the thirteenth's
-joint step, offsets' penalty 0.1, no pairs: `offset_l2=0.1, pair_offset_l2=None` of
-learners/ridge.py, no booster parameter); `pass14`: `egreedy_tree` on Car, nursery and the id
-stream before the fifteenth pass (trees alone, `--param offset_l2=null`; the streams without
-nominal values are the same to the bit); `pass15`: `egreedy_tree` before the sixteenth pass (a
-grace period of 50 and a tie threshold of 0.05: `--param grace_period=50 --param tau=0.05`; its
-rows record no parameter, as they ran with the defaults of their day; its grid of grace periods
-and tie thresholds is in `benchmarks/out/quality-egreedy-grid.jsonl`, docs/boosters.md);
-`floor17`: AdaBandit's, BanditBBM's and `oco`'s defaults before the eighteenth pass (the floor of
-0.01 fixed, not following the prediction's misses: `--param rho_min=null`; its rows record no
-parameter, as they ran with the defaults of their day); `min001`: AdaBandit with the floor
-following the misses down to 0.001 (`--param rho_min=0.001`); other
-labels: the `--param` settings their rows record (majority-class leaves unless the label says
-`nba`; AdaBandit's rows before the fifth pass, BanditBBM's and `oco`'s before the sixth, record
-`rho`, `rho_decay` and `guess_expert` as they ran); `adaboostolm nba`: the full-information twin
-with naive-Bayes leaves."""
+HISTORY_INTRO = """\
+The labelled settings tried on the quality benchmark, beside the defaults and VW (the same
+cells as the main tables; `python -m benchmarks.paper.quality --report` writes both). A label
+names one `--label` run; its rows in benchmarks/out/quality.jsonl record the `--param` settings
+they ran with, and the notes above this block say what each label was. `adaboostolm nba`: the
+full-information twin with naive-Bayes leaves."""
 
 
-HELDOUT_INTRO = """AdaBandit's defaults against VW on held-out seeds (issue 15, seventeenth pass;
-`benchmarks/paper/quality/heldout.py`; AdaBandit's rows rerun with the eighteenth pass's
-defaults, those before it labelled `floor17` in the file). VW's configuration per stream and
-protocol is the one the main tables chose on seeds 1-9; here it and AdaBandit play seeds 10-18,
-which took no part in the choice: `python -m benchmarks.paper.quality --seeds 10 11 12 13 14 15
-16 17 18 --boosters adabandit --vw --protocols duplicated --max-rows 500 --out
-benchmarks/out/quality-heldout.jsonl --jobs 2`, the same with `--protocols plain --max-rows
-1000`. Medians and means of the last-20% accuracy of the played action; the paired difference
-is seed by seed (one round of the last 20% is 1/36 on wine played once, 1/178 duplicated). The
-last column is VW's best of grid chosen again on these seeds, the main tables' rule
-(optimistic for VW)."""
+HELDOUT_INTRO = """\
+AdaBandit's defaults against VW on seeds 10-18, which took no part in choosing VW's
+configuration (the main tables' choice on seeds 1-9; `benchmarks/paper/quality/heldout.py`):
+`python -m benchmarks.paper.quality --seeds 10 11 12 13 14 15 16 17 18 --boosters adabandit --vw
+--protocols duplicated --max-rows 500 --out benchmarks/out/quality-heldout.jsonl --jobs 2`, the
+same with `--protocols plain --max-rows 1000`. Last-20% accuracy of the played action; the
+paired difference is seed by seed. The last column is VW's best of grid chosen again on these
+seeds (optimistic for VW)."""
 
 
 if __name__ == "__main__":

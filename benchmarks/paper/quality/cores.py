@@ -1,6 +1,6 @@
 """The quality benchmark's cells of one column against the stored defaults, cell by cell.
 
-Issue 40's check that the compiled tree core leaves quality as it was: the cells of a column
+The check that the compiled tree core leaves quality as it was: the cells of a column
 (``--label``, e.g. the defaults on the compiled core, run into their own file) against the
 ``default`` cells of ``benchmarks/out/quality.jsonl`` (recorded on River's trees), the median over
 the seeds both have, for the last-20% and the whole-stream accuracy:

@@ -26,10 +26,10 @@ import argparse
 import numpy as np
 
 from benchmarks.paper.quality.__main__ import parse_param
-from benchmarks.paper.quality.streams import STREAMS, dup_of, load_stream
 from benchmarks.stats import median
 from boosters.registry import make_booster
 from service.sim.loop import SimulationResult, shuffled_order
+from service.sim.streams import STREAMS, dup_of, load_stream
 
 __all__ = ["drift_run", "rounds_to_recover", "shifted"]
 

@@ -21,9 +21,9 @@ import argparse
 import numpy as np
 
 from benchmarks.paper.quality.__main__ import parse_param
-from benchmarks.paper.quality.streams import STREAMS, dup_of, load_stream
 from boosters.registry import make_booster
 from service.sim.loop import shuffled_order
+from service.sim.streams import STREAMS, dup_of, load_stream
 
 
 def trace(

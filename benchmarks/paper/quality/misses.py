@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 
 from benchmarks.paper.quality.__main__ import parse_param
-from benchmarks.paper.quality.streams import STREAMS, dup_of, load_stream
 from boosters.registry import make_booster
 from service.sim.loop import shuffled_order
+from service.sim.streams import STREAMS, dup_of, load_stream
 
 
 def misses(stream: str, seed: int, booster: str = "adabandit", params: dict | None = None,

@@ -7,7 +7,7 @@ dash when none). The VW column is the best configuration of the grid per stream 
 boosters' old default exploration rate (rho = 0.1), whatever won.
 
 The main tables show the columns a user compares (:data:`MAIN_LABELS`: the defaults, the old
-defaults, the paper's settings); every other label (the passes of issue 15 and the settings they
+defaults, the paper's settings); every other label (earlier defaults and the settings
 tried) goes to the history tables (``report(..., history=True)``), beside the defaults.
 """
 
@@ -25,7 +25,7 @@ __all__ = ["MAIN_LABELS", "by_column", "columns_of", "report", "stream_order", "
 ORDER = ["adabandit", "banditbbm", "oco", "egreedy_tree"]
 #: the VW configuration also shown on its own: the exploration rate of the boosters' old rho
 VW_FIXED = "eps0.1"
-#: the labels of the main tables: the defaults, the defaults before issue 15, the paper's settings
+#: the labels of the main tables: the defaults, the earlier defaults, the paper's settings
 MAIN_LABELS = ("default", "old", "paper")
 
 

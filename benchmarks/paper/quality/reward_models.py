@@ -17,10 +17,10 @@ import statistics
 
 import numpy as np
 
-from benchmarks.paper.quality.streams import STREAMS, dup_of, load_stream
 from learners.linear import LinearRewards
 from learners.ridge import RidgeRewards
 from service.sim.loop import shuffled_order
+from service.sim.streams import STREAMS, dup_of, load_stream
 
 #: model name -> (class, keyword arguments besides n_actions)
 MODELS = {
@@ -31,7 +31,7 @@ MODELS = {
     "ridge": (RidgeRewards, {}),
     "ridge-uncapped": (RidgeRewards, {"max_values": 2**62}),  # every id value a coordinate
     "ridge-hits": (RidgeRewards, {"hits_teach_all": True}),  # a hit teaches every action
-    "ridge-unscaled": (RidgeRewards, {"pair_weight": None}),  # products unscaled (pass 10)
+    "ridge-unscaled": (RidgeRewards, {"pair_weight": None}),  # products unscaled (earlier)
 }
 
 

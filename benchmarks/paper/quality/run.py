@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.paper import table1
-from benchmarks.paper.quality.streams import dup_of, load_stream
 from benchmarks.paper.quality.vw import GRID, run_vw
 from boosters.registry import make_booster
-from service.progress import bar
+from service.formats.progress import bar
 from service.sim.loop import simulate
+from service.sim.streams import dup_of, load_stream
 
 __all__ = ["Cell", "done_keys", "row_key", "run_cell", "run_cells"]
 

@@ -5,7 +5,7 @@ this measures the ratio of the defaults to another setting in one process, alter
 so that a change in the machine's load hits both (medians of the repeats):
 
     python -m benchmarks.paper.quality.speed --stream digits --repeats 3
-    python -m benchmarks.paper.quality.speed --stream car --against pass6
+    python -m benchmarks.paper.quality.speed --stream car --against dr
     python -m benchmarks.paper.quality.speed --booster oco --stream car --against no-model
     python -m benchmarks.paper.quality.speed --stream car --duplicated --max-rows 500 \
         --against floor17
@@ -18,15 +18,15 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from benchmarks.paper.quality.streams import STREAMS, dup_of, load_stream
 from benchmarks.paper.quality.vw import run_vw
 from boosters.registry import make_booster
 from learners.compiled import warm_up
 from service.sim.loop import simulate
+from service.sim.streams import STREAMS, dup_of, load_stream
 
-#: the settings the defaults are compared with: the fourth and sixth passes' defaults of issue 15
-#: (AdaBandit), a booster without a reward model (``oco`` before the eighth pass) and the fixed
-#: exploration floor (the three bandit boosters before the eighteenth pass)
+#: the settings the defaults are compared with: earlier defaults of AdaBandit (labels of
+#: benchmarks/notes/quality.md), a booster without a reward model (``oco``'s earlier default) and
+#: the fixed exploration floor (the three bandit boosters' earlier default)
 SETTINGS = {
     "dr": {"rho": 0.05, "rho_decay": None, "guess_expert": False, "guess_model": "linear",
            "hedge_weight": None},

@@ -25,8 +25,8 @@ import statistics
 
 import numpy as np
 
-from benchmarks.paper.quality.streams import load_stream
 from service.sim.loop import SimulationResult, shuffled_order
+from service.sim.streams import load_stream
 
 __all__ = ["PLAYERS", "play"]
 

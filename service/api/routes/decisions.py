@@ -1,5 +1,5 @@
 """``/v1/models/{name}/predict`` and ``/v1/models/{name}/feedback`` (the work is in
-:mod:`service.api.decide`)."""
+:mod:`service.models.decide`; :mod:`service.api.decide` maps its schemas)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException, Response, status
+from fastapi import APIRouter, Depends, Response, status
 
-from service import creation
 from service.api.deps import (
     LogDep,
     ModelDep,
@@ -16,7 +15,9 @@ from service.api.deps import (
 )
 from service.api.schemas import CreateModel, ModelInfo, error_responses
 from service.eventlog import EventLog
-from service.runtime import ServedModel
+from service.models import creation
+from service.models.errors import ModelNotFound
+from service.models.runtime import ServedModel
 
 router = APIRouter(prefix="/v1/models", tags=["models"], dependencies=[Depends(require_key)],
                    responses=error_responses(401, 422, 503))
@@ -62,12 +63,7 @@ def create_model(
 ) -> ModelInfo:
     """Create a model (admin key). Its booster is built from `params` (a booster that
     refuses them is a 422 naming the problem) and its version-0 snapshot stored."""
-    try:
-        model = creation.create_model(log, store, body.to_config(), settings.max_actions)
-    except creation.InvalidModel as exc:
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-    except creation.ModelExists as exc:
-        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+    model = creation.create_model(log, store, body.to_config(), settings.max_actions)
     return _info(model, log)
 
 
@@ -95,6 +91,6 @@ def read_model(model: ModelDep, log: LogDep):
 def delete_model(name: ModelName, log: LogDep, store: StoreDep) -> Response:
     """Delete a model and its whole log (admin key); nothing else is touched."""
     if not log.delete_model(name):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"unknown model {name!r}")
+        raise ModelNotFound(name)
     store.drop(name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,5 +1,5 @@
 """``/v1/models/{name}/policies`` (offline policies) and ``/v1/models/{name}/serving`` (the
-work is in :mod:`service.api.serving`)."""
+work is in :mod:`service.models.serving`; :mod:`service.api.serving` maps its schemas)."""
 
 from __future__ import annotations
 

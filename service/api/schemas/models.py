@@ -16,8 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from boosters import FLAG_PARAMS
-from boosters.registry import booster_params, names
+from boosters.registry import booster_params, flag_params, names
 from service.api.schemas.common import NAME_PATTERN, Body
 from service.domain import (
     ACTION_FEATURES_BOOSTER,
@@ -68,7 +67,7 @@ def _create_model_schema(schema: dict[str, Any]) -> None:
     branches = []
     for booster in names():
         accepted = sorted(booster_params(booster))
-        typed = {name: {"type": "boolean"} for name in accepted if name in FLAG_PARAMS}
+        typed = {name: {"type": "boolean"} for name in flag_params(booster)}
         typed["seed"] = {"type": ["integer", "null"], "minimum": 0}
         params = {"type": "object", "propertyNames": {"enum": accepted}, "properties": typed}
         branches.append({"properties": {"booster": {"const": booster}, "params": params}})
@@ -179,7 +178,7 @@ class CreateModel(Body):
 
     def to_config(self) -> ModelConfig:
         """The config of the model this body asks for (its ``params`` as sent: checked and
-        seeded by :func:`service.creation.create_model`).
+        seeded by :func:`service.models.creation.create_model`).
 
         >>> CreateModel(name="m", booster="uniform", actions=["a", "b"]).to_config().actions
         ['a', 'b']
