@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from boosters._params import Flag, check_sizes, validate_params
+from boosters._params import Flag, check_sizes
 
 if TYPE_CHECKING:  # annotations only: listing the names stays free of numpy (the CLI's --help)
     from collections.abc import Callable
@@ -105,9 +105,9 @@ def make_booster(name: str, n_actions: int, **params: Any) -> OnlineBooster:
     the groups' fields are mapped into the groups, :func:`boosters.groups.regroup`); unknown
     parameters are a ValueError listing the accepted ones.
 
-    Every value is checked against the class's ``_parameter_constraints`` and the sizes against
-    their bounds (:mod:`boosters._params`) before anything is built: a ValueError naming the
-    parameter (a size: its value and its bound).
+    The sizes are checked against their bounds (:mod:`boosters._params`) before anything is
+    built, and every value against the class's ``_parameter_constraints`` by its constructor,
+    first: a ValueError naming the parameter (a size: its value and its bound).
 
     >>> make_booster("adabandit", n_actions=3, n_learners=1001)
     Traceback (most recent call last):
@@ -124,6 +124,5 @@ def make_booster(name: str, n_actions: int, **params: Any) -> OnlineBooster:
         )
     fixed = {a: getattr(cls, a) for a in CLASS_SIZE_ATTRIBUTES if hasattr(cls, a)}
     check_sizes(name, n_actions, {**fixed, **allowed, **params})  # before building anything
-    validate_params({"n_actions": n_actions, **params}, cls._parameter_constraints)
     build: Callable[..., OnlineBooster] = cls  # each subclass's own constructor
     return build(n_actions=n_actions, **_BOOSTERS[name][1], **params)

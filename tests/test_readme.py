@@ -4,7 +4,6 @@ shell blocks against a service started on a fresh data directory."""
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from service.api.server import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -50,9 +51,7 @@ def test_the_readme_commands_run_as_written(tmp_path: Path):
     assert len(blocks) >= 2 and "curl -X POST" in blocks[0] and "boostbandit" in blocks[1]
     boostbandit = Path(sys.executable).parent / "boostbandit"
     assert boostbandit.exists(), "the project is not installed in this environment"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_", "BOOSTBANDIT_"))}
     log = (tmp_path / "serve.log").open("wb")
     serve = subprocess.Popen([str(boostbandit), "serve", "--port", str(port)], cwd=tmp_path,

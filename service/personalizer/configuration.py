@@ -5,11 +5,9 @@ docs/personalizer.md, "Service configuration" and "Learning modes"."""
 
 from __future__ import annotations
 
-import inspect
 import time
 from typing import Any
 
-from boosters.registry import booster_class, booster_params, names
 from service.eventlog import EventLog
 from service.models.store import ModelStore
 from service.personalizer import loop
@@ -119,9 +117,7 @@ def _exploration(log: EventLog, settings: Settings, doc: dict[str, Any]) -> floa
         return 0.0
     if name in fields["params"]:
         return float(fields["params"][name])
-    if fields["booster"] in names():  # its flat defaults, the groups' fields included
-        return float(booster_params(fields["booster"])[name])
-    return float(inspect.signature(booster_class(fields["booster"])).parameters[name].default)
+    return float(loop.booster_defaults(fields["booster"])[name])
 
 
 def current(log: EventLog, settings: Settings, metrics: bool = True) -> ServiceConfiguration:

@@ -23,8 +23,8 @@ from service.models.store import ModelStore
 from service.personalizer.failures import PersonalizerFailure
 from service.settings import Settings
 
-__all__ = ["LEARNING_FIELDS", "apply", "desired", "exploration_param", "is_personalizer_model",
-           "models"]
+__all__ = ["LEARNING_FIELDS", "apply", "booster_defaults", "desired", "exploration_param",
+           "is_personalizer_model", "models"]
 
 #: the config fields whose change starts a new model version (retrained from the log)
 LEARNING_FIELDS = ("booster", "params", "reward_wait_seconds", "default_reward",
@@ -42,6 +42,15 @@ def models(log: EventLog, settings: Settings) -> list[ModelConfig]:
     return [configs[n] for n in sorted(configs) if is_personalizer_model(n, settings)]
 
 
+def booster_defaults(booster: str) -> dict[str, Any]:
+    """The flat parameters ``booster`` accepts with their defaults: a registered booster's
+    (its groups' fields included), else its constructor's (the model with action features)."""
+    if booster in names():
+        return booster_params(booster)
+    parameters = inspect.signature(booster_class(booster)).parameters
+    return {name: p.default for name, p in parameters.items() if name != "self"}
+
+
 def exploration_param(booster: str) -> str | None:
     """The parameter of ``booster`` that sets its exploration rate (``rho`` or ``epsilon``), or
     None for boosters that explore otherwise (UCB, Thompson sampling, Exp3, uniform).
@@ -49,8 +58,7 @@ def exploration_param(booster: str) -> str | None:
     >>> exploration_param("adabandit"), exploration_param("egreedy_tree")
     ('rho', 'epsilon')
     """
-    accepted = (booster_params(booster) if booster in names()  # flat keys, groups' included
-                else inspect.signature(booster_class(booster)).parameters)
+    accepted = booster_defaults(booster)
     return next((p for p in ("rho", "epsilon") if p in accepted), None)
 
 
