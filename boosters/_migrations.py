@@ -12,15 +12,22 @@ its subclasses; a subclass's entry wins over its base's. Snapshots (pickle) and 
 >>> old.__setstate__({"n_actions": 3, "learners": []})
 >>> old.alpha_min, old.rho_decay, old.guess_model, old.tree_core
 (-2.0, None, 'linear', 'river')
+
+An option that was removed (:data:`REMOVED`: its benchmark lost) is dropped from a stored
+config or a pickled state; a value other than the rule that remains is logged as a warning and
+the booster continues with that rule.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from boosters.exploration import MISS_REFERENCE
 
-__all__ = ["MIGRATIONS", "Migrating", "missing_defaults"]
+__all__ = ["MIGRATIONS", "REMOVED", "Migrating", "drop_removed", "missing_defaults"]
+
+logger = logging.getLogger(__name__)
 
 #: class name -> {attribute: what a booster pickled before the attribute existed reads}
 MIGRATIONS: dict[str, dict[str, Any]] = {
@@ -36,8 +43,7 @@ MIGRATIONS: dict[str, dict[str, Any]] = {
         "guess_model": "linear", "tree_core": "river", "grace_by": "weight", "forest": None,
     },
     # the paper's feasible set [-2, 2] and its Hedge, on the trees' estimate
-    "AdaBandit": {"alpha_min": -2.0, "hedge_discount": 1.0, "guess_play": "hedge",
-                  "hedge_weight": None},
+    "AdaBandit": {"alpha_min": -2.0, "hedge_weight": None},
     # the switch on the hit counts
     "BanditBBM": {"switch_weight": None, "switch_losses": None},
     # River's binary trees (kept: their labels are -1 and +1), majority-class leaves
@@ -51,6 +57,46 @@ MIGRATIONS: dict[str, dict[str, Any]] = {
     # trees alone, before the nominal values' offsets
     "EpsilonGreedyTree": {"offset_l2": None, "offsets": None},
 }
+
+
+#: class name -> {removed option: the value of the rule that remains}. Options whose benchmark
+#: lost (docs/boosters.md, "Removed options"): AdaBandit's discounted Hedge (``hedge_discount``
+#: below 1) and its reward-model expert played by the template's switch instead of the Hedge
+#: (``guess_play="switch"``)
+REMOVED: dict[str, dict[str, Any]] = {
+    "AdaBandit": {"hedge_discount": 1.0, "guess_play": "hedge"},
+}
+
+
+def removed_options(cls: type) -> dict[str, Any]:
+    """The entries of :data:`REMOVED` for ``cls`` and its bases.
+
+    >>> from boosters.online.adabandit import AdaBoostOLM
+    >>> removed_options(AdaBoostOLM)
+    {'hedge_discount': 1.0, 'guess_play': 'hedge'}
+    """
+    out: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        out.update(REMOVED.get(klass.__name__, {}))
+    return out
+
+
+def drop_removed(cls: type, params: dict[str, Any], what: str = "stored config") -> dict[str, Any]:
+    """``params`` without the options of ``cls`` that were removed; a value other than the rule
+    that remains is logged as a warning naming it (``what`` says whose it was).
+
+    >>> from boosters.online.adabandit import AdaBandit
+    >>> drop_removed(AdaBandit, {"rho": 0.1, "guess_play": "switch"})
+    {'rho': 0.1}
+    """
+    removed = removed_options(cls)
+    for name in removed.keys() & params.keys():
+        if params[name] != removed[name]:
+            logger.warning(
+                "%s of %s: option %s=%r was removed (its benchmark lost; docs/boosters.md, "
+                "\"Removed options\"): it continues with %s=%r",
+                what, cls.__name__, name, params[name], name, removed[name])
+    return {name: value for name, value in params.items() if name not in removed}
 
 
 def missing_defaults(cls: type, state: dict[str, Any]) -> dict[str, Any]:
@@ -75,7 +121,16 @@ class Migrating:
         if isinstance(state, tuple) and len(state) == 2:
             state, slots = state
         state = dict(state or {})
+        kept = drop_removed(type(self), state, "pickled state")
+        removed = {name: value for name, value in state.items() if name not in kept}
+        state = kept
         self.__dict__.update(missing_defaults(type(self), state))
         self.__dict__.update(state)
         for key, value in (slots or {}).items():
             setattr(self, key, value)
+        if removed:
+            self._migrate_removed(removed)
+
+    def _migrate_removed(self, removed: dict[str, Any]) -> None:
+        """Bring a restored state that held the ``removed`` options (name -> stored value) to
+        the rule that remains: a subclass's, where its state depends on them."""

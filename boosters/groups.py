@@ -81,15 +81,13 @@ class WeakLearner:
 class RewardExpert:
     """The reward model (``estimator="dr"``; docs/boosters.md, "The reward models as experts"):
     ``guess_model`` (``"ridge"``, ``"linear"``; OCOBandit: None for none), ``guess_expert``
-    (None: whenever there is a model), ``quadratic_expert``, ``guess_play`` (AdaBandit: Hedge or
-    switch), and the clip of the importance weights the experts are judged with:
-    ``hedge_weight`` (AdaBandit's Hedge) and ``switch_weight`` (BanditBBM's and OCOBandit's
-    switch); None: the trees' own estimate."""
+    (None: whenever there is a model), ``quadratic_expert``, and the clip of the importance
+    weights the experts are judged with: ``hedge_weight`` (AdaBandit's Hedge) and
+    ``switch_weight`` (BanditBBM's and OCOBandit's switch); None: the trees' own estimate."""
 
     guess_model: str | None = "ridge"
     guess_expert: bool | None = None
     quadratic_expert: bool = False
-    guess_play: str = "hedge"
     hedge_weight: float | None = 5.0
     switch_weight: float | None = 5.0
 

@@ -13,6 +13,7 @@ ValueError: unknown booster 'nope'; choose from: ...
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from boosters._params import Flag, check_sizes
@@ -96,6 +97,39 @@ def flag_params(name: str) -> frozenset[str]:
                      if any(isinstance(c, Flag) for c in declared.get(p, ())))
 
 
+def removed_message(name: str, params: Iterable[str]) -> str | None:
+    """What refusing the options among ``params`` that booster ``name`` no longer has says
+    (None: none of them was removed).
+
+    >>> removed_message("adabandit", ["rho", "guess_play"])[:49]
+    'parameter(s) guess_play of adabandit were removed'
+    """
+    from boosters._migrations import removed_options  # numpy: not at the CLI's import
+
+    removed = sorted(set(params) & set(removed_options(booster_class(name)))) if (
+        name in _BOOSTERS) else []
+    if not removed:
+        return None
+    return (f"parameter(s) {', '.join(removed)} of {name} were removed: their benchmark lost "
+            f"(docs/boosters.md, \"Removed options\"); a stored model that set them loads "
+            f"with the rule that remains")
+
+
+def without_removed(name: str, params: dict[str, Any], what: str) -> dict[str, Any]:
+    """A stored config's ``params`` for booster ``name`` without the options removed since it
+    was stored (each value other than the rule that remains logged as a warning naming
+    ``what``; :data:`boosters._migrations.REMOVED`); unchanged for a name not registered.
+
+    >>> without_removed("adabandit", {"rho": 0.1, "hedge_discount": 1.0}, "model 'm'")
+    {'rho': 0.1}
+    """
+    from boosters._migrations import drop_removed
+
+    if name not in _BOOSTERS:
+        return dict(params)
+    return drop_removed(booster_class(name), params, what)
+
+
 #: sizes a booster class fixes rather than takes (read from the class for :func:`check_sizes`)
 CLASS_SIZE_ATTRIBUTES = ("mc_samples",)
 
@@ -116,6 +150,9 @@ def make_booster(name: str, n_actions: int, **params: Any) -> OnlineBooster:
     """
     cls = booster_class(name)
     allowed = booster_params(name)
+    removed = removed_message(name, params)
+    if removed:
+        raise ValueError(removed)
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise ValueError(

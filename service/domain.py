@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from boosters.base import OnlineBooster
-from boosters.registry import booster_params, flag_params, make_booster
+from boosters.registry import booster_params, flag_params, make_booster, without_removed
 from service.events import dumps, loads
 
 __all__ = ["ACTION_FEATURES_BOOSTER", "LearningMode", "ModelConfig", "NegativeRewards",
@@ -170,7 +170,9 @@ class ModelConfig:
         the mapping it was made with (:data:`LEGACY_NEGATIVE_REWARDS`).
 
         A flag stored before flags had to be booleans keeps the value its booster read
-        (Python's truth of it).
+        (Python's truth of it). An option removed since the config was stored is dropped, a
+        warning logged where it set anything but the rule that remains
+        (:func:`boosters.registry.without_removed`).
 
         >>> ModelConfig.from_json('{"name": "m", "booster": "uniform", "actions": ["a", "b"], '
         ...                       '"params": {}}').negative_rewards
@@ -182,6 +184,8 @@ class ModelConfig:
         data = loads(text)
         data.setdefault("negative_rewards", LEGACY_NEGATIVE_REWARDS)
         params = data.get("params") or {}
+        params = data["params"] = without_removed(  # an option removed since: the rule kept
+            str(data.get("booster")), params, f"model {data.get('name')!r}")
         for name in flag_params(str(data.get("booster"))) & set(params):
             params[name] = bool(params[name])
         return cls(**data)

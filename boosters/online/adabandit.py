@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from boosters._params import Flag, Interval, Options
+from boosters._params import Flag, Interval
 from boosters.exploration import forget_pending
 from boosters.groups import PAPER_EXPLORATION, Exploration, RewardExpert, WeakLearner, regroup
 from boosters.online.template import (
@@ -75,10 +75,6 @@ def forget_trees(booster) -> None:
     booster._init_reward_models(booster.guess_expert, booster.quadratic_expert)
 
 
-#: how the reward model's expert is played: by the Hedge among the trees' experts, or by the
-#: template's switch (while its hits lead those of the vote of all N)
-GUESS_PLAYS = ("hedge", "switch")
-
 #: the paper's lower end of the learner weights' feasible set [-2, 2] (AdaBandit's ``alpha_min``)
 PAPER_ALPHA_MIN = -2.0
 
@@ -110,8 +106,8 @@ class AdaBandit(BoostingTemplate):
     (:class:`boosters.groups.Exploration`: ``rho`` and its schedule), ``weak_learner``
     (:class:`boosters.groups.WeakLearner`: the trees), ``reward_expert``
     (:class:`boosters.groups.RewardExpert`: ``guess_model``, ``guess_expert``,
-    ``quadratic_expert``, ``guess_play``, ``hedge_weight``); ``nominal_attributes``,
-    ``estimator``, ``loss_clip``, ``alpha_min``, ``hedge_discount``, ``ref_code_gradient``;
+    ``quadratic_expert``, ``hedge_weight``); ``nominal_attributes``,
+    ``estimator``, ``loss_clip``, ``alpha_min``, ``ref_code_gradient``;
     any group field also as a flat keyword (``rho=0.05``), as stored configs have them.
     """
 
@@ -121,9 +117,7 @@ class AdaBandit(BoostingTemplate):
         "loss_clip": [None, Interval(float, 1.0, None)],
         "alpha_min": [Interval(float, PAPER_ALPHA_MIN, 0.0)],
         "ref_code_gradient": [Flag()],
-        "hedge_discount": [Interval(float, 0.0, 1.0, closed="right")],
         "quadratic_expert": [Flag()],
-        "guess_play": [Options(GUESS_PLAYS)],
         "hedge_weight": [None, Interval(float, 1.0, None)],
     }
     default_groups: ClassVar[dict[str, Any]] = {
@@ -145,28 +139,31 @@ class AdaBandit(BoostingTemplate):
         estimator: str = "dr",
         loss_clip: float | None = None,
         alpha_min: float = 0.0,
-        hedge_discount: float = 1.0,
         ref_code_gradient: bool = False,
         **flat: Any,
     ):
         groups = regroup(type(self), {"exploration": exploration, "weak_learner": weak_learner,
                                       "reward_expert": reward_expert}, flat)
-        own = {"loss_clip": loss_clip, "alpha_min": alpha_min, "hedge_discount": hedge_discount,
+        own = {"loss_clip": loss_clip, "alpha_min": alpha_min,
                "ref_code_gradient": ref_code_gradient}
         super().__init__(n_actions, n_learners, seed, groups, nominal_attributes=nominal_attributes,
                          estimator=estimator, own=own)
         reward = groups["reward_expert"]
         self.ref_code_gradient = bool(ref_code_gradient)
-        self.alpha_min, self.hedge_discount = float(alpha_min), float(hedge_discount)
-        self.guess_play = reward.guess_play
+        self.alpha_min = float(alpha_min)
         self.hedge_weight = None if reward.hedge_weight is None else float(reward.hedge_weight)
-        if self.guess_play == "switch" and (self.quadratic_expert or not self.guess_expert):
-            raise ValueError('guess_play="switch" plays the reward model of guess_expert alone')
         self.alpha = np.zeros(self.n_learners)
-        # Hedge weights in log space, one per expert (the reward model's is the last)
-        hedged = self.expert_models() if self.guess_play != "switch" else []
-        self.log_v = np.zeros(self.n_learners + len(hedged))
+        # Hedge weights in log space, one per expert (the reward models' are the last)
+        self.log_v = np.zeros(self.n_learners + len(self.expert_models()))
         self.t = 0
+
+    def _migrate_removed(self, removed: dict[str, Any]) -> None:
+        # a booster that played its reward model by the switch (guess_play="switch") kept the
+        # Hedge over the N trees alone: its model's expert joins it with the trees' mean weight
+        missing = self.n_learners + len(self.expert_models()) - self.log_v.size
+        if missing > 0:
+            mean = float(np.log(np.mean(np.exp(self.log_v - self.log_v.max())))) + self.log_v.max()
+            self.log_v = np.concatenate([self.log_v, np.full(missing, mean)])
 
     def _forget(self) -> None:
         """Learn again from scratch (``drift_restart="model"``, after an alarm of its
@@ -188,15 +185,11 @@ class AdaBandit(BoostingTemplate):
         return logistic_cost_matrices(votes) @ omega
 
     def _choose_expert(self, u: float) -> int:
-        if self.guess_play == "switch" and self._guess_leads():  # the template's rule
-            return self.n_learners
         w = np.exp(self.log_v - self.log_v.max())
         cdf = np.cumsum(w)
         return min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), len(cdf) - 1)
 
     def _hit_prediction(self, internals: dict) -> int:
-        if self.guess_play == "switch":  # the trees' own: the vote of all N
-            return super()._hit_prediction(internals)
         return int(internals["yhat"])  # the Hedge's expert (the reward model's, when chosen)
 
     def _step_size(self) -> float:
@@ -228,8 +221,6 @@ class AdaBandit(BoostingTemplate):
         self.t += 1
         grads = self._gradients(votes, weak, costs, 1.0 - lhat)
         np.clip(self.alpha - self._step_size() * grads, self.alpha_min, 2.0, out=self.alpha)
-        if self.hedge_discount < 1.0:  # discounted Hedge: old losses fade (not the paper's)
-            self.log_v *= self.hedge_discount
         self.log_v -= judged[experts[: self.log_v.size]]  # the Hedge's experts
         self.log_v -= self.log_v.max()
 

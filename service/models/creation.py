@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from boosters.registry import removed_message
 from service.domain import ModelConfig
 from service.eventlog import EventLog
 from service.models.errors import InvalidModel, ModelExists
@@ -58,6 +59,9 @@ def _checked_params(config: ModelConfig, max_actions: int) -> dict[str, Any]:
                            "(max_actions)")
     accepted = config.accepted_params()
     unknown = sorted(set(config.params) - set(accepted))
+    removed = None if config.action_features else removed_message(config.booster, unknown)
+    if removed:
+        raise InvalidModel(removed)
     if unknown:
         raise InvalidModel(f"unknown parameter(s) for {config.booster}: {', '.join(unknown)}; "
                            f"accepted: {', '.join(sorted(accepted))}")

@@ -395,8 +395,7 @@ def test_defaults_and_the_papers_settings():
     booster = AdaBandit(4)
     assert (booster.rho, booster.alpha_min, booster.n_learners) == (0.1, 0.0, 20)
     assert (booster.rho_decay, booster.rho_floor) == ("auto", 0.01)  # decaying
-    assert (booster.guess_expert, booster.guess_play) == (True, "hedge")
-    assert not booster.quadratic_model and booster.hedge_discount == 1.0
+    assert booster.guess_expert and not booster.quadratic_model
     assert booster.tree_profile == "bandit" and booster.loss_clip is None
     assert booster.leaf_prediction == "nba"
     assert booster.estimator == "dr" and booster.reward_model is not None

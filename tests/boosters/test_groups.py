@@ -53,8 +53,8 @@ def test_adabandit_signature_is_grouped():
     import inspect
 
     own = [p for p in inspect.signature(AdaBandit.__init__).parameters if p != "self"]
-    assert len(own) == 13  # n_actions ... ref_code_gradient and **flat (30 before the groups)
-    assert len(booster_params("adabandit")) == 29  # every flat key a stored config may hold
+    assert len(own) == 12  # n_actions ... ref_code_gradient and **flat (30 before the groups)
+    assert len(booster_params("adabandit")) == 27  # every flat key a stored config may hold
 
 
 def test_a_booster_refuses_what_it_fixes_and_unknown_keys():

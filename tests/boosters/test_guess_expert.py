@@ -4,6 +4,7 @@ as AdaBandit's extra expert, the discounted Hedge and the reward model's quadrat
 from __future__ import annotations
 
 import dataclasses
+import logging
 import pickle
 
 import numpy as np
@@ -13,6 +14,7 @@ from boosters.exploration import MISS_REFERENCE, decayed_rate, dr_loss_estimate
 from boosters.online.adabandit import AdaBandit, AdaBoostOLM
 from boosters.online.banditbbm import BanditBBM, OnlineMBBM
 from boosters.online.oco_bandit import OCOBandit, OCOFull
+from boosters.registry import make_booster
 from learners.frozen import dumps_serving
 from learners.linear import LinearRewards
 
@@ -231,26 +233,37 @@ def test_oco_rounding_update_stays_a_probability_on_a_schedule(monkeypatch):
     assert min(seen[-20:]) < 0.5 < max(seen[-20:])
 
 
-def test_adabandit_switch_plays_the_guess_while_its_hits_lead_the_vote():
-    booster = AdaBandit(4, n_learners=5, rho=0.1, seed=3, guess_play="switch")
-    assert booster.log_v.shape == (5,)  # the Hedge keeps the trees' experts only
-    _, decisions = _run(booster, 300)
-    assert {int(d.internals["expert"]) == 5 for d in decisions} == {True, False}
-    x = next(_stream(1, seed=99))[0]
-    for hits, guess in (([1.0, 2.0], True), ([2.0, 1.0], False), ([1.0, 1.0], False)):
-        booster.guess_hits[:] = hits
-        d = booster.decide_one(x, rng=np.random.default_rng(0))
-        assert (d.internals["expert"] == 5) == guess
-    with pytest.raises(ValueError, match="guess_play"):
-        AdaBandit(3, guess_play="vote")
-    with pytest.raises(ValueError, match="guess_play"):
-        AdaBandit(3, guess_play="switch", estimator="proposed")
+def test_the_removed_options_are_refused_new_and_migrated_when_stored(caplog):
+    with pytest.raises(ValueError, match="guess_play of adabandit were removed"):
+        make_booster("adabandit", n_actions=3, guess_play="switch")
+    with pytest.raises(TypeError, match="hedge_discount"):
+        AdaBandit(3, hedge_discount=0.5)
     with pytest.raises(TypeError, match="quadratic_expert"):
         AdaBandit(3, quadratic_expert="false")
     with pytest.raises(TypeError, match="guess_expert"):
         AdaBandit(3, guess_expert="yes")
-    with pytest.raises(ValueError, match="guess_play"):
-        AdaBandit(3, guess_play="switch", quadratic_expert=True)
+    # a booster pickled while it played its reward model by the switch and faded its Hedge
+    booster = AdaBandit(4, n_learners=5, rho=0.1, seed=3)
+    _run(booster, 100)
+    booster.__dict__.update(guess_play="switch", hedge_discount=0.9,
+                            log_v=booster.log_v[:5].copy())  # the Hedge kept the N trees only
+    with caplog.at_level(logging.WARNING, logger="boosters._migrations"):
+        restored = pickle.loads(pickle.dumps(booster))
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "guess_play='switch' was removed" in warned and "hedge_discount=0.9" in warned
+    assert "guess_play" not in vars(restored) and "hedge_discount" not in vars(restored)
+    assert restored.log_v.shape == (6,) and np.isfinite(restored.log_v).all()
+    _, decisions = _run(restored, 50)  # the Hedge plays the reward model's expert now
+    assert any(int(d.internals["expert"]) == 5 for d in decisions)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="boosters._migrations"):  # the rule kept
+        quiet = pickle.loads(pickle.dumps(_with(AdaBandit(3, seed=1), hedge_discount=1.0)))
+    assert not caplog.records and "hedge_discount" not in vars(quiet)
+
+
+def _with(booster, **attributes):
+    booster.__dict__.update(attributes)
+    return booster
 
 
 def test_guess_expert_respects_allowed_actions_and_needs_the_reward_model():
@@ -265,7 +278,7 @@ def test_guess_expert_respects_allowed_actions_and_needs_the_reward_model():
 def test_guess_expert_is_deterministic_pickles_and_serves():
     def make():
         return AdaBandit(3, n_learners=4, seed=11, guess_expert=True, quadratic_expert=True,
-                         rho_decay=50.0, hedge_discount=0.99)
+                         rho_decay=50.0)
 
     a, b = make(), make()
     assert [d.action for d in _run(a, 150)[1]] == [d.action for d in _run(b, 150)[1]]
@@ -316,8 +329,7 @@ def test_a_decision_logged_without_the_guess_expert_still_teaches_the_hedge():
 def test_an_old_pickle_without_the_options_decides_as_before():
     booster = AdaBandit(3, n_learners=3, seed=6, estimator="proposed", rho=0.1)
     _run(booster, 30)
-    names = ("guess_expert", "hedge_discount", "rho_decay", "rho_floor", "guess_model",
-             "hedge_weight")
+    names = ("guess_expert", "rho_decay", "rho_floor", "guess_model", "hedge_weight")
     for name in names:
         booster.__dict__.pop(name)  # what a model pickled before the options holds
     restored = pickle.loads(pickle.dumps(booster))
@@ -325,17 +337,6 @@ def test_an_old_pickle_without_the_options_decides_as_before():
     assert restored.guess_model == "linear" and restored.hedge_weight is None
     assert restored.current_rho() == 0.1
     assert restored.decide_one({"a": 1.0, "b": 0.0}).internals["experts"].shape == (3,)
-
-
-def test_hedge_discount_forgets_old_losses():
-    paper = AdaBandit(3, n_learners=4, seed=7)
-    faded = AdaBandit(3, n_learners=4, seed=7, hedge_discount=0.5)
-    _run(paper, 200)
-    _run(faded, 200)
-    # a discount of 1/2 bounds the log-weights' spread by twice the largest one-round loss
-    assert np.ptp(faded.log_v) < np.ptp(paper.log_v)
-    with pytest.raises(ValueError, match="hedge_discount"):
-        AdaBandit(3, hedge_discount=0.0)
 
 
 # --- the Hedge's losses: the reward model's guess, clipped importance weights -------------------

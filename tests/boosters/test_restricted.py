@@ -441,6 +441,7 @@ class ByName(pickle.Pickler):  # a class of boosters/ by its name, wherever its 
 
 
 #: options added since the reference commit, left at the default that is the reference's behaviour
+#: (and those removed since, at the rule that remains: boosters/_migrations.py's REMOVED)
 ADDED = {"loss_clip": None, "alpha_min": -2.0, "leaf_prediction": "mc", "rho_decay": None,
          "rho_floor": 0.01, "guess_expert": False, "quadratic_expert": False,
          "hedge_discount": 1.0, "guess_play": "hedge", "guess_model": "linear",

@@ -39,7 +39,7 @@ KEY = "test-signing-key-0123456789"
 #: variants of the boosters that hold other objects (River's trees, reward models, experts)
 VARIANTS = [{}, {"tree_core": "river"}, {"tree_core": "river", "fast_trees": False},
             {"leaf_prediction": "mc"}, {"guess_model": "linear"}, {"quadratic_expert": True},
-            {"guess_play": "switch"}, {"grace_by": "count"}, {"fixed_trees": True}]
+            {"grace_by": "count"}, {"fixed_trees": True}]
 
 
 def cases() -> list[tuple[str, dict]]:
