@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # annotations only: listing the names stays free of numpy (th
 _BOOSTERS: dict[str, tuple[str, dict[str, Any]]] = {
     "banditbbm": ("boosters.online.banditbbm:BanditBBM", {}),
     "adabandit": ("boosters.online.adabandit:AdaBandit", {}),
+    "binbandit": ("boosters.online.binbandit:BinBandit", {}),
     "onlinembbm": ("boosters.online.banditbbm:OnlineMBBM", {}),
     "adaboostolm": ("boosters.online.adabandit:AdaBoostOLM", {}),
     "oco": ("boosters.online.oco_bandit:OCOBandit", {}),

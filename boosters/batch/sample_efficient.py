@@ -17,14 +17,14 @@ True
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from boosters._params import HasMethods, Interval, Options, validate_params
+from boosters._params import Flag, HasMethods, Interval, Options, validate_params
+from boosters.batch.game import algorithm2_gradient, algorithm2_player, play_game
 from learners.stumps import DecisionStump, WeakLearner
 
 __all__ = [
@@ -597,12 +597,16 @@ class StatisticalAgnosticBooster(KanadeKalaiBooster):
 
     Every round uses *all* training rows (the same samples in all rounds, as in Table 3).
 
-    - ``weights="oco"`` (Algorithm 2): row ``j`` keeps its label with probability
+    - ``weights="oco"`` (Algorithm 2, played as the improper game of Algorithm 3:
+      :mod:`boosters.batch.game`): row ``j`` keeps its label with probability
       ``(1 + p(j)) / 2``; after ``W_t``, projected OGD on ``[-1, 1]^m`` with the step
       ``gamma / sqrt t``: ``p(j) <- clip(p(j) + (gamma - W_t(x_j) y_j) / sqrt t)``; start
       ``p_1 = 1`` (our choice); the output ``Pi(sum_t W_t / (gamma T))`` is reported by
       its sign, so every step adds ``W_t / (gamma T)`` (``step`` and ``branching`` are
-      not used).
+      not used). With ``realizable=True`` (Algorithm 2's realizable branch, Theorem 10):
+      ``p`` lives in ``[0, 1]^m`` with the step ``gamma / (2 sqrt t)``, the rows are drawn
+      with probability proportional to ``p`` (``mode="fractional"``: weighted by it) and keep
+      their true labels, and a round whose ``p`` is 0 everywhere repeats ``W_{t-1}``.
     - ``weights="madaboost"`` (how Ghai & Singh's Table 3 ran it): keep probability
       ``(1 + min(1, exp(-y H))) / 2``, the step rule of ``step`` and always ``W_t``
       (our choice: BCHM20 has no backward step).
@@ -623,6 +627,7 @@ class StatisticalAgnosticBooster(KanadeKalaiBooster):
         *,
         n_rounds: int = 50,
         weights: str = "madaboost",
+        realizable: bool = False,
         gamma: float = 0.3,
         eta: float = 0.1,
         kappa: float = 1.0,
@@ -637,6 +642,7 @@ class StatisticalAgnosticBooster(KanadeKalaiBooster):
     ):
         self.n_rounds = n_rounds
         self.weights = weights
+        self.realizable = realizable
         self.gamma = gamma
         self.eta = eta
         self.kappa = kappa
@@ -655,6 +661,7 @@ class StatisticalAgnosticBooster(KanadeKalaiBooster):
     _parameter_constraints: ClassVar[dict[str, list]] = {
         **KanadeKalaiBooster._parameter_constraints,
         "weights": [Options(("oco", "madaboost"))],
+        "realizable": [Flag()],
     }
 
     def _rows_sampled(self, idx, y, q, prob, rng):
@@ -670,36 +677,64 @@ class StatisticalAgnosticBooster(KanadeKalaiBooster):
     ) -> StatisticalAgnosticBooster:
         """Boost on ``(X, y)``; all training rows every round."""
         Xtr, ytr, X0, y0, rng = self._prepare(X, y, holdout_set)
-        n = Xtr.shape[0]
+        if self.realizable and self.weights != "oco":
+            raise ValueError('realizable=True is a branch of weights="oco" (Algorithm 2)')
         self._start()
-        idx = np.arange(n)
-        mass = np.full(n, 1.0 / n)
-        H = np.zeros(n)
-        H0 = np.zeros(X0.shape[0])
-        p = np.ones(n)
-        scores = [float(np.mean(y0 * sign(H0)))]
-        for t in range(1, self.n_rounds + 1):
-            if self.weights == "oco":
-                q = 0.5 * (1.0 + p)
-            else:
-                q = 0.5 * (1.0 + madaboost_weight(ytr * H))
-            rows, labels, weights = self._rows(idx, ytr, q, mass, rng)
-            if self.weights == "oco":
-                model = self._fit_weak(Xtr, rows, labels, weights, rng)
-                pred = model.predict(Xtr)
-                c = float(np.dot(weights, labels * pred[rows]) / weights.sum())
-                eta_t = 1.0 / (self.gamma * self.n_rounds)
-                self._record("weak", model, eta_t, c, rows, labels, weights)
-                H = H + eta_t * pred
-                p = np.clip(p + (self.gamma - pred * ytr) / math.sqrt(t), -1.0, 1.0)
-            else:
-                H = H + self._round(Xtr, H, rows, labels, weights, rng)[1]
-            H0 = self._apply(H0, X0, self.steps_[-1])
-            scores.append(float(np.mean(y0 * sign(H0))))
-        self._select(scores)
+        self._H0 = np.zeros(X0.shape[0])
+        self._scores = [float(np.mean(y0 * sign(self._H0)))]
+        if self.weights == "oco":
+            player = algorithm2_player(Xtr.shape[0], self.gamma, self.realizable)
+            oracle = _Algorithm2Oracle(self, Xtr, ytr, (X0, y0), rng)
+            play_game(player, oracle, algorithm2_gradient(ytr, self.gamma), self.n_rounds)
+        else:
+            self._madaboost_rounds(Xtr, ytr, X0, y0, rng)
+        self._select(self._scores)
         return self
+
+    def _holdout_step(self, X0: np.ndarray, y0: np.ndarray) -> None:
+        self._H0 = self._apply(self._H0, X0, self.steps_[-1])
+        self._scores.append(float(np.mean(y0 * sign(self._H0))))
+
+    def _madaboost_rounds(self, Xtr, ytr, X0, y0, rng) -> None:
+        n = Xtr.shape[0]
+        idx, mass, H = np.arange(n), np.full(n, 1.0 / n), np.zeros(n)
+        for _ in range(self.n_rounds):
+            q = 0.5 * (1.0 + madaboost_weight(ytr * H))
+            rows, labels, weights = self._rows(idx, ytr, q, mass, rng)
+            H = H + self._round(Xtr, H, rows, labels, weights, rng)[1]
+            self._holdout_step(X0, y0)
 
     def _scale(self, kind: str) -> float:
         if self.weights == "oco":  # the step eta_t = 1 / (gamma T) already holds the 1/gamma
             return 1.0
         return super()._scale(kind)
+
+
+class _Algorithm2Oracle:
+    """Player B of Algorithm 2 for ``booster`` (a :class:`StatisticalAgnosticBooster`): the
+    weak learner's ``W_t`` on rows drawn given ``p_t`` (recorded as a step ``W_t / (gamma T)``,
+    the hold-out score updated), answered by its predictions on the sample."""
+
+    def __init__(self, booster, X, y, holdout, rng) -> None:
+        self.booster, self.X, self.y, self.holdout, self.rng = booster, X, y, holdout, rng
+        n = X.shape[0]
+        self.idx, self.mass = np.arange(n), np.full(n, 1.0 / n)
+        self.eta_t = 1.0 / (booster.gamma * booster.n_rounds)
+        self.last, self.rows = np.zeros(n), (self.idx, y, self.mass)
+
+    def __call__(self, p: np.ndarray, t: int) -> np.ndarray:
+        b = self.booster
+        if b.realizable and not p.any():  # nothing left to weigh: W_t = W_{t-1}
+            b._record(*b.steps_[-1][:2], self.eta_t, b.correlations_[-1], *self.rows)
+        else:
+            if b.realizable:  # the true labels, rows in proportion to p
+                q, mass = np.ones(p.size), p / p.sum()
+            else:  # label kept with probability (1 + p) / 2
+                q, mass = 0.5 * (1.0 + p), self.mass
+            rows, labels, weights = b._rows(self.idx, self.y, q, mass, self.rng)
+            model = b._fit_weak(self.X, rows, labels, weights, self.rng)
+            self.last, self.rows = model.predict(self.X), (rows, labels, weights)
+            c = float(np.dot(weights, labels * self.last[rows]) / weights.sum())
+            b._record("weak", model, self.eta_t, c, rows, labels, weights)
+        b._holdout_step(*self.holdout)
+        return self.last

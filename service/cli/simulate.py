@@ -87,8 +87,9 @@ ParamOption = Annotated[list[str] | None, typer.Option(
     show_default=False,
 )]
 PaperOption = Annotated[bool, typer.Option(
-    "--paper", help="The paper's algorithm exactly (Zhang et al. 2019: banditbbm, adabandit "
-    "and their full-information twins onlinembbm, adaboostolm), with its Table 1 settings "
+    "--paper", help="The paper's algorithm exactly (Zhang et al. 2019: banditbbm, adabandit, "
+    "their full-information twins onlinembbm, adaboostolm, and the BinBandit baseline "
+    "binbandit), with its Table 1 settings "
     "(duplication, rho, N, tree profile) on balance, car, nursery and mice; options given "
     "explicitly still apply.",
 )]

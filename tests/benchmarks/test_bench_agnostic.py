@@ -221,3 +221,44 @@ def test_table1_report_says_the_extension_goes_beyond_the_papers():
     assert "beyond the papers" in note and "car 9 s" in note
     assert "car +0.050 / -0.050" in note
     assert table1_report.extension_note(rows, ["adabandit"]) == ""
+
+
+def test_table1_report_compares_the_two_cores_cell_by_cell():
+    def rows(values):
+        return [{"booster": b, "dataset": d, "last20_accuracy": v} for (b, d), vs in
+                values.items() for v in vs]
+
+    compiled = rows({("adabandit", "car"): [0.95, 0.97], ("adabandit", "mice"): [0.88],
+                     ("binbandit", "car"): [0.8]})
+    river = rows({("adabandit", "car"): [0.96], ("adabandit", "mice"): [0.90]})
+    gaps = table1_report.core_gaps(compiled, river, "last20_accuracy")
+    assert gaps == "AdaBandit -0.020 (mice)"  # BinBandit has no River's run to compare with
+
+
+def test_binary_streams_headline_is_the_observed_table_alone():
+    rows = [{"stream": "sea", "noise": 0.1, "model": m, "seed": s, "rows": 100,
+             "metrics": ["prediction"], "accuracy": [a], "clean_accuracy": [a + 0.05],
+             "blocks": [0.5] * 20, "seconds": 1.0}
+            for s in (1, 2) for m, a in [("alg2-0.3", 0.8), ("alg2r-0.3", 0.7)]]
+    text = binary_streams.headline(rows, "cmd")
+    assert "**0.800 ± 0.000**" in text and "Alg. 2 realizable" in text
+    assert "clean labels" not in text and "0.850" not in text  # those are in the notes
+    assert "clean labels" in binary_streams.report(rows, "cmd")
+
+
+def test_a_batch_refit_predicts_with_its_last_fit_on_a_doubling_schedule():
+    fits = []
+
+    class Majority:
+        def fit(self, X, y):
+            fits.append(len(y))
+            self.label = int(np.mean(y) >= 0.5)
+            return self
+
+        def predict(self, X):
+            return np.full(len(X), self.label)
+
+    model = binary_streams.BatchRefit(Majority)
+    preds = binary_streams.progressive_validation(model, [{"a": float(i)} for i in range(200)],
+                                                  [0, 1] + [0] * 198)
+    assert fits == [32, 64, 128] and preds[0, 0] == 1 and preds[-1, 0] == 0

@@ -470,6 +470,25 @@ def test_paper_runs_the_papers_algorithm_with_its_table_1_settings() -> None:
     assert refused.exit_code == 2 and "--paper runs the paper's boosters" in refused.stderr
 
 
+@pytest.mark.slow
+def test_paper_reproduces_a_recorded_table_1_cell_bit_for_bit() -> None:
+    """AdaBandit on Balance x10, seed 18, as recorded by benchmarks/paper/table1.py on River's
+    trees (benchmarks/out/table1.jsonl): the same accuracy to the last round."""
+    rows = [json.loads(line) for line in
+            (ROOT / "benchmarks" / "out" / "table1.jsonl").read_text().splitlines()]
+    recorded = next(r for r in rows if (r["dataset"], r["booster"], r["seed"]) ==
+                    ("balance", "adabandit", 18))
+    result = runner.invoke(app, ["simulate", "--data", "balance", "--booster", "adabandit",
+                                 "--paper", "--seed", "18", "--param", 'tree_core="river"',
+                                 "--json", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    ours = json.loads(result.stdout)
+    assert (ours["rounds"], ours["dup"]) == (recorded["rounds"], recorded["dup"]) == (6250, 10)
+    assert ours["accuracy"] == recorded["accuracy"]  # exactly: 5,766 of 6,250 rounds right
+    assert ours["last20_accuracy"] == recorded["last20_accuracy"]
+    assert {k: ours["params"][k] for k in recorded["params"]} == recorded["params"]
+
+
 def test_param_sets_any_booster_parameter_and_names_an_unknown_one() -> None:
     result = runner.invoke(app, ["simulate", "--data", "balance", "--booster", "adabandit",
                                  "--learners", "2", "--param", "leaf_prediction=mc",
