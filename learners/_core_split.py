@@ -104,7 +104,8 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
 
     Only the classes the slot has seen at ``j`` are visited, in the order they arrived (River's
     splitter dict: the sums and their floats follow it)."""
-    cols, n, mean, sd, lo_c, hi_c, left, right = work
+    cols, n, mean, sd, lo_c, hi_c, left, right = work[0], work[1], work[2], work[3], work[4], \
+        work[5], work[6], work[7]
     lo, hi = np.inf, -np.inf
     k = 0
     for a in range(n_slot):
@@ -125,6 +126,9 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
     best, best_point = -np.inf, np.nan
     if not lo < np.inf:
         return best, best_point, False
+    full = work[8]  # each class's n log2 n: its entropy term in a branch that holds all of it
+    for a in range(k):
+        full[a] = n[a] * math.log2(n[a])
     size = (hi - lo) / (n_splits + 1.0)
     for i in range(n_splits):
         point = lo + size * (i + 1)
@@ -139,7 +143,7 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
                 cdf = 0.5 * (1.0 + math.erf((point - mean[a]) / sd[a] / math.sqrt(2.0))) \
                     if sd[a] > 0.0 else 0.0
                 left[a], right[a] = cdf * n[a], n[a] - cdf * n[a]
-        merit = _binary_merit(pre, left, right, k, min_frac, identity)
+        merit = _binary_merit_n(pre, left, right, k, min_frac, n, full)
         if merit > best:
             best, best_point = merit, point
     return best, best_point, True
@@ -158,6 +162,35 @@ def _binary_merit(pre, left, right, k, min_frac, identity):
     if not (total > 0.0 and sum_l / total > min_frac and sum_r / total > min_frac):
         return -np.inf
     post = 0.0 + sum_l * _entropy(left, identity, k) + sum_r * _entropy(right, identity, k)
+    return pre - post / total
+
+
+@njit(cache=True)
+def _binary_merit_n(pre, left, right, k, min_frac, n, full):
+    """:func:`_binary_merit` (the same floats), a class's term ``d log2 d`` read from ``full``
+    where its branch holds all of its weight ``n`` (``d == n``)."""
+    sum_l = 0.0
+    for a in range(k):
+        sum_l += left[a]
+    sum_r = 0.0
+    for a in range(k):
+        sum_r += right[a]
+    total = 0.0 + sum_l + sum_r
+    if not (total > 0.0 and sum_l / total > min_frac and sum_r / total > min_frac):
+        return -np.inf
+    ent_l, sums_l, ent_r, sums_r = 0.0, 0.0, 0.0, 0.0
+    for a in range(k):
+        d = left[a]
+        if d > 0.0:
+            ent_l -= full[a] if d == n[a] else d * math.log2(d)
+            sums_l += d
+        d = right[a]
+        if d > 0.0:
+            ent_r -= full[a] if d == n[a] else d * math.log2(d)
+            sums_r += d
+    e_l = (ent_l + sums_l * math.log2(sums_l)) / sums_l if sums_l > 0.0 else 0.0
+    e_r = (ent_r + sums_r * math.log2(sums_r)) / sums_r if sums_r > 0.0 else 0.0
+    post = 0.0 + sum_l * e_l + sum_r * e_r
     return pre - post / total
 
 
@@ -275,9 +308,7 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
     identity = np.arange(n_classes)
     slot_order = np.empty(n_classes, np.int64)
     n_slot = rank_order(seen[s], slot_order)
-    work = (np.empty(n_classes, np.int64), np.empty(n_classes), np.empty(n_classes),
-            np.empty(n_classes), np.empty(n_classes), np.empty(n_classes), np.empty(n_classes),
-            np.empty(n_classes))
+    work = np.empty((9, n_classes))
     n_sugg = 1 if cfg[PREPRUNE] > 0 else 0
     top, second = -np.inf, -np.inf
     best_feat, best_value, best_real = -1, np.nan, False

@@ -1,4 +1,5 @@
-"""BRR-xgb: boosted reward regression on ``[x; e_a]`` with an argmax policy (Table 1 baseline).
+"""BRR-xgb and BRR-gb: boosted reward regression on ``[x; e_a]`` with an argmax policy (the BOPL
+paper's Table 1 baselines).
 
 More: docs/boosters.md, "boosters/batch/brr.py".
 
@@ -20,21 +21,27 @@ from typing import ClassVar
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from boosters._params import Interval, validate_params
+from boosters._params import Interval, Options, validate_params
 from boosters.batch.bopl import check_logged_data
 from boosters.batch.policies import SoftmaxEnsemblePolicy
-from learners.batch_trees import GradientBoostedRegressor, augment_actions
+from learners.batch_trees import GradientBoostedRegressor, LeastSquaresTree, augment_actions
 
 __all__ = ["RewardRegression"]
 
 
 class RewardRegression(BaseEstimator):
-    """BRR-xgb (BOPL paper, Sec. 5.2): XGBoost squared-error regression of r on ``[x_i; e_{a_i}]``.
+    """BRR-xgb (BOPL paper, Sec. 5.2): XGBoost squared-error regression of r on ``[x_i; e_{a_i}]``;
+    with ``boosting="gb"``, BRR-gb: the paper's "vanilla" gradient boosting, one exact XGBoost
+    least-squares tree per round fitted to the residuals of the mean reward and added with the
+    learning rate (on the CPU: for squared error the same tree XGBoost's own boosting grows, from
+    the mean instead of XGBoost's estimated base score).
 
     Parameters
     ----------
     n_actions
         Number of actions k (>= 2).
+    boosting
+        ``"xgb"`` (BRR-xgb) or ``"gb"`` (BRR-gb).
     n_estimators, max_depth, min_child_weight, reg_lambda, learning_rate
         XGBoost parameters (Table 4's BRR-xgb rows; defaults are XGBoost-like, not tuned).
     n_jobs
@@ -50,6 +57,7 @@ class RewardRegression(BaseEstimator):
     _parameter_constraints: ClassVar[dict[str, list]] = {
         "n_actions": [Interval(int, 2, None)],
         "random_state": [Interval(int, 0, None)],
+        "boosting": [Options(("xgb", "gb"))],
     }
 
     def __init__(
@@ -64,7 +72,9 @@ class RewardRegression(BaseEstimator):
         n_jobs: int = 1,
         random_state: int = 0,
         device: str = "cpu",
+        boosting: str = "xgb",
     ) -> None:
+        self.boosting = boosting
         self.n_actions = n_actions
         self.n_estimators = n_estimators
         self.max_depth = max_depth
@@ -98,7 +108,17 @@ class RewardRegression(BaseEstimator):
         Z = np.empty((n, d + self.n_actions))
         Z[:, :d] = X
         Z[:, d:] = np.eye(self.n_actions)[a]
-        self.model_ = regressor.fit(Z, r, seed=self.random_state)
+        self.intercept_ = 0.0
+        if getattr(self, "boosting", "xgb") == "xgb":  # pickled before the setting: BRR-xgb
+            self.model_ = regressor.fit(Z, r, seed=self.random_state)
+            return self
+        self.intercept_ = float(r.mean())
+        residual = r - self.intercept_
+        tree = LeastSquaresTree(max_depth=self.max_depth, min_child_weight=self.min_child_weight,
+                                reg_lambda=self.reg_lambda, n_jobs=self.n_jobs)
+        self.model_ = tree.boost(tree.prepare(Z), lambda margin: (margin - residual,
+                                                                  np.ones(n)),
+                                 self.n_estimators, self.learning_rate, self.random_state)
         return self
 
     def scores(self, X: np.ndarray) -> np.ndarray:
@@ -106,7 +126,8 @@ class RewardRegression(BaseEstimator):
         if not hasattr(self, "model_"):
             raise RuntimeError("RewardRegression is not fitted; call fit() first")
         X = np.asarray(X, dtype=np.float64)
-        return self.model_.predict(augment_actions(X, self.n_actions)).reshape(-1, self.n_actions)
+        scores = self.model_.predict(augment_actions(X, self.n_actions))
+        return scores.reshape(-1, self.n_actions) + getattr(self, "intercept_", 0.0)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """The argmax policy argmax_a Fhat(x, a)."""

@@ -262,3 +262,19 @@ def test_a_batch_refit_predicts_with_its_last_fit_on_a_doubling_schedule():
     preds = binary_streams.progressive_validation(model, [{"a": float(i)} for i in range(200)],
                                                   [0, 1] + [0] * 198)
     assert fits == [32, 64, 128] and preds[0, 0] == 1 and preds[-1, 0] == 0
+
+
+def test_bopl_table2_compares_the_dm_estimate_with_the_truth():
+    from benchmarks.paper import bopl_dm
+
+    rows = [{"dataset": "digits", "method": m, "trial": t, "dm_test_reward": dm,
+             "test_reward": true}
+            for t, (m, dm, true) in enumerate([("boplcs-regr", 0.6, 0.9),
+                                               ("boplcs-regr", 0.8, 0.9)])]
+    (row,) = bopl_dm.table2(rows)[2:]
+    assert "BOPL-CS-regr | 2 | 0.7000 ± 0.1414 | 0.9000 ± 0.0000 | -0.2000" in row
+    # SNIPS of the argmax policy: only the logged rows it would have played count
+    scores = np.array([[2.0, 1.0], [0.0, 1.0], [0.0, 1.0]])
+    value = bopl_dm.snips(scores, np.array([0, 1, 0]), np.array([0.5, 0.25, 0.5]),
+                          np.array([1.0, 0.0, 1.0]))
+    assert value == pytest.approx((1 / 0.5) / (1 / 0.5 + 1 / 0.25))

@@ -395,3 +395,36 @@ def test_digits_bopl_beats_logging_policy():
     brr = brr.fit(X[train], actions, props, rewards)
     brr_value = expected_reward(brr.policy().probabilities(X[test]), reward_matrix[test])
     assert brr_value > logging_value + 0.1
+
+
+def test_brr_gb_is_vanilla_boosting_of_least_squares_trees_from_the_mean():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 2))
+    actions = rng.integers(0, 2, size=300)
+    rewards = (actions == (X[:, 0] > 0)).astype(float)
+    props = np.full(300, 0.5)
+    one = RewardRegression(n_actions=2, n_estimators=1, max_depth=1, learning_rate=0.5,
+                           reg_lambda=0.0, min_child_weight=0.0, boosting="gb")
+    one.fit(X, actions, props, rewards)
+    assert one.intercept_ == pytest.approx(rewards.mean())
+    # one round: the mean plus half the best single split's mean residual on each side
+    values = np.unique(one.scores(X).round(6))
+    candidates = np.array([rewards.mean() + 0.5 * (rewards[side].mean() - rewards.mean())
+                           for side in _best_split_sides(X, actions) if side.any()])
+    assert values.size == 2  # XGBoost works in float32
+    assert all(np.abs(candidates - v).min() < 1e-5 for v in values)
+    many = RewardRegression(n_actions=2, n_estimators=80, max_depth=3, learning_rate=0.3,
+                            boosting="gb").fit(X, actions, props, rewards)
+    assert (many.predict(X) == (X[:, 0] > 0)).mean() > 0.9
+    with pytest.raises(ValueError, match="boosting"):
+        RewardRegression(n_actions=2, boosting="ada").fit(X, actions, props, rewards)
+
+
+def _best_split_sides(X, actions):
+    """Both sides of every split the one-level tree may take (the action columns or x)."""
+    yield actions == 0
+    yield actions == 1
+    for j in range(X.shape[1]):
+        for t in np.unique(X[:, j]):
+            yield X[:, j] < t
+            yield X[:, j] >= t
