@@ -100,3 +100,27 @@ def test_the_realizable_branch_boosts_an_interval_no_stump_separates():
         assert booster.score(X, y) >= 0.95, mode  # a single stump: at most 0.75
     with pytest.raises(ValueError, match="realizable"):
         StatisticalAgnosticBooster(realizable=True).fit(X, y)
+
+
+def test_theorem_9_trades_rounds_for_rows_against_theorem_4():
+    from boosters.batch.sample_efficient import SampleEfficientBooster
+    from boosters.batch.theorems import settings, stump_class_size
+
+    gamma, eps, size = 0.5, 0.5, stump_class_size(4000, 2)
+    t4, t9 = settings(4, gamma, eps, size), settings(9, gamma, eps, size)
+    log_b = math.log(size)
+    assert t4.n_rounds == math.ceil(log_b / (gamma * eps) ** 2)  # oracle calls
+    assert t9.n_rounds == math.ceil(1 / (gamma * eps) ** 2) < t4.n_rounds
+    assert t9.chunk_rows == math.ceil(log_b / (gamma * eps) + log_b**3)
+    assert (t4.eta, t9.eta) == pytest.approx((gamma**2 * eps / log_b, gamma**2 * eps))
+    assert t4.tau == t9.tau == gamma * eps and t9.sigma == pytest.approx(t9.eta / gamma)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(t9.rows_needed, 2))
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    booster = SampleEfficientBooster(**t9.params(), holdout=t9.holdout_rows / t9.rows_needed,
+                                     random_state=0).fit(X, y)
+    assert len(booster.steps_) == t9.n_rounds  # one weak-learner call a round
+    final = list(booster.staged_decision_function(X))[-1]  # H_{T+1}: the 4 hold-out rows of
+    assert np.mean((final > 0) == (y == 1)) >= 0.69  # S_0 = 1 / eps^2 choose by chance
+    with pytest.raises(ValueError, match="theorem"):
+        settings(5, gamma, eps, size)
