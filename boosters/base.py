@@ -21,6 +21,7 @@ __all__ = [
     "Decision",
     "OnlineBooster",
     "check_context",
+    "played_propensity",
     "resolve_feedback",
     "validate_feedback",
 ]
@@ -156,6 +157,24 @@ def validate_feedback(
     if not 0.0 <= reward <= 1.0:
         raise ValueError(f"reward must be in [0, 1], got {reward}")
     return float(reward), None
+
+
+def played_propensity(decision: Decision, n_actions: int) -> float:
+    """The decision's propensity, after checking the decision fits ``n_actions`` actions."""
+    probabilities = np.asarray(decision.probabilities, dtype=float)
+    if probabilities.shape != (n_actions,):
+        raise ValueError(
+            f"decision has {probabilities.size} probabilities, expected {n_actions} actions"
+        )
+    action = decision.action
+    if isinstance(action, bool) or not isinstance(action, numbers.Integral):
+        raise TypeError(f"decision.action must be an action index, got {action!r}")
+    if not 0 <= action < n_actions:
+        raise ValueError(f"decision.action {action} is outside 0..{n_actions - 1}")
+    propensity = float(probabilities[action])
+    if not 0.0 < propensity <= 1.0:
+        raise ValueError(f"the played action's propensity must be in (0, 1], got {propensity}")
+    return propensity
 
 
 def resolve_feedback(

@@ -98,8 +98,7 @@ def _branch_sum(dists, b, order, k):
 
 
 @njit(cache=True)
-def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, n_slot,
-                  identity):
+def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, n_slot):
     """(best merit, its point) of numeric feature ``j`` over River's candidate points.
 
     Only the classes the slot has seen at ``j`` are visited, in the order they arrived (River's
@@ -143,32 +142,17 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
                 cdf = 0.5 * (1.0 + math.erf((point - mean[a]) / sd[a] / math.sqrt(2.0))) \
                     if sd[a] > 0.0 else 0.0
                 left[a], right[a] = cdf * n[a], n[a] - cdf * n[a]
-        merit = _binary_merit_n(pre, left, right, k, min_frac, n, full)
+        merit = _binary_merit(pre, left, right, k, min_frac, n, full)
         if merit > best:
             best, best_point = merit, point
     return best, best_point, True
 
 
 @njit(cache=True)
-def _binary_merit(pre, left, right, k, min_frac, identity):
-    """:func:`_merit` of two branches given over ``k`` classes."""
-    sum_l = 0.0
-    for a in range(k):
-        sum_l += left[a]
-    sum_r = 0.0
-    for a in range(k):
-        sum_r += right[a]
-    total = 0.0 + sum_l + sum_r
-    if not (total > 0.0 and sum_l / total > min_frac and sum_r / total > min_frac):
-        return -np.inf
-    post = 0.0 + sum_l * _entropy(left, identity, k) + sum_r * _entropy(right, identity, k)
-    return pre - post / total
-
-
-@njit(cache=True)
-def _binary_merit_n(pre, left, right, k, min_frac, n, full):
-    """:func:`_binary_merit` (the same floats), a class's term ``d log2 d`` read from ``full``
-    where its branch holds all of its weight ``n`` (``d == n``)."""
+def _binary_merit(pre, left, right, k, min_frac, n, full):
+    """:func:`_merit` of two branches given over ``k`` classes (the same floats), a class's term
+    ``d log2 d`` read from ``full`` where its branch holds all of its weight ``n`` (``d == n``):
+    :func:`_entropy` of each branch, without the logarithm there."""
     sum_l = 0.0
     for a in range(k):
         sum_l += left[a]
@@ -315,7 +299,7 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
     for j in range(kinds.shape[0]):
         if kinds[j] == 0:
             merit, value, has = _numeric_best(stat, block, s, j, pre, int(cfg[N_SPLITS]),
-                                              min_frac, work, slot_order, n_slot, identity)
+                                              min_frac, work, slot_order, n_slot)
             real = merit > -np.inf
         elif kinds[j] == 1:
             multiway = _multiway_allowed(multi_ok, cfg, j)

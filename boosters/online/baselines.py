@@ -6,7 +6,6 @@ More: docs/boosters.md, "boosters/online/baselines.py".
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -21,7 +20,13 @@ from boosters._params import (
     Options,
     validate_params,
 )
-from boosters.base import Decision, OnlineBooster, check_context, validate_feedback
+from boosters.base import (
+    Decision,
+    OnlineBooster,
+    check_context,
+    played_propensity,
+    validate_feedback,
+)
 from boosters.exploration import check_allowed, mask_scores
 from learners.value_offsets import MIN_OFFSET_L2, ValueOffsets
 
@@ -56,24 +61,6 @@ def _greedy_probabilities(
     p = np.zeros(scores.size)
     p[allowed] = epsilon / allowed.size
     return p + (1.0 - epsilon) * best / np.count_nonzero(best)
-
-
-def _played_propensity(decision: Decision, n_actions: int) -> float:
-    """The decision's propensity, after checking the decision fits ``n_actions`` actions."""
-    probabilities = np.asarray(decision.probabilities, dtype=float)
-    if probabilities.shape != (n_actions,):
-        raise ValueError(
-            f"decision has {probabilities.size} probabilities, expected {n_actions} actions"
-        )
-    action = decision.action
-    if isinstance(action, bool) or not isinstance(action, numbers.Integral):
-        raise TypeError(f"decision.action must be an action index, got {action!r}")
-    if not 0 <= action < n_actions:
-        raise ValueError(f"decision.action {action} is outside 0..{n_actions - 1}")
-    propensity = float(probabilities[action])
-    if not 0.0 < propensity <= 1.0:
-        raise ValueError(f"the played action's propensity must be in (0, 1], got {propensity}")
-    return propensity
 
 
 class UniformPolicy(OnlineBooster):
@@ -282,7 +269,7 @@ class EpsilonGreedyTree(OnlineBooster):
         self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
     ) -> None:
         check_context(x)
-        _played_propensity(decision, self.n_actions)
+        played_propensity(decision, self.n_actions)
         r, known = validate_feedback(decision, reward, label, self.n_actions)
         rows = None if self.offsets is None else self.offsets.rows(x, learn=True)
         if known is None:
@@ -473,7 +460,7 @@ class RiverPolicy(OnlineBooster):
         self, x: dict, decision: Decision, reward: float | None = None, label: int | None = None
     ) -> None:
         check_context(x)
-        _played_propensity(decision, self.n_actions)
+        played_propensity(decision, self.n_actions)
         arm = int(decision.action)
         if self.policy == "thompson":
             correct, _ = self._feedback(decision, reward, label)

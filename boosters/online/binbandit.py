@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from boosters._params import Interval, validate_params
-from boosters.base import Decision, OnlineBooster, check_context
+from boosters.base import Decision, OnlineBooster, check_context, played_propensity
 from boosters.exploration import check_allowed, exploration_distribution, explore, mask_scores
 from boosters.groups import PAPER_EXPLORATION, Exploration, WeakLearner, flat_values, regroup
 from boosters.online.oco import OCOParams
@@ -156,30 +156,18 @@ class BinBandit(OCOParams, OnlineBooster):
         """The played group learns ``z`` (+1: the action was right); the other groups
         nothing."""
         check_context(x)
-        h = self._checked_margins(decision)
+        h = np.asarray(decision.internals.get("h"), dtype=float)
+        if h.shape != (self.n_actions, self.n_learners):
+            raise ValueError("decision internals do not match this booster's learners")
+        propensity = played_propensity(decision, self.n_actions)
         correct, _ = self._feedback(decision, reward, label)
         c, z = decision.action, 1 if correct else -1
-        propensity = float(np.asarray(decision.probabilities)[c])
         weights = booster_weights(h[c], z, self.gamma, propensity)
         self._teach_group(x, c, z, weights)
         if edge_threshold(self.gamma) - z * float(self.alpha[c] @ h[c]) > 0.0:
             step = self.alpha[c] * np.exp(self.nu * z * h[c])
             self.alpha[c] = step / step.sum()
         self.n_updates += 1
-
-    def _checked_margins(self, decision: Decision) -> np.ndarray:
-        h = np.asarray(decision.internals.get("h"), dtype=float)
-        if h.shape != (self.n_actions, self.n_learners):
-            raise ValueError("decision internals do not match this booster's learners")
-        p = np.asarray(decision.probabilities, dtype=float)
-        if p.shape != (self.n_actions,):
-            raise ValueError(f"decision has {p.size} probabilities, expected {self.n_actions}")
-        action = decision.action
-        if isinstance(action, bool) or not isinstance(action, (int, np.integer)):
-            raise TypeError(f"decision.action must be an action index, got {action!r}")
-        if not 0 <= action < self.n_actions or not p[action] > 0.0:
-            raise ValueError(f"decision.action {action} is not a playable action")
-        return h
 
     def _teach_group(self, x: dict, c: int, z: int, weights: np.ndarray) -> None:
         """Group ``c``'s trees learn ``z`` with their own ``weights``: one compiled call, or
