@@ -66,6 +66,7 @@ from benchmarks import ROOT
 from benchmarks.stats import median
 from boosters.batch.bopl import BOPL, BOPLS
 from boosters.batch.brr import RewardRegression
+from boosters.batch.neural import BanditNet, DeepRewardRegression
 from boosters.batch.policies import LoggingPolicy, expected_reward
 from learners.batch_trees import (
     FittedBooster,
@@ -79,7 +80,9 @@ OUT = ROOT / "benchmarks" / "out"
 
 DATASETS = ("fashion", "digits", "yeast")
 METHODS = ("logging", "brr-xgb", "bopl-regr", "bopl-class", "bopls-regr", "bopls-class",
-           "boplcs-regr", "brr-gb")
+           "boplcs-regr", "brr-gb", "drr", "banditnet")
+#: the neural baselines (no boosting rounds: their curve is the final policy's reward)
+NEURAL = ("drr", "banditnet")
 LABELS = {
     "logging": "Logging",
     "brr-xgb": "BRR-xgb",
@@ -89,6 +92,8 @@ LABELS = {
     "bopls-class": "BOPL-S-class",
     "boplcs-regr": "BOPL-CS-regr",
     "brr-gb": "BRR-gb",
+    "drr": "DRR",
+    "banditnet": "BanditNet",
 }
 #: Table 1, Fashion-MNIST column (mean ± 95% CI over 10 trials)
 PAPER_FASHION = {
@@ -98,6 +103,9 @@ PAPER_FASHION = {
     "bopl-class": (0.8775, 0.0012),
     "bopls-regr": (0.8876, 0.0022),
     "bopls-class": (0.8759, 0.0014),
+    "brr-gb": (0.8652, 0.0012),
+    "drr": (0.8947, 0.0019),
+    "banditnet": (0.8921, 0.0025),
 }
 #: Fashion-MNIST near-miss groups (App. F.4), standard label ids
 FASHION_GROUPS: tuple[tuple[int, ...], ...] = ((2, 4), (0, 6), (5, 7, 9), (1,), (3,), (8,))
@@ -132,6 +140,15 @@ _TABLE5["fashion"]["brr-gb"] = dict(rounds=250, max_depth=10, min_child_weight=1
                                     reg_lambda=0.0, lr=0.1)
 _TABLE5["scene"]["brr-gb"] = dict(rounds=1000, max_depth=12, min_child_weight=20,
                                   reg_lambda=0.01, lr=0.01)
+# DRR and BanditNet, Table 5's rows (Fashion; Scene); learning_rate 0.01 and patience 10 for all
+_TABLE5["fashion"]["drr"] = dict(layers=4, width=512, dropout=0.1, weight_decay=1e-6,
+                                 epochs=1000, batch_size=100)
+_TABLE5["scene"]["drr"] = dict(layers=2, width=512, dropout=0.2, weight_decay=1e-5,
+                               epochs=1000, batch_size=100)
+_TABLE5["fashion"]["banditnet"] = dict(layers=4, width=512, dropout=0.1, weight_decay=1e-5,
+                                       epochs=1000, batch_size=100, c=-0.42)
+_TABLE5["scene"]["banditnet"] = dict(layers=4, width=512, dropout=0.1, weight_decay=1e-4,
+                                     epochs=1000, batch_size=100, c=-0.2)
 HYPERPARAMETERS = {
     "fashion": _TABLE5["fashion"],
     "digits": _TABLE5["scene"],
@@ -343,6 +360,14 @@ def make_method(
     trees (the -regr variants', BRR-xgb's) on a GPU, hist; ``dask_client``: the -regr variants'
     trees on Dask (hist). ``solver``: BOPL's (``auto`` or ``per-round``).
     """
+    if method in NEURAL:
+        net = dict(n_actions=n_actions, num_hidden_layers=hp["layers"],
+                   first_layer_width=hp["width"], dropout=hp["dropout"],
+                   weight_decay=hp["weight_decay"], learning_rate=0.01, epochs=hp["epochs"],
+                   batch_size=hp["batch_size"], patience=10, random_state=seed)
+        if method == "drr":
+            return DeepRewardRegression(**net)
+        return BanditNet(reward_translation=hp["c"], **net)
     if method in ("brr-xgb", "brr-gb"):
         return RewardRegression(
             boosting="gb" if method == "brr-gb" else "xgb",
@@ -407,6 +432,9 @@ def staged_scores(model: Any, Z: np.ndarray, n_actions: int):
 
     Works for BOPL/BOPL-S (either solver) and BRR-xgb; per-tree, so O(T) tree evaluations.
     """
+    if isinstance(model, BanditNet | DeepRewardRegression):
+        yield model.scores(Z[::n_actions, :-n_actions])
+        return
     if isinstance(model, RewardRegression):
         parts = list(_booster_slices(model.model_, 1.0))
     else:
@@ -528,7 +556,9 @@ def run_unit(unit: Unit) -> dict[str, Any]:
         curve = [argmax_reward(F, Re) for F in staged_scores(model, Z, k)]
         row[f"{part}_curve"] = curve
         row[f"{part}_reward"] = curve[-1] if curve else argmax_reward(np.zeros_like(Re), Re)
-    if not isinstance(model, RewardRegression):
+    if isinstance(model, BanditNet | DeepRewardRegression):
+        row.update(snips=model.snips_, best_epoch=model.best_epoch_, n_epochs=model.n_epochs_)
+    elif not isinstance(model, RewardRegression):
         row["objective"] = model.objective_.tolist()
         row["gradient_norm"] = model.gradient_norm_.tolist()
         row["alphas"] = model.alphas_.tolist()
@@ -684,7 +714,9 @@ def _method_rows(dataset: str, plans: list[str],
                 f"| {LABELS[method]} | {shown} | {len(group)} | {_fmt(test)} | {_fmt(val)} | "
                 f"{secs:.0f} |"
             )
-            if dataset == "fashion":
+            if dataset == "fashion" and method not in PAPER_FASHION:
+                line += " – | – | – |"
+            elif dataset == "fashion":
                 pm, pci = PAPER_FASHION[method]
                 diff = statistics.mean(test) - pm
                 ok = "yes" if abs(diff) <= 0.02 else "no"
@@ -837,6 +869,10 @@ def plot_curves(dataset: str, rows: list[dict[str, Any]], plot_dir: Path) -> Pat
             group = [r for r in rows if r["method"] == method and r["plan"] == plan]
             label = LABELS[method] + ("" if plan == "paper" else f" ({plan})")
             color = next(colors)  # the same method has the same colour in both panels
+            if method in NEURAL:  # no rounds: the final policy's reward across the panel
+                ax1.axhline(statistics.mean(r["test_reward"] for r in group), color=color,
+                            ls=":", lw=1.2, label=label)
+                continue
             T = min(len(r["test_curve"]) for r in group)
             curve = np.mean([r["test_curve"][:T] for r in group], axis=0)
             ax1.plot(np.arange(1, T + 1), curve, label=label, lw=1.2, color=color)

@@ -1,6 +1,7 @@
 """Estimators fit on a batch of logged data, with scikit-learn's conventions.
 
-- ``bopl``: BOPL and BOPL-S (London et al. 2023); ``brr``: BRR-xgb reward regression.
+- ``bopl``: BOPL and BOPL-S (London et al. 2023); ``brr``: BRR-xgb and BRR-gb reward regression;
+  ``neural``: DRR and BanditNet, the paper's neural baselines.
 - ``policies``: softmax ensemble policies and logging policies over the fitted scores.
 - ``sample_efficient``: Ghai & Singh 2024's agnostic booster and its Table 3 baselines.
 
@@ -12,6 +13,8 @@ from importlib import import_module
 __all__ = [
     "BOPL",
     "BOPLS",
+    "BanditNet",
+    "DeepRewardRegression",
     "KanadeKalaiBooster",
     "LoggingPolicy",
     "RewardRegression",
@@ -23,6 +26,8 @@ __all__ = [
 _LAZY = {
     "BOPL": "bopl",
     "BOPLS": "bopl",
+    "BanditNet": "neural",
+    "DeepRewardRegression": "neural",
     "KanadeKalaiBooster": "sample_efficient",
     "LoggingPolicy": "policies",
     "RewardRegression": "brr",

@@ -150,6 +150,12 @@ class BOPL(BaseEstimator):
         Maximum number of boosting rounds T.
     reward_translation
         c in r' = r + c, training only (the paper uses -0.6 .. -0.1).
+    alpha_l2
+        lambda of Appendix E's penalty ``lambda sum_t alpha_t^2`` on the ensemble weights (0: none,
+        the paper's runs). The smoothness step becomes ``alpha_t = kappa N_t / (D_t + 2 kappa n
+        lambda)`` (``N_t = sum_i <c_i g_i, f_t(x_i)>``, ``D_t = sum_i d_i ||f_t(x_i)||^2``), a
+        shrunk step; it needs the per-round solver. Appendix E's other penalty, ``R_t(f)`` on
+        each base learner, is the base learner's own (``LeastSquaresTree(reg_lambda=...)``).
     tol
         Early-stopping threshold on the gradient, the base predictions and |alpha_t| (1e-10).
     solver
@@ -185,6 +191,7 @@ class BOPL(BaseEstimator):
     """
 
     kappa: ClassVar[float] = 2.0
+    alpha_l2: float = 0.0  # models pickled before the setting: no penalty
     objective_name: ClassVar[str] = "ips"
 
     _parameter_constraints: ClassVar[dict[str, list]] = {
@@ -193,6 +200,7 @@ class BOPL(BaseEstimator):
         "n_rounds": [Interval(int, 1, None)],
         "reward_translation": [Interval(float, None, None)],
         "tol": [Interval(float, 0.0, None)],
+        "alpha_l2": [Interval(float, 0.0, None)],
         "solver": [Options(_SOLVERS)],
         "random_state": [Interval(int, 0, None)],
     }
@@ -205,9 +213,11 @@ class BOPL(BaseEstimator):
         n_rounds: int = 100,
         reward_translation: float = 0.0,
         tol: float = 1e-10,
+        alpha_l2: float = 0.0,
         solver: str = "auto",
         random_state: int = 0,
     ) -> None:
+        self.alpha_l2 = alpha_l2
         self.n_actions = n_actions
         self.base_learner = base_learner
         self.n_rounds = n_rounds
@@ -226,10 +236,12 @@ class BOPL(BaseEstimator):
                 "base_learner must be a LeastSquaresTree, a WeightedTreeClassifier or an object "
                 f"with kind 'regression'/'classification' and fit(); got {base!r}"
             )
-        fast_ok = isinstance(base, LeastSquaresTree) and base.reg_lambda == 0.0
+        fast_ok = (isinstance(base, LeastSquaresTree) and base.reg_lambda == 0.0
+                   and self.alpha_l2 == 0.0)
         if self.solver == "xgb-objective" and not fast_ok:
             raise ValueError(
-                "solver 'xgb-objective' needs a LeastSquaresTree base_learner with reg_lambda=0"
+                "solver 'xgb-objective' needs a LeastSquaresTree base_learner with reg_lambda=0 "
+                "and alpha_l2=0 (its steps are alpha_t = kappa)"
             )
         self.base_learner_ = base
         self.solver_ = "xgb-objective" if self.solver == "auto" and fast_ok else self.solver
@@ -310,7 +322,8 @@ class BOPL(BaseEstimator):
                 reason = "base_predictions"
                 break
             scale = float(np.sum(d * np.sum(fx * fx, axis=1)))
-            alpha = self.kappa * float(np.sum(S * fx)) / scale
+            alpha = self.kappa * float(np.sum(S * fx)) / (
+                scale + 2.0 * self.kappa * n * self.alpha_l2)
             if abs(alpha) < self.tol:
                 reason = "alpha"
                 break

@@ -173,6 +173,21 @@ def test_staged_scores_of_classification_variant_and_argmax_reward():
     assert br.argmax_reward(np.eye(4)[[0, 1]], R[:2]) == float(R[[0, 1], [0, 1]].mean())
 
 
+@pytest.mark.parametrize("method", br.NEURAL)
+def test_neural_baselines_take_table_5_rows_and_score_once(method):
+    hp = dict(br.HYPERPARAMETERS["yeast"][method], layers=1, width=8, epochs=3)
+    model = br.make_method(method, hp, 4, seed=0)
+    assert (model.dropout, model.weight_decay, model.learning_rate, model.patience) == (
+        hp["dropout"], hp["weight_decay"], 0.01, 10)
+    assert getattr(model, "reward_translation", -0.2) == -0.2  # Table 5, Scene column
+    X, R = _toy(n=200)
+    bandit = br.to_bandit(X, R, seed=0, C=1.0)
+    model.fit(bandit.X, bandit.actions, bandit.propensities, bandit.rewards)
+    stages = list(br.staged_scores(model, br.augment_actions(X, 4).astype(np.float32), 4))
+    assert len(stages) == 1
+    np.testing.assert_allclose(stages[0], model.scores(X), atol=1e-4)
+
+
 def test_plan_names_mark_departures_from_the_paper():
     assert br.Unit("fashion", "bopl-regr", 0).plan == "paper"
     assert br.Unit("fashion", "bopl-regr", 0, "hist", 5000).plan == "hist256,rows=5000"

@@ -114,6 +114,27 @@ def test_objective_never_increases_and_per_round_bound(logs, cls, base, c):
     assert risk(F, a[keep], p[keep], rt[keep]) == pytest.approx(obj[-1], rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.parametrize(("cls", "kappa"), [(BOPL, 2.0), (BOPLS, 1.0)])
+def test_alpha_l2_shrinks_the_step_as_appendix_e_derives(logs, cls, kappa):
+    """lambda sum alpha_t^2 added to the smoothness bound: alpha = kappa N / (D + 2 kappa n lambda);
+    round 1's tree does not depend on lambda, so alpha_1 = alpha_1(0) D / (D + 2 kappa n lambda)."""
+    X, a, p, r, _ = logs
+    n = int(np.sum(r - 0.3 != 0))
+    plain = cls(n_actions=K, base_learner=REGR, n_rounds=1, reward_translation=-0.3).fit(X, a, p, r)
+    assert plain.solver_ == "xgb-objective"
+    shrunk = cls(n_actions=K, base_learner=REGR, n_rounds=6, reward_translation=-0.3,
+                 alpha_l2=0.05).fit(X, a, p, r)
+    assert shrunk.solver_ == "per-round"  # auto: the objective solver's steps are kappa
+    D = plain.scale_[0] * n
+    np.testing.assert_allclose(shrunk.alphas_[0], kappa * D / (D + 2 * kappa * n * 0.05),
+                               rtol=1e-6)
+    assert np.all(shrunk.alphas_ < kappa) and np.all(np.diff(shrunk.objective_) <= 1e-12)
+    with pytest.raises(ValueError, match="alpha_l2"):
+        cls(n_actions=K, base_learner=REGR, alpha_l2=0.1, solver="xgb-objective").fit(X, a, p, r)
+    with pytest.raises(ValueError, match="alpha_l2"):
+        cls(n_actions=K, alpha_l2=-1.0).fit(X, a, p, r)
+
+
 def test_classification_alpha_matches_adaboost_form(logs):
     """Eq. 122-127: alpha_t = 2 W_t (1 - 2 eps_t) / (K sum |r|/p); positive since eps_t < 1/2."""
     X, a, p, r, _ = logs
@@ -341,8 +362,8 @@ def test_batch_estimators_follow_scikit_learn():
 
     bad = BOPL(n_actions=1, n_rounds=0)  # nothing is checked before fit
     assert bad.get_params() == {"n_actions": 1, "base_learner": None, "n_rounds": 0,
-                                "reward_translation": 0.0, "tol": 1e-10, "solver": "auto",
-                                "random_state": 0}
+                                "reward_translation": 0.0, "tol": 1e-10, "alpha_l2": 0.0,
+                                "solver": "auto", "random_state": 0}
     with pytest.raises(TypeError):
         BOPL(3)  # keyword-only
     model = BOPLS(n_actions=K, base_learner=REGR, n_rounds=3)
