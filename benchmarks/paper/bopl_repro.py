@@ -651,6 +651,8 @@ REPRODUCE = (
     "--target-rows 10000",
     "python -m benchmarks.paper.bopl_repro run --datasets fashion --trials 3 "
     "--methods bopls-class bopl-class --pool 2 --target-rows 2000",
+    "python -m benchmarks.paper.bopl_repro run --datasets fashion --trials 3 "
+    "--methods drr banditnet --pool 2 --target-rows 10000",
     "python -m benchmarks.paper.bopl_repro cost --rounds 2 --variants bopls-regr:hist",
     "python -m benchmarks.paper.bopl_repro cost --rounds 2 --target-rows 10000 --pool 2 "
     "--max-bin 64",
@@ -1084,8 +1086,9 @@ def headline(body: str) -> str:
         "",
         *table,
         "",
-        "Curves: `benchmarks/figures/bopl_fashion.png`; digits and yeast (with BRR-gb and "
-        "BOPL-CS-regr), Table 2, Figure 1: [notes/history.md](notes/history.md#bopl).",
+        "Curves: `benchmarks/figures/bopl_fashion.png`; digits and yeast (with BRR-gb, "
+        "BOPL-CS-regr, DRR and BanditNet), Table 2, Figure 1: "
+        "[notes/history.md](notes/history.md#bopl).",
     ])
 
 
