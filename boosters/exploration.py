@@ -95,6 +95,8 @@ def mask_scores(scores: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
 #: 100 rounds (docs/boosters.md, "Exploration schedule")
 ROUNDS_PER_ACTION = 5
 MAX_AUTO_DECAY = 100
+#: the label types :func:`dr_loss_estimate` hands to its compiled loop
+_INTS = (int, np.int64)
 
 
 def decay_rounds(decay: float | str, k: int | None) -> float:
@@ -418,6 +420,12 @@ def dr_loss_estimate(
     >>> dr_loss_estimate(0, 1, True, p, np.full(3, 0.5), max_weight=5.0).tolist()
     [0.5, -2.0, 3.0]
     """
+    if (type(p) is type(baseline) is np.ndarray and p.dtype == baseline.dtype == np.float64
+            and p.shape == baseline.shape == (p.size,) and type(yhat) in _INTS
+            and type(ytilde) in _INTS and 0 <= yhat < p.size and 0 <= ytilde < p.size):
+        from learners.round_loops import dr_losses  # the same floats in one compiled call
+        return dr_losses(yhat, ytilde, bool(correct), p, baseline,
+                         np.inf if max_weight is None else float(max_weight))
     lhat = np.array(baseline, dtype=np.float64)
     if correct:
         truth = np.ones_like(lhat)

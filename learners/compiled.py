@@ -316,7 +316,6 @@ class TreeEnsemble:
         )
         return out
 
-
     def _fit(self, x: np.ndarray) -> np.ndarray:
         """``x`` padded with NaN to the arrays' features (a vector read before the index grew)."""
         n = self.kinds.shape[0]
@@ -463,6 +462,8 @@ def warm_up() -> None:
         x = trees.transform({"v": float(i), "c": "abc"[i % 2 + (i > 9)]}, learn=True)
         trees.learn(x, np.array([i % 2]), np.ones(1))
         trees.predict_proba(x)
+    from learners.round_loops import warm_up as round_kernels  # a boosting round's small loops
+    round_kernels()
 
 
 def from_state(state: dict) -> TreeEnsemble:

@@ -410,7 +410,10 @@ class RidgeRewards(OffsetTables, NumericLayout, MixedLayout):
             return last[1].copy()
         v, rows, local, pairs = self._encode(x, learn=False)
         offsets = self._offsets(rows, local, pairs)
-        estimates = np.clip(self.prior + self.weights @ v + offsets, 0.0, 1.0)
+        from learners.round_loops import clipped_estimates
+
+        # np.clip(prior + weights @ v + offsets, 0, 1), the same floats in one compiled call
+        estimates = clipped_estimates(self.prior, self.weights @ v, offsets)
         self._last = (key, estimates)
         return estimates.copy()
 
@@ -423,6 +426,9 @@ class RidgeRewards(OffsetTables, NumericLayout, MixedLayout):
         self.__dict__.pop("_last", None)
         v, rows, local, pairs = self._encode(x, learn=True)
         known = action if correct and self.hits_teach_all and label is None else label
+        if known is None and not rows and not pairs:  # a bandit round without offsets
+            self._update(int(action), v, float(correct) - self.prior)  # minus no offset
+            return
         taught = np.asarray([action] if known is None else range(self.n_actions))
         rewards = taught == known if known is not None else np.asarray([correct])
         targets = rewards.astype(float) - self.prior
@@ -450,12 +456,11 @@ class RidgeRewards(OffsetTables, NumericLayout, MixedLayout):
         inverse = self.inverse[a]
         pv = inverse @ v
         spread = float(v @ pv)
-        gain = pv / (1.0 + spread + extra)
         error = target - float(self.weights[a] @ v)
-        self.weights[a] += gain * error
-        from learners._ridge_core import subtract_outer
+        from learners.round_loops import rank_one_step
 
-        subtract_outer(inverse, gain, pv)
+        # gain = pv / (1 + spread + extra); w_a += gain * error; inverse_a -= outer(gain, pv)
+        rank_one_step(inverse, self.weights[a], pv, 1.0 + spread + extra, error)
         return spread, error
 
     def __setstate__(self, state: dict) -> None:

@@ -48,6 +48,13 @@ def logistic_cost_matrices(votes: np.ndarray) -> np.ndarray:
     >>> np.allclose(C.sum(axis=0), 0), (C.argmin(axis=0) == [0, 1, 2]).all()
     (True, np.True_)
     """
+    if type(votes) is np.ndarray and votes.dtype == np.float64 and votes.ndim == 2:
+        from learners.round_loops import half_differences, logistic_costs
+
+        out = np.empty((*votes.shape, votes.shape[1]))  # the same floats in two compiled calls
+        half_differences(votes, out)
+        logistic_costs(np.tanh(out, out=out))
+        return out
     diff = votes[:, :, None] - votes[:, None, :]  # [m, l, r] = s_l - s_r
     C = 0.5 * (1.0 + np.tanh(0.5 * diff))  # 1 / (1 + exp(s_r - s_l)), overflow-free
     k = votes.shape[1]
@@ -185,7 +192,16 @@ class AdaBandit(BoostingTemplate):
         return logistic_cost_matrices(votes) @ omega
 
     def _choose_expert(self, u: float) -> int:
-        w = np.exp(self.log_v - self.log_v.max())
+        log_v = self.log_v
+        if log_v.dtype == np.float64 and log_v.ndim == 1 and log_v.size:
+            from learners.round_loops import pick_by_weight, shift_down
+
+            w = np.empty(log_v.size)  # the same floats in two compiled calls around np.exp
+            shift_down(log_v, w)
+            chosen = pick_by_weight(np.exp(w, out=w), u)
+            if chosen >= 0:
+                return chosen
+        w = np.exp(log_v - log_v.max())
         cdf = np.cumsum(w)
         return min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), len(cdf) - 1)
 
@@ -215,11 +231,29 @@ class AdaBandit(BoostingTemplate):
     def _judge_weight(self) -> float | None:
         return self.hedge_weight
 
+    def _compiled_update(self, grads, experts, judged) -> bool:
+        """:meth:`_update`'s steps after the gradients in one compiled call, the same floats
+        (:func:`learners.round_loops.hedge_step`); False where it does not apply (arrays of
+        other types or shapes, an expert out of range), nothing changed."""
+        alpha, log_v = self.alpha, self.log_v
+        if not (isinstance(grads, np.ndarray) and isinstance(judged, np.ndarray)
+                and alpha.dtype == log_v.dtype == grads.dtype == judged.dtype == np.float64
+                and grads.shape == alpha.shape and judged.ndim == 1
+                and experts.dtype == np.int64 and experts.ndim == 1
+                and experts.size >= log_v.size):
+            return False
+        from learners.round_loops import hedge_step
+
+        return hedge_step(log_v, judged, experts, alpha, grads, self._step_size(),
+                          self.alpha_min, 2.0)
+
     def _update(self, votes, weak, experts, lhat, costs, true_label, judged) -> None:
         if forget_pending(self):  # the round's experts are the forgotten trees'
             return
         self.t += 1
         grads = self._gradients(votes, weak, costs, 1.0 - lhat)
+        if self._compiled_update(grads, experts, judged):
+            return
         np.clip(self.alpha - self._step_size() * grads, self.alpha_min, 2.0, out=self.alpha)
         self.log_v -= judged[experts[: self.log_v.size]]  # the Hedge's experts
         self.log_v -= self.log_v.max()

@@ -272,7 +272,9 @@ class BoostingTemplate(OnlineBooster):
         n = self.n_learners
         experts = argmax_random_ties(mask_scores(votes[1:], allowed), u[:n])
         scores = self._model_scores(x, allowed)
-        return experts if scores is None else np.append(experts, argmax_random_ties(scores, u[n:]))
+        if scores is None:
+            return experts
+        return np.concatenate((experts, argmax_random_ties(scores, u[n:])))
 
     def _model_scores(self, x: dict, allowed) -> np.ndarray | None:
         """Rows of :meth:`expert_models`' estimates for ``x``, the excluded actions at ``-inf``
@@ -280,7 +282,8 @@ class BoostingTemplate(OnlineBooster):
         models = self.expert_models()
         if not models:
             return None
-        return mask_scores(np.stack([m.predict_one(x) for m in models]), allowed)
+        scores = [m.predict_one(x) for m in models]  # fresh arrays: one is a row as it is
+        return mask_scores(scores[0][None] if len(scores) == 1 else np.stack(scores), allowed)
 
     def expert_models(self) -> list[LinearRewards | RidgeRewards]:
         """The reward models whose best actions are experts after the N of the trees: the
@@ -346,6 +349,13 @@ class BoostingTemplate(OnlineBooster):
 
     def _votes(self, weak: np.ndarray, alpha: np.ndarray) -> np.ndarray:
         """``S`` (N + 1, k): row ``i`` is ``s^i``, the votes of the first ``i`` learners."""
+        if (weak.dtype == np.int64 and alpha.dtype == np.float64
+                and weak.shape == alpha.shape == (self.n_learners,)):
+            from learners.round_loops import prefix_votes  # the same floats in one call
+
+            votes = prefix_votes(weak, alpha, self.n_actions)
+            if votes is not None:
+                return votes
         votes = np.zeros((self.n_learners + 1, self.n_actions), dtype=alpha.dtype)
         votes[self._rows + 1, weak] = alpha
         np.cumsum(votes, axis=0, out=votes)
