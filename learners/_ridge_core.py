@@ -91,12 +91,3 @@ def encode_numeric(values, slots, places, moments, learn, coords, signs, quadrat
     p = min(k, max_pairs) if quadratic else 0
     return assemble(z, kept, k, p, slots, coords, signs, feature_weight, pair_weight,
                     width), local
-
-
-@njit(cache=True)
-def subtract_outer(matrix, u, v):
-    """``matrix -= np.outer(u, v)`` in place, without the outer product's array."""
-    for r in range(u.shape[0]):
-        ur = u[r]
-        for c in range(v.shape[0]):
-            matrix[r, c] -= ur * v[c]

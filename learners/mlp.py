@@ -96,7 +96,8 @@ class MLP:
         """The network's output for the rows of ``X``, shape (n,). ``train``: batch statistics
         (and an update of the running ones) and dropout; otherwise the running statistics."""
         h = np.asarray(X, dtype=self.dtype)
-        self._caches = []
+        if train:
+            self._caches = []
         for layer in range(len(self.widths)):
             W, gamma, beta = self.params[3 * layer: 3 * layer + 3]
             mean, var = self.running[2 * layer: 2 * layer + 2]
@@ -118,9 +119,11 @@ class MLP:
                 keep = self._rng.random(out.shape) >= self.dropout
                 mask = keep.astype(out.dtype) / out.dtype.type(1.0 - self.dropout)
                 out = out * mask
-            self._caches.append(_Cache(h, normalised, inv_std, active, mask))
+            if train:  # what backward() needs; an evaluation keeps nothing
+                self._caches.append(_Cache(h, normalised, inv_std, active, mask))
             h = out
-        self._last = h
+        if train:
+            self._last = h
         return (h @ self.params[-2])[:, 0] + self.params[-1][0]
 
     def backward(self, grad_out: np.ndarray) -> list[np.ndarray]:

@@ -95,19 +95,15 @@ def pick_among(mask: np.ndarray, u: np.ndarray) -> np.ndarray:
 _POWERS_OF_TEN = (1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8)
 
 
-def _compiled_reduction(c, u, true_label, clip, decimals, order):
-    """The compiled :func:`cost_to_label_weight` (:func:`learners.round_loops.label_weight`,
-    the same floats) where it applies: the reference order, float costs and draws of one shape,
-    at most 128 actions, a true label among them, at most 8 decimals; else None."""
-    if (order != "reference" or c.ndim != 2 or type(u) is not np.ndarray
-            or u.dtype != np.float64 or u.shape != c.shape or not 0 < c.shape[1] <= 128
-            or not (decimals is None or type(decimals) is int and 0 <= decimals < 9)
-            or not (true_label is None
-                    or type(true_label) in (int, np.int64) and 0 <= true_label < c.shape[1])):
-        return None
-    from learners.round_loops import label_weight
-
-    return label_weight
+def _reduction_compiles(c, u, true_label, decimals, order) -> bool:
+    """Whether the compiled :func:`cost_to_label_weight` (:func:`learners.round_loops.
+    label_weight`, the same floats) applies: the reference order, float costs and draws of one
+    shape, at most 128 actions, a true label among them, at most 8 decimals."""
+    return (order == "reference" and c.ndim == 2 and type(u) is np.ndarray
+            and u.dtype == np.float64 and u.shape == c.shape and 0 < c.shape[1] <= 128
+            and (decimals is None or type(decimals) is int and 0 <= decimals < 9)
+            and (true_label is None
+                 or type(true_label) in (int, np.int64) and 0 <= true_label < c.shape[1]))
 
 
 def cost_to_label_weight(
@@ -131,12 +127,13 @@ def cost_to_label_weight(
         c = c[None, :]
     if order not in ("reference", "paper"):
         raise ValueError(f"order must be 'reference' or 'paper', got {order!r}")
-    fast = _compiled_reduction(c, u, true_label, clip, decimals, order)
-    if fast is not None:
-        return fast(c, u, -1 if true_label is None else true_label,
-                    np.inf if clip is None else float(clip),
-                    -1.0 if decimals is None else _POWERS_OF_TEN[decimals],
-                    float(scale), float(weight_floor))
+    if _reduction_compiles(c, u, true_label, decimals, order):
+        from learners.round_loops import label_weight
+
+        return label_weight(c, u, -1 if true_label is None else true_label,
+                            np.inf if clip is None else float(clip),
+                            -1.0 if decimals is None else _POWERS_OF_TEN[decimals],
+                            float(scale), float(weight_floor))
     lab = c if clip is None else np.minimum(np.maximum(c, -clip), clip)
     if order == "reference":
         if decimals is not None:
