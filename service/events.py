@@ -25,6 +25,8 @@ import datetime as dt
 import json
 from typing import Any
 
+import orjson
+
 from boosters.base import Decision
 
 __all__ = [
@@ -47,8 +49,9 @@ def dumps(obj: Any) -> str:
 
 
 def loads(text: str | bytes) -> Any:
-    """Inverse of :func:`dumps`."""
-    return json.loads(text)
+    """Inverse of :func:`dumps` (orjson: the same objects as ``json.loads`` for what
+    :func:`dumps` writes, about four times faster; the learner parses every event it joins)."""
+    return orjson.loads(text)
 
 
 def decision_event(

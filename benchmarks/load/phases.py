@@ -364,7 +364,8 @@ def learner_ceiling(procs: Processes, base: str, common: dict[str, Any],
                     args: argparse.Namespace, warmup: float) -> dict[str, Any]:
     """The split shape's learner at full speed: it is paused (SIGSTOP) while a closed loop of
     pairs fills the log, then resumed; the backlog over the time it takes to apply it is the
-    rate the learner sustains on its own (the API idles meanwhile)."""
+    rate the learner sustains on its own (the API idles meanwhile). The split shape's learner
+    holds a lease longer than the pause (``service_load``), so it resumes with its model."""
     learner = next(p for name, p, _ in procs.children if name == "learner")
     learner.send_signal(signal.SIGSTOP)
     try:

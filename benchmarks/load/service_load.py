@@ -313,6 +313,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     dataset, contexts, labels, params = _workload(args)
     warmup = min(2.0, max(0.5, args.seconds / 5))
     service_env = dict(item.split("=", 1) for item in args.service_env)
+    if args.split:
+        # the learner-alone phase pauses the learner for a warm-up and a phase: its lease must
+        # outlast that, or the measure is a takeover (a rebuild from the snapshot) instead
+        service_env.setdefault("BOOSTBANDIT_LEARNER_LEASE_SECONDS",
+                               f"{max(10.0, 3 * (args.seconds + warmup)):g}")
     config = _config(args, dataset.classes, params, warmup, service_env)
     machine = machine_notes()
     tmp = Path(tempfile.mkdtemp(prefix="boostbandit-load-"))

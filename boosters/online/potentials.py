@@ -207,10 +207,16 @@ class BBMPotentials:
         return table
 
     def _state_table(self, n: int, s) -> tuple[np.ndarray, np.ndarray]:
-        """(class table, class of every label) for the vote vector ``s``."""
-        values, classes, counts = np.unique(s, return_inverse=True, return_counts=True)
-        rel = tuple((values - values[0]).tolist())  # potentials are shift invariant
-        return self._table(n, rel, tuple(counts.tolist())), classes.reshape(-1)
+        """(class table, class of every label) for the vote vector ``s`` (integers): the classes
+        are its distinct values, ascending (``np.unique``'s, in plain Python: ``k`` is small and
+        this runs once per learner and round)."""
+        row = s.tolist() if isinstance(s, np.ndarray) else s
+        counts = Counter(row)
+        values = sorted(counts)
+        index = {v: i for i, v in enumerate(values)}
+        classes = np.fromiter(map(index.__getitem__, row), np.int64, len(row))
+        rel = tuple(v - values[0] for v in values)  # potentials are shift invariant
+        return self._table(n, rel, tuple(counts[v] for v in values)), classes
 
     def cost_matrix(self, n: int, s) -> np.ndarray:
         """Eq. 9: ``C[l, r] = phi^r_n(s + e_l)`` as a (k, k) array, from the class table.
