@@ -11,6 +11,7 @@ so that a change in the machine's load hits both (medians of the repeats):
         --against floor17
     python -m benchmarks.paper.quality.speed --stream mice --against river
     python -m benchmarks.paper.quality.speed --stream mice --against vw
+    python -m benchmarks.paper.quality.speed --booster banditbbm --stream digits --against adabandit
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-rows", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--duplicated", action="store_true", help="the duplicated protocol")
-    p.add_argument("--against", default="dr", choices=[*SETTINGS, "vw"],
-                   help="a setting of the booster, or vw: VW's --cb_explore k --epsilon 0.01 -q ::")
+    p.add_argument("--against", default="dr", choices=[*SETTINGS, "vw", "adabandit"],
+                   help="a setting of the booster, vw: VW's --cb_explore k --epsilon 0.01 -q ::, "
+                   "or adabandit: the default AdaBandit (for --booster banditbbm or oco)")
     args = p.parse_args(argv)
     warm_up()  # the compiled kernels loaded (or compiled, once) before any timing
     data = load_stream(args.stream, args.max_rows)
@@ -59,8 +61,9 @@ def main(argv: list[str] | None = None) -> None:
             if name == "vw":
                 result = run_vw(data, "eps0.01-q", dup=dup, seed=args.seed)
             else:
-                booster = make_booster(args.booster, n_actions=data.n_classes, seed=args.seed,
-                                       **params)
+                kind = "adabandit" if name == "adabandit" else args.booster
+                booster = make_booster(kind, n_actions=data.n_classes, seed=args.seed,
+                                       **(params or {}))
                 result = simulate(booster, data, dup=dup, seed=args.seed)
             speeds[name].append(result.rounds_per_second)
     medians = {name: statistics.median(values) for name, values in speeds.items()}
