@@ -48,7 +48,9 @@ def _rss_bytes() -> int:
 
 
 def _peak_rss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """The process's peak RSS: Linux updates ``ru_maxrss`` lazily (its high-water mark can lag
+    the current RSS by some pages), so never less than the RSS now."""
+    return max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, _rss_bytes())
 
 
 def _stream(k: int, rounds: int) -> tuple[list[dict], list[int]]:
