@@ -97,80 +97,87 @@ def _branch_sum(dists, b, order, k):
 # ---- split attempts ----------------------------------------------------------------------------
 
 
+#: the rows of a numeric split search's scratch (``work``): per class seen at the feature, its
+#: weight, mean, deviation, range, its ``n log2 n`` (its entropy term in a branch holding all of
+#: it), and its weight left and right of the point at hand. Read in place, never as row views:
+#: a view (or an array argument) costs two atomic reference counts in compiled code.
+_N, _MEAN, _SD, _LO, _HI, _FULL, _LEFT, _RIGHT = 0, 1, 2, 3, 4, 5, 6, 7
+WORK_ROWS = 8
+
+
 @njit(cache=True)
 def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, n_slot):
     """(best merit, its point) of numeric feature ``j`` over River's candidate points.
 
     Only the classes the slot has seen at ``j`` are visited, in the order they arrived (River's
     splitter dict: the sums and their floats follow it)."""
-    cols, n, mean, sd, lo_c, hi_c, left, right = work[0], work[1], work[2], work[3], work[4], \
-        work[5], work[6], work[7]
     lo, hi = np.inf, -np.inf
     k = 0
     for a in range(n_slot):
-        c = slot_order[a]
-        b = block[s, c]
+        b = block[s, slot_order[a]]
         w = stat[b, SW, j]
         if w > 0.0:
-            cols[k] = c
-            n[k] = w
-            mean[k] = stat[b, SMEAN, j]
+            work[_N, k] = w
+            work[_MEAN, k] = stat[b, SMEAN, j]
             var = stat[b, SS, j] / (w - 1.0) if w > 1.0 else 0.0
-            sd[k] = math.sqrt(var) if var > 0.0 else 0.0
-            lo_c[k] = stat[b, SMIN, j]
-            hi_c[k] = stat[b, SMAX, j]
-            lo = min(lo, lo_c[k])
-            hi = max(hi, hi_c[k])
+            work[_SD, k] = math.sqrt(var) if var > 0.0 else 0.0
+            work[_LO, k] = stat[b, SMIN, j]
+            work[_HI, k] = stat[b, SMAX, j]
+            lo = min(lo, work[_LO, k])
+            hi = max(hi, work[_HI, k])
             k += 1
     best, best_point = -np.inf, np.nan
     if not lo < np.inf:
         return best, best_point, False
-    full = work[8]  # each class's n log2 n: its entropy term in a branch that holds all of it
     for a in range(k):
-        full[a] = n[a] * math.log2(n[a])
+        work[_FULL, a] = work[_N, a] * math.log2(work[_N, a])
     size = (hi - lo) / (n_splits + 1.0)
     for i in range(n_splits):
         point = lo + size * (i + 1)
         if not (lo < point < hi):
             continue
         for a in range(k):
-            if point < lo_c[a]:
-                left[a], right[a] = 0.0, n[a]
-            elif point >= hi_c[a]:
-                left[a], right[a] = n[a], 0.0
+            n = work[_N, a]
+            if point < work[_LO, a]:
+                work[_LEFT, a], work[_RIGHT, a] = 0.0, n
+            elif point >= work[_HI, a]:
+                work[_LEFT, a], work[_RIGHT, a] = n, 0.0
             else:
-                cdf = 0.5 * (1.0 + math.erf((point - mean[a]) / sd[a] / math.sqrt(2.0))) \
-                    if sd[a] > 0.0 else 0.0
-                left[a], right[a] = cdf * n[a], n[a] - cdf * n[a]
-        merit = _binary_merit(pre, left, right, k, min_frac, n, full)
+                sd = work[_SD, a]
+                cdf = 0.5 * (1.0 + math.erf((point - work[_MEAN, a]) / sd / math.sqrt(2.0))) \
+                    if sd > 0.0 else 0.0
+                work[_LEFT, a], work[_RIGHT, a] = cdf * n, n - cdf * n
+        merit = _binary_merit(pre, work, k, min_frac)
         if merit > best:
             best, best_point = merit, point
     return best, best_point, True
 
 
 @njit(cache=True)
-def _binary_merit(pre, left, right, k, min_frac, n, full):
-    """:func:`_merit` of two branches given over ``k`` classes (the same floats), a class's term
-    ``d log2 d`` read from ``full`` where its branch holds all of its weight ``n`` (``d == n``):
-    :func:`_entropy` of each branch, without the logarithm there."""
+def _binary_merit(pre, work, k, min_frac):
+    """:func:`_merit` of the two branches in ``work``'s rows ``_LEFT`` and ``_RIGHT`` over ``k``
+    classes (the same floats), a class's term ``d log2 d`` read from row ``_FULL`` where its
+    branch holds all of its weight (``d == n``): :func:`_entropy` of each branch, without the
+    logarithm there."""
     sum_l = 0.0
     for a in range(k):
-        sum_l += left[a]
+        sum_l += work[_LEFT, a]
     sum_r = 0.0
     for a in range(k):
-        sum_r += right[a]
+        sum_r += work[_RIGHT, a]
     total = 0.0 + sum_l + sum_r
     if not (total > 0.0 and sum_l / total > min_frac and sum_r / total > min_frac):
         return -np.inf
     ent_l, sums_l, ent_r, sums_r = 0.0, 0.0, 0.0, 0.0
     for a in range(k):
-        d = left[a]
+        n = work[_N, a]
+        d = work[_LEFT, a]
         if d > 0.0:
-            ent_l -= full[a] if d == n[a] else d * math.log2(d)
+            ent_l -= work[_FULL, a] if d == n else d * math.log2(d)
             sums_l += d
-        d = right[a]
+        d = work[_RIGHT, a]
         if d > 0.0:
-            ent_r -= full[a] if d == n[a] else d * math.log2(d)
+            ent_r -= work[_FULL, a] if d == n else d * math.log2(d)
             sums_r += d
     e_l = (ent_l + sums_l * math.log2(sums_l)) / sums_l if sums_l > 0.0 else 0.0
     e_r = (ent_r + sums_r * math.log2(sums_r)) / sums_r if sums_r > 0.0 else 0.0
@@ -292,7 +299,7 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
     identity = np.arange(n_classes)
     slot_order = np.empty(n_classes, np.int64)
     n_slot = rank_order(seen[s], slot_order)
-    work = np.empty((9, n_classes))
+    work = np.empty((WORK_ROWS, n_classes))
     n_sugg = 1 if cfg[PREPRUNE] > 0 else 0
     top, second = -np.inf, -np.inf
     best_feat, best_value, best_real = -1, np.nan, False
