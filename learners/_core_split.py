@@ -99,18 +99,18 @@ def _branch_sum(dists, b, order, k):
 
 #: the rows of a numeric split search's scratch (``work``): per class seen at the feature, its
 #: weight, mean, deviation, range, its ``n log2 n`` (its entropy term in a branch holding all of
-#: it), and its weight left and right of the point at hand. Read in place, never as row views:
-#: a view (or an array argument) costs two atomic reference counts in compiled code.
+#: it), and its weight left and right of the point at hand. Read in place, and the merit of each
+#: point computed in the loop: a row view or an array argument costs two atomic reference counts
+#: in compiled code, per candidate point (a tenth of a Mice run's compiled time).
 _N, _MEAN, _SD, _LO, _HI, _FULL, _LEFT, _RIGHT = 0, 1, 2, 3, 4, 5, 6, 7
 WORK_ROWS = 8
 
 
 @njit(cache=True)
-def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, n_slot):
-    """(best merit, its point) of numeric feature ``j`` over River's candidate points.
-
-    Only the classes the slot has seen at ``j`` are visited, in the order they arrived (River's
-    splitter dict: the sums and their floats follow it)."""
+def _gather_classes(stat, block, s, j, work, slot_order, n_slot):
+    """(k, lo, hi): the ``k`` classes the slot has seen at numeric feature ``j`` into ``work``'s
+    rows, in the order they arrived (River's splitter dict: the sums and their floats follow
+    it), and the feature's range over them."""
     lo, hi = np.inf, -np.inf
     k = 0
     for a in range(n_slot):
@@ -123,14 +123,25 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
             work[_SD, k] = math.sqrt(var) if var > 0.0 else 0.0
             work[_LO, k] = stat[b, SMIN, j]
             work[_HI, k] = stat[b, SMAX, j]
+            work[_FULL, k] = w * math.log2(w)
             lo = min(lo, work[_LO, k])
             hi = max(hi, work[_HI, k])
             k += 1
+    return k, lo, hi
+
+
+@njit(cache=True)
+def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, n_slot):
+    """(best merit, its point, a suggestion exists) of numeric feature ``j`` over River's
+    candidate points (:func:`_gather_classes`' classes).
+
+    A point's merit is :func:`_merit` of its two branches in the same floats, a class's term
+    ``d log2 d`` read from row ``_FULL`` where its branch holds all of its weight (``d == n``),
+    without the logarithm there."""
+    k, lo, hi = _gather_classes(stat, block, s, j, work, slot_order, n_slot)
     best, best_point = -np.inf, np.nan
     if not lo < np.inf:
         return best, best_point, False
-    for a in range(k):
-        work[_FULL, a] = work[_N, a] * math.log2(work[_N, a])
     size = (hi - lo) / (n_splits + 1.0)
     for i in range(n_splits):
         point = lo + size * (i + 1)
@@ -147,42 +158,33 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
                 cdf = 0.5 * (1.0 + math.erf((point - work[_MEAN, a]) / sd / math.sqrt(2.0))) \
                     if sd > 0.0 else 0.0
                 work[_LEFT, a], work[_RIGHT, a] = cdf * n, n - cdf * n
-        merit = _binary_merit(pre, work, k, min_frac)
+        sum_l = 0.0
+        for a in range(k):
+            sum_l += work[_LEFT, a]
+        sum_r = 0.0
+        for a in range(k):
+            sum_r += work[_RIGHT, a]
+        total = 0.0 + sum_l + sum_r
+        if not (total > 0.0 and sum_l / total > min_frac and sum_r / total > min_frac):
+            continue
+        ent_l, sums_l, ent_r, sums_r = 0.0, 0.0, 0.0, 0.0
+        for a in range(k):
+            n = work[_N, a]
+            d = work[_LEFT, a]
+            if d > 0.0:
+                ent_l -= work[_FULL, a] if d == n else d * math.log2(d)
+                sums_l += d
+            d = work[_RIGHT, a]
+            if d > 0.0:
+                ent_r -= work[_FULL, a] if d == n else d * math.log2(d)
+                sums_r += d
+        e_l = (ent_l + sums_l * math.log2(sums_l)) / sums_l if sums_l > 0.0 else 0.0
+        e_r = (ent_r + sums_r * math.log2(sums_r)) / sums_r if sums_r > 0.0 else 0.0
+        post = 0.0 + sum_l * e_l + sum_r * e_r
+        merit = pre - post / total
         if merit > best:
             best, best_point = merit, point
     return best, best_point, True
-
-
-@njit(cache=True)
-def _binary_merit(pre, work, k, min_frac):
-    """:func:`_merit` of the two branches in ``work``'s rows ``_LEFT`` and ``_RIGHT`` over ``k``
-    classes (the same floats), a class's term ``d log2 d`` read from row ``_FULL`` where its
-    branch holds all of its weight (``d == n``): :func:`_entropy` of each branch, without the
-    logarithm there."""
-    sum_l = 0.0
-    for a in range(k):
-        sum_l += work[_LEFT, a]
-    sum_r = 0.0
-    for a in range(k):
-        sum_r += work[_RIGHT, a]
-    total = 0.0 + sum_l + sum_r
-    if not (total > 0.0 and sum_l / total > min_frac and sum_r / total > min_frac):
-        return -np.inf
-    ent_l, sums_l, ent_r, sums_r = 0.0, 0.0, 0.0, 0.0
-    for a in range(k):
-        n = work[_N, a]
-        d = work[_LEFT, a]
-        if d > 0.0:
-            ent_l -= work[_FULL, a] if d == n else d * math.log2(d)
-            sums_l += d
-        d = work[_RIGHT, a]
-        if d > 0.0:
-            ent_r -= work[_FULL, a] if d == n else d * math.log2(d)
-            sums_r += d
-    e_l = (ent_l + sums_l * math.log2(sums_l)) / sums_l if sums_l > 0.0 else 0.0
-    e_r = (ent_r + sums_r * math.log2(sums_r)) / sums_r if sums_r > 0.0 else 0.0
-    post = 0.0 + sum_l * e_l + sum_r * e_r
-    return pre - post / total
 
 
 @njit(cache=True)
