@@ -16,10 +16,14 @@ import redis
 
 from service.eventlog.replies import OutcomeUnknown
 
-__all__ = ["NotReplicated", "replicated"]
+__all__ = ["NotReplicated", "is_redirect", "replicated"]
 
-#: error replies of a cluster node that mean "not here" or "not now": nothing was written
+#: error replies of a cluster node that mean "not here" or "not now": nothing was written.
+#: redis-py parses most into their own classes, whose message drops the code (a ``MOVED``
+#: reply becomes a ``MovedError`` saying only ``"15143 127.0.0.1:7001"``), so both are checked
 _REDIRECTS = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "READONLY")
+_REDIRECT_CLASSES = (redis.exceptions.AskError, redis.exceptions.TryAgainError,
+                     redis.exceptions.ClusterDownError, redis.exceptions.ReadOnlyError)
 
 
 class NotReplicated(OutcomeUnknown):
@@ -53,7 +57,7 @@ def replicated(client: Any, script: Any, calls: list[dict[str, list]], replicas:
         _relearn_layout(client)
         raise OutcomeUnknown(str(exc)) from exc
     except redis.ResponseError as exc:
-        if not str(exc).startswith(_REDIRECTS):
+        if not is_redirect(exc):
             raise
         _relearn_layout(client)
         raise OutcomeUnknown(str(exc)) from exc
@@ -61,6 +65,20 @@ def replicated(client: Any, script: Any, calls: list[dict[str, list]], replicas:
         raise NotReplicated(f"{acked} of {replicas} replicas acknowledged the write within "
                             f"{timeout_ms} ms")
     return replies
+
+
+def is_redirect(exc: redis.ResponseError) -> bool:
+    """Whether a node's error reply means the call ran nowhere: its slot moved or is moving,
+    the cluster is down, or the node is a replica now (after a failover).
+
+    >>> is_redirect(redis.exceptions.MovedError("15143 127.0.0.1:7001"))
+    True
+    >>> is_redirect(redis.ResponseError("TRYAGAIN Multiple keys request during rehashing"))
+    True
+    >>> is_redirect(redis.ResponseError("WRONGTYPE Operation against a key"))
+    False
+    """
+    return isinstance(exc, _REDIRECT_CLASSES) or str(exc).startswith(_REDIRECTS)
 
 
 def _relearn_layout(client: Any) -> None:

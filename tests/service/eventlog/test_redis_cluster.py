@@ -17,7 +17,8 @@ import redis
 from fastapi.testclient import TestClient
 
 from service.api.app import create_app
-from service.eventlog import EventLog, connect, keys, scripts
+from service.eventlog import EventLog, OutcomeUnknown, connect, keys, scripts
+from service.eventlog.replicas import replicated
 from service.learner import Learner, limits
 from service.models.store import ModelStore
 from service.settings import Settings
@@ -104,6 +105,25 @@ def test_the_api_decides_and_learns_on_the_cluster(url: str, shape: str) -> None
     finally:
         if learner is not None:
             learner.stop()
+
+
+def test_a_write_its_node_redirects_is_an_unknown_outcome_not_an_error(
+        cluster: RedisCluster3, url: str) -> None:
+    """A node that no longer serves the keys' slot (a failover moved it) answers ``MOVED``,
+    which redis-py raises as a ``MovedError`` whose message drops the code: the write ran
+    nowhere, so its outcome is unknown (503, retry), not a server error (a fault run on a
+    cluster once answered a feedback 500 from it)."""
+    client = connect(url, 2.0, cluster=True)
+    key = "bb:{moved}:k"
+    owner = client.get_node_from_key(key).port
+    wrong = redis.Redis(port=next(p for p in cluster.ports if p != owner), socket_timeout=2)
+    script = wrong.register_script("return redis.call('SET', KEYS[1], ARGV[1])")
+    with pytest.raises(OutcomeUnknown):
+        replicated(wrong, script, [{"keys": [key], "args": ["1"]}], 0, 100)
+    assert client.get(key) is None  # redirected: nothing written
+    assert replicated(client, client.register_script(
+        "return redis.call('SET', KEYS[1], ARGV[1])"), [{"keys": [key], "args": ["1"]}],
+        0, 100) == [b"OK"]  # the node that serves it writes
 
 
 def test_a_cluster_without_a_url_is_refused() -> None:
