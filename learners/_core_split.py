@@ -103,7 +103,7 @@ def _branch_sum(dists, b, order, k):
 #: point computed in the loop: a row view or an array argument costs two atomic reference counts
 #: in compiled code, per candidate point (a tenth of a Mice run's compiled time).
 _N, _MEAN, _SD, _LO, _HI, _FULL, _LEFT, _RIGHT = 0, 1, 2, 3, 4, 5, 6, 7
-WORK_ROWS = 8
+_WORK_ROWS = 8
 
 
 @njit(cache=True)
@@ -301,7 +301,7 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
     identity = np.arange(n_classes)
     slot_order = np.empty(n_classes, np.int64)
     n_slot = rank_order(seen[s], slot_order)
-    work = np.empty((WORK_ROWS, n_classes))
+    work = np.empty((_WORK_ROWS, n_classes))
     n_sugg = 1 if cfg[PREPRUNE] > 0 else 0
     top, second = -np.inf, -np.inf
     best_feat, best_value, best_real = -1, np.nan, False

@@ -4,7 +4,6 @@ decides among them, the decision event logs them, and the learner applies the jo
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -188,17 +187,19 @@ def test_learns_the_rule_and_a_restart_decides_the_same(client: TestClient) -> N
     assert a.probabilities.tolist() == b.probabilities.tolist()
 
 
-def _from_one_snapshot(log, tries: int = 100):
+def _from_one_snapshot(log):
     """The model restored whole and as a serving copy from the same latest snapshot: the
     learner may still write a newer one between two reads (every 5 events, behind its model),
     so the pair is read again until both carry one version."""
-    for _ in range(tries):
-        whole = restore(log, log.config("adf"), replay=False)
-        serving = restore(log, log.config("adf"), replay=False, serving=True)
-        if serving.version == whole.version:
-            break
-        time.sleep(0.05)
-    return whole, serving
+    pair = []
+
+    def same_version() -> bool:
+        pair[:] = [restore(log, log.config("adf"), replay=False),
+                   restore(log, log.config("adf"), replay=False, serving=True)]
+        return pair[0].version == pair[1].version
+
+    wait_for(same_version, timeout=10)
+    return pair[0], pair[1]
 
 
 @pytest.mark.slow
