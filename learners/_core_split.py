@@ -99,11 +99,13 @@ def _branch_sum(dists, b, order, k):
 
 #: the rows of a numeric split search's scratch (``work``): per class seen at the feature, its
 #: weight, mean, deviation, range, its ``n log2 n`` (its entropy term in a branch holding all of
-#: it), and its weight left and right of the point at hand. Read in place, and the merit of each
+#: it), and its weight left and right of the point at hand; by the class's place in the slot's
+#: order, the last weight and ``n log2 n`` gathered (a class usually has the same weight at every
+#: feature: one logarithm per attempt, not one per feature). Read in place, and the merit of each
 #: point computed in the loop: a row view or an array argument costs two atomic reference counts
 #: in compiled code, per candidate point (a tenth of a Mice run's compiled time).
-_N, _MEAN, _SD, _LO, _HI, _FULL, _LEFT, _RIGHT = 0, 1, 2, 3, 4, 5, 6, 7
-_WORK_ROWS = 8
+_N, _MEAN, _SD, _LO, _HI, _FULL, _LEFT, _RIGHT, _LAST_N, _LAST_FULL = range(10)
+_WORK_ROWS = 10
 
 
 @njit(cache=True)
@@ -123,7 +125,9 @@ def _gather_classes(stat, block, s, j, work, slot_order, n_slot):
             work[_SD, k] = math.sqrt(var) if var > 0.0 else 0.0
             work[_LO, k] = stat[b, SMIN, j]
             work[_HI, k] = stat[b, SMAX, j]
-            work[_FULL, k] = w * math.log2(w)
+            if w != work[_LAST_N, a]:  # the same floats as computing it again
+                work[_LAST_N, a], work[_LAST_FULL, a] = w, w * math.log2(w)
+            work[_FULL, k] = work[_LAST_FULL, a]
             lo = min(lo, work[_LO, k])
             hi = max(hi, work[_HI, k])
             k += 1
@@ -137,8 +141,12 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
 
     A point's merit is :func:`_merit` of its two branches in the same floats, a class's term
     ``d log2 d`` read from row ``_FULL`` where its branch holds all of its weight (``d == n``),
-    without the logarithm there."""
+    without the logarithm there. A point whose branches weigh exactly what the last weighed
+    point's did (no class's range or spread between them) has that point's merit, which is no
+    better: it is skipped."""
     k, lo, hi = _gather_classes(stat, block, s, j, work, slot_order, n_slot)
+    for a in range(k):
+        work[_LEFT, a] = np.nan  # no point weighed yet
     best, best_point = -np.inf, np.nan
     if not lo < np.inf:
         return best, best_point, False
@@ -147,23 +155,25 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
         point = lo + size * (i + 1)
         if not (lo < point < hi):
             continue
-        for a in range(k):
+        sum_l, sum_r, same = 0.0, 0.0, True
+        for a in range(k):  # zeros add nothing: the sums of River's class order
             n = work[_N, a]
             if point < work[_LO, a]:
-                work[_LEFT, a], work[_RIGHT, a] = 0.0, n
+                left = 0.0
             elif point >= work[_HI, a]:
-                work[_LEFT, a], work[_RIGHT, a] = n, 0.0
+                left = n
             else:
                 sd = work[_SD, a]
                 cdf = 0.5 * (1.0 + math.erf((point - work[_MEAN, a]) / sd / math.sqrt(2.0))) \
                     if sd > 0.0 else 0.0
-                work[_LEFT, a], work[_RIGHT, a] = cdf * n, n - cdf * n
-        sum_l = 0.0
-        for a in range(k):
-            sum_l += work[_LEFT, a]
-        sum_r = 0.0
-        for a in range(k):
-            sum_r += work[_RIGHT, a]
+                left = cdf * n
+            right = n - left
+            same = same and left == work[_LEFT, a] and right == work[_RIGHT, a]
+            work[_LEFT, a], work[_RIGHT, a] = left, right
+            sum_l += left
+            sum_r += right
+        if same:  # the branches of the last point weighed: the same merit, not a better one
+            continue
         total = 0.0 + sum_l + sum_r
         if not (total > 0.0 and sum_l / total > min_frac and sum_r / total > min_frac):
             continue
@@ -302,6 +312,7 @@ def attempt_split(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
     slot_order = np.empty(n_classes, np.int64)
     n_slot = rank_order(seen[s], slot_order)
     work = np.empty((_WORK_ROWS, n_classes))
+    work[_LAST_N] = -1.0
     n_sugg = 1 if cfg[PREPRUNE] > 0 else 0
     top, second = -np.inf, -np.inf
     best_feat, best_value, best_real = -1, np.nan, False
