@@ -279,7 +279,8 @@ def _nominal_terms(cls, counts, seen, block, feat_rows, feat_nrows, s, j, node, 
 @njit(cache=True)
 def _leaf_proba(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_rows, feat_nrows,
                 cfg, node, x, out, work):
-    """The leaf's prediction: naive Bayes where the adaptive rule says so, else the majority."""
+    """The leaf's prediction: naive Bayes where the adaptive rule says so (True), else the
+    majority."""
     if (
         cfg[NBA] > 0
         and ni[node, SLOT] >= 0
@@ -287,24 +288,48 @@ def _leaf_proba(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_row
         and naive_bayes(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_rows,
                          feat_nrows, node, x, out, work)
     ):
-        return
+        return True
     _majority(cls, present, node, out)
+    return False
 
 
 @njit(cache=True)
 def predict_all(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_rows, feat_nrows,
-                cfg, edges, ti, x, out):
+                cfg, edges, ti, x, out, version, memo_meta, memo_x, memo_leaf, memo_out):
     """Every tree's class probabilities for ``x`` into ``out`` (trees, classes); an untrained
-    tree gives a row of zeros."""
+    tree gives a row of zeros. The memo (:func:`recall`) keeps ``x``, the ensemble's
+    ``version``, and the leaf and probabilities of every tree that predicted with naive Bayes
+    (learning at that leaf computes them again for the adaptive rule)."""
     work = work_buffer(cls, kinds)
+    memo_meta[0] = -1
     for t in range(ti.shape[0]):
+        memo_leaf[t] = -1
         root = ti[t, ROOT]
         if root < 0:
             out[t, :] = 0.0
             continue
         leaf = _leaf_of(ni, nf, edges, root, x)
-        _leaf_proba(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_rows,
-                    feat_nrows, cfg, leaf, x, out[t], work)
+        if _leaf_proba(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_rows,
+                       feat_nrows, cfg, leaf, x, out[t], work):
+            memo_leaf[t] = leaf
+            for c in range(out.shape[1]):
+                memo_out[t, c] = out[t, c]
+    if x.shape[0] <= memo_x.shape[0]:
+        memo_x[: x.shape[0]] = x
+        memo_meta[0], memo_meta[1] = version[0], x.shape[0]
+
+
+@njit(cache=True)
+def recall(version, memo_meta, memo_x, x):
+    """Whether the memo of :func:`predict_all` is of ``x`` (equal values, NaN where NaN) and of
+    the ensemble as it is: nothing learned since (every change moves ``version``)."""
+    if memo_meta[0] != version[0] or memo_meta[1] != x.shape[0]:
+        return False
+    for j in range(x.shape[0]):
+        a, b = x[j], memo_x[j]
+        if not (a == b or (math.isnan(a) and math.isnan(b))):
+            return False
+    return True
 
 
 @njit(cache=True)

@@ -22,6 +22,7 @@ from learners._core import (
     new_block,
     new_node,
     rank_order,
+    recall,
     route,
     work_buffer,
 )
@@ -106,9 +107,10 @@ def _first_argmax(values, ranks_row):
 
 @njit(cache=True)
 def _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kinds, feat_rows,
-                feat_nrows, cfg, node, x, y, w, scratch, work):
-    """The leaf update: the adaptive rule's scores first (naive-Bayes leaves), then the class
-    weight and, while active, the split statistics."""
+                feat_nrows, cfg, node, x, y, w, scratch, work, memo_out, memo_row):
+    """The leaf update: the adaptive rule's scores first (naive-Bayes leaves; ``memo_row >=
+    0``: ``memo_out[memo_row]`` holds the leaf's probabilities for ``x`` as it is), then the
+    class weight and, while active, the split statistics."""
     s = ni[node, SLOT]
     if s >= 0 and cfg[NBA] > 0:
         has = False
@@ -116,8 +118,11 @@ def _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kin
             has = has or present[node, c] != 0
         if not has or _first_argmax(cls[node], present[node]) == y:
             nf[node, MCC] += w
-        if naive_bayes(ni, nf, cls, present, stat, counts, seen, block, kinds, feat_rows,
-                        feat_nrows, node, x, scratch, work):
+        if memo_row >= 0:
+            for c in range(cls.shape[1]):
+                scratch[c] = memo_out[memo_row, c]
+        if memo_row >= 0 or naive_bayes(ni, nf, cls, present, stat, counts, seen, block, kinds,
+                                        feat_rows, feat_nrows, node, x, scratch, work):
             if _first_argmax(scratch, present[node]) == y:
                 nf[node, NBC] += w
     cls[node, y] += w
@@ -133,23 +138,28 @@ def _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kin
 @njit(cache=True)
 def learn_all(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
               feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, x, labels, weights,
-              scratch, dists):
+              scratch, dists, version, memo_meta, memo_x, memo_leaf, memo_out):
     """Tree ``t`` learns ``(x, labels[t])`` with weight ``weights[t]``, for every tree; returns
     the number of splits made. The caller has made room for every tree to split once and for
-    one new block per tree."""
+    one new block per tree. A memo of ``x`` from :func:`~learners._core.predict_all` with
+    nothing learned since gives the naive-Bayes leaves' probabilities; ``version`` moves."""
     splits = 0
     work = work_buffer(cls, kinds)
+    fresh = recall(version, memo_meta, memo_x, x)
+    version[0] += 1
     for t in range(ti.shape[0]):
+        row = t if fresh and memo_leaf[t] >= 0 else -1
         splits += _learn_tree(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
                               feat_rows, feat_nrows, row_other, multi_ok, cfg, edges, ti, tf,
-                              free, ctr, t, x, labels[t], weights[t], scratch, dists, work)
+                              free, ctr, t, x, labels[t], weights[t], scratch, dists, work,
+                              memo_leaf, memo_out, row)
     return splits
 
 
 @njit(cache=True)
 def _learn_tree(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
                 feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t, x, y, w,
-                scratch, dists, work):
+                scratch, dists, work, memo_leaf, memo_out, memo_row):
     if w <= 0.0:
         return 0
     if ti[t, ROOT] < 0:
@@ -165,10 +175,12 @@ def _learn_tree(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, f
         node = _leaf_for_unroutable(ni, nf, cls, present, seen, block, bfree, edges, ti, free,
                                     ctr, t, node, x)
         _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kinds,
-                    feat_rows, feat_nrows, cfg, node, x, y, w, scratch, work)
+                    feat_rows, feat_nrows, cfg, node, x, y, w, scratch, work, memo_out, -1)
         return 0
+    if memo_row >= 0 and memo_leaf[memo_row] != node:
+        memo_row = -1
     _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kinds, feat_rows,
-                feat_nrows, cfg, node, x, y, w, scratch, work)
+                feat_nrows, cfg, node, x, y, w, scratch, work, memo_out, memo_row)
     if ni[node, SLOT] < 0:
         return 0
     if ni[node, DEPTH] >= cfg[MAX_DEPTH]:

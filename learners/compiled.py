@@ -62,9 +62,7 @@ from learners.compiled_state import (
 )
 from learners.features import NOMINAL, FeatureIndex
 
-__all__ = [
-    "FORMAT", "TreeEnsemble", "CompiledHoeffdingTreeClassifier", "from_state", "warm_up",
-]
+__all__ = ["FORMAT", "TreeEnsemble", "from_state", "warm_up"]
 
 #: the version of :meth:`TreeEnsemble.__getstate__`'s data-only form
 FORMAT = 1
@@ -177,6 +175,7 @@ class TreeEnsemble:
         self.ctr = np.zeros(4, dtype=np.int64)
         self._scratch = np.zeros(c)
         self._dists = np.zeros((2, c))
+        self._version, self._memo = np.zeros(1, dtype=np.int64), _memo(self.n_trees, c, 0)
         self._sync_features()
 
     # ---- arrays -------------------------------------------------------------------------------
@@ -273,6 +272,7 @@ class TreeEnsemble:
             raise ValueError(f"labels must be in 0..{self.n_classes - 1}")
         index = self.features
         if (index.n_features, index.n_rows) != self._seen_shape or index.crossed:
+            self._version[0] += 1  # the trees may change here: a prediction's memo is stale
             self._sync_features()
             if index.crossed:
                 self._undo_crossed()
@@ -284,9 +284,11 @@ class TreeEnsemble:
             self.seen, self.block_of, self.block_free, self.kinds, self.feat_rows,
             self.feat_nrows, self.row_other, self.multi_ok, self.cfg, self.edges, self.tree_i,
             self.tree_f, self.free, self.ctr, x, labels, weights, self._scratch, self._dists,
+            self._version, *self._memo,
         )
         over = self.tree_i[:, N_ACTIVE] > self.tree_i[:, MAX_ACTIVE]  # a split, a new branch
         if over.any():
+            self._version[0] += 1
             for t in np.flatnonzero(over).tolist():
                 k.enforce_active_limit(self.ni, self.nf, self.cls, self.seen, self.block_of,
                                        self.block_free, self.tree_i, self.free, self.ctr, t)
@@ -307,12 +309,16 @@ class TreeEnsemble:
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Every tree's class probabilities for the vector ``x`` (trees, classes); one compiled
-        call. An untrained tree gives a row of zeros."""
+        call. An untrained tree gives a row of zeros. Kept until anything learns: learning the
+        same ``x`` next reads its naive-Bayes leaves' probabilities from it."""
         out = np.empty((self.n_trees, self.n_classes))
+        x = self._fit(x)
+        if self._memo[1].shape[0] < x.shape[0]:
+            self._memo = _memo(self.n_trees, self.n_classes, 2 * x.shape[0])
         kernels().predict_all(
             self.ni, self.nf, self.cls, self.present, self.stat_blocks, self.count_blocks,
             self.seen, self.block_of, self.kinds, self.feat_rows, self.feat_nrows, self.cfg,
-            self.edges, self.tree_i, self._fit(x), out,
+            self.edges, self.tree_i, x, out, self._version, *self._memo,
         )
         return out
 
@@ -434,6 +440,8 @@ class TreeEnsemble:
         self.ctr = np.array([self.ni.shape[0], self.edges.shape[0], 0, 0], dtype=np.int64)
         self._scratch = np.zeros(self.n_classes)
         self._dists = np.zeros((2, self.n_classes))
+        self._version = np.zeros(1, dtype=np.int64)
+        self._memo = _memo(self.n_trees, self.n_classes, 0)
         self._sync_features()
 
     def serving_copy(self) -> TreeEnsemble:
@@ -466,35 +474,17 @@ def warm_up() -> None:
     round_kernels()
 
 
+def _memo(n_trees: int, n_classes: int, width: int) -> tuple:
+    """An empty memo of a prediction (:func:`learners._core.predict_all`): its version and
+    width, ``x``, the naive-Bayes leaves and their probabilities. A new memo replaces the old
+    one whole, so a call reads one consistent memo."""
+    meta = np.array([-1, 0], dtype=np.int64)
+    leaves = np.full(n_trees, -1, dtype=np.int64)
+    return meta, np.zeros(width), leaves, np.zeros((n_trees, n_classes))
+
+
 def from_state(state: dict) -> TreeEnsemble:
     """A :class:`TreeEnsemble` from its data-only form (:meth:`TreeEnsemble.__getstate__`)."""
     trees = TreeEnsemble.__new__(TreeEnsemble)
     trees.__setstate__(state)
     return trees
-
-
-class CompiledHoeffdingTreeClassifier:
-    """One compiled tree with River's interface (``learn_one``, ``predict_proba_one``,
-    ``predict_one``), for code outside the boosters and for the tests against River.
-
-    >>> tree = CompiledHoeffdingTreeClassifier(grace_period=10, delta=0.1)
-    >>> for i in range(100):
-    ...     tree.learn_one({"v": float(i % 10)}, int(i % 10 > 4))
-    >>> tree.predict_one({"v": 9.0}), tree.predict_one({"v": 1.0})
-    (1, 0)
-    """
-
-    def __init__(self, n_classes: int = 2, grace_period: float = 200.0, delta: float = 1e-7,
-                 tau: float = 0.05, **kwargs):
-        self.trees = TreeEnsemble(1, n_classes, grace_period, delta, tau, **kwargs)
-
-    def learn_one(self, x: dict, y: int, w: float = 1.0) -> None:
-        self.trees.learn(self.trees.transform(x, learn=True), np.array([y]), np.array([w]))
-
-    def predict_proba_one(self, x: dict) -> dict:
-        proba = self.trees.predict_proba(self.trees.transform(x))[0]
-        return {c: float(p) for c, p in enumerate(proba)} if self.trees.trained()[0] else {}
-
-    def predict_one(self, x: dict):
-        proba = self.predict_proba_one(x)
-        return max(proba, key=proba.__getitem__) if proba else None

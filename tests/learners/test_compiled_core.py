@@ -18,7 +18,8 @@ from river.tree.nodes.branch import (
 
 from boosters.online.adabandit import AdaBandit
 from boosters.online.banditbbm import BanditBBM
-from learners.compiled import CompiledHoeffdingTreeClassifier, TreeEnsemble
+from learners.compiled import TreeEnsemble
+from learners.compiled_tree import CompiledHoeffdingTreeClassifier
 from learners.frozen import dumps_serving
 from learners.hoeffding import make_vfdt
 from service.sim.datasets import load_dataset
@@ -173,6 +174,38 @@ def test_pickle_round_trip_continues_identically():
     sa, sb = a.__getstate__(), b.__getstate__()
     for key in ("ni", "nf", "cls", "edges", "stat", "tree_i"):
         np.testing.assert_array_equal(sa[key], sb[key])
+
+
+def test_learning_what_was_just_predicted_reads_the_memo_and_only_then():
+    """A prediction's naive-Bayes probabilities are read back when the same ``x`` learns next
+    (the trees grow as without predictions); anything learned in between makes them stale."""
+    data = list(_stream(500))
+
+    def run(predict: bool, spoil: bool, between: bool) -> dict:
+        """``between``: another example learns after every other prediction; ``spoil``: the
+        memo overwritten before each learning step (with ``between``, only the stale ones)."""
+        trees = TreeEnsemble(3, 3, grace_periods=[5, 10, 20], deltas=0.1,
+                             leaf_prediction="nba", nominal_attributes=["u"])
+        for i, (x, y) in enumerate(data):
+            if predict:
+                trees.predict_proba(trees.transform(x))
+            if between and i % 2:
+                trees.learn(trees.transform(data[i - 1][0], learn=True), np.zeros(3, dtype=int),
+                            np.ones(3))
+            if spoil and (i % 2 or not between):  # probabilities no leaf gives: read back,
+                # they move the adaptive scores
+                trees._memo[3][:] = [0.0, 0.0, 1.0]
+            trees.learn(trees.transform(x, learn=True), np.full(3, y), np.ones(3))
+        assert trees.n_leaves().sum() > 6
+        return trees.__getstate__()
+
+    def same(a: dict, b: dict) -> bool:
+        return all(np.array_equal(a[key], b[key]) for key in ("ni", "nf", "cls", "stat"))
+
+    plain, plain_between = run(False, False, False), run(False, False, True)
+    assert same(run(True, False, False), plain)
+    assert not same(run(True, True, False), plain)  # the memo is read
+    assert same(run(True, True, True), plain_between)  # a stale memo is not read
 
 
 def test_the_pickle_is_data_only():
