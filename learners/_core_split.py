@@ -135,6 +135,21 @@ def _gather_classes(stat, block, s, j, work, slot_order, n_slot):
 
 
 @njit(cache=True)
+def _one_side_dominates(work, k, min_frac):
+    """Whether every candidate point fails the branch-fraction test: a class that lies on one
+    side of any point (no spread, or one value) holds so much of the weight that the other
+    side holds less than ``min_frac`` of it (with a margin far above rounding), wherever the
+    point lies. The merit is then ``-inf`` at every point, as the search would find."""
+    total, top, spread = 0.0, 0.0, True
+    for a in range(k):
+        total += work[_N, a]
+        if work[_N, a] > top:
+            top = work[_N, a]
+            spread = work[_SD, a] > 0.0 and work[_LO, a] < work[_HI, a]
+    return not spread and total - top < min_frac * total * (1.0 - 1e-9)
+
+
+@njit(cache=True)
 def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, n_slot):
     """(best merit, its point, a suggestion exists) of numeric feature ``j`` over River's
     candidate points (:func:`_gather_classes`' classes).
@@ -150,6 +165,8 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
     best, best_point = -np.inf, np.nan
     if not lo < np.inf:
         return best, best_point, False
+    if _one_side_dominates(work, k, min_frac):
+        return best, best_point, True
     size = (hi - lo) / (n_splits + 1.0)
     for i in range(n_splits):
         point = lo + size * (i + 1)

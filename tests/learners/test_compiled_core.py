@@ -127,6 +127,26 @@ def test_the_equivalence_battery_against_river():
     assert fig["close"] >= 0.999 * fig["examples"], fig
 
 
+def test_importance_weights_that_dominate_a_leaf_split_as_rivers_trees():
+    """Bandit importance weights: now and then an example weighs thousands, so one class with
+    a single value holds nearly all of a leaf's weight and no candidate point passes the
+    branch-fraction test (the compiled search sees it without weighing the points). Every
+    split, and every prediction, as River's."""
+    X, y, nominal, n_classes = _battery_data("mice", 600)
+    rng = np.random.default_rng(3)
+    w = np.where(rng.random(len(X)) < 0.03, 5000.0, 1.0)
+    ref = make_vfdt(5, 0.1, 0.05, nominal, True, "nba")
+    new = CompiledHoeffdingTreeClassifier(n_classes, 5, 0.1, 0.05, nominal_attributes=nominal,
+                                          leaf_prediction="nba")
+    for x, c, wi in zip(X, y, w.tolist()):
+        a, b = ref.predict_proba_one(x), new.predict_proba_one(x)
+        assert all(abs(a.get(k, 0.0) - b.get(k, 0.0)) < 1e-9 for k in range(n_classes))
+        ref.learn_one(x, int(c), w=wi)
+        new.learn_one(x, int(c), wi)
+    assert len(_river_splits(ref)) >= 3
+    assert Counter(_river_splits(ref)) == Counter(_compiled_splits(new))
+
+
 def test_leaf_statistics_match_rivers_splitters():
     rng = np.random.default_rng(1)
     ref = HoeffdingTreeClassifier(grace_period=10**9)
