@@ -173,12 +173,17 @@ class TreeEnsemble:
         self.block_of = np.zeros((0, c), dtype=np.int64)
         self.free = np.zeros(0, dtype=np.int64)
         self.ctr = np.zeros(4, dtype=np.int64)
-        self._scratch = np.zeros(c)
-        self._dists = np.zeros((2, c))
-        self._version, self._memo = np.zeros(1, dtype=np.int64), _memo(self.n_trees, c, 0)
+        self._buffers()
         self._sync_features()
 
     # ---- arrays -------------------------------------------------------------------------------
+
+    def _buffers(self) -> None:
+        """The kernels' scratch and the prediction memo's version and memo (never saved)."""
+        self._scratch = np.zeros(self.n_classes)
+        self._dists = np.zeros((2, self.n_classes))
+        self._version = np.zeros(1, dtype=np.int64)
+        self._memo = _memo(self.n_trees, self.n_classes, 0)
 
     def _sync_features(self) -> None:
         """Feature arrays and statistics sized to the index (new features and value rows)."""
@@ -313,7 +318,7 @@ class TreeEnsemble:
         same ``x`` next reads its naive-Bayes leaves' probabilities from it."""
         out = np.empty((self.n_trees, self.n_classes))
         x = self._fit(x)
-        if self._memo[1].shape[0] < x.shape[0]:
+        if self._memo[1].shape[0] < x.shape[0] and not self.frozen:  # a copy never learns
             self._memo = _memo(self.n_trees, self.n_classes, 2 * x.shape[0])
         kernels().predict_all(
             self.ni, self.nf, self.cls, self.present, self.stat_blocks, self.count_blocks,
@@ -438,10 +443,7 @@ class TreeEnsemble:
         self.block_free = np.zeros(self.stat_blocks.shape[0], dtype=np.int64)
         self.free = np.zeros(self.seen.shape[0], dtype=np.int64)
         self.ctr = np.array([self.ni.shape[0], self.edges.shape[0], 0, 0], dtype=np.int64)
-        self._scratch = np.zeros(self.n_classes)
-        self._dists = np.zeros((2, self.n_classes))
-        self._version = np.zeros(1, dtype=np.int64)
-        self._memo = _memo(self.n_trees, self.n_classes, 0)
+        self._buffers()
         self._sync_features()
 
     def serving_copy(self) -> TreeEnsemble:
