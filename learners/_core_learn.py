@@ -139,10 +139,16 @@ def _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kin
 def learn_all(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
               feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, x, labels, weights,
               scratch, dists, version, memo_meta, memo_x, memo_leaf, memo_out):
-    """Tree ``t`` learns ``(x, labels[t])`` with weight ``weights[t]``, for every tree; returns
-    the number of splits made. The caller has made room for every tree to split once and for
-    one new block per tree. A memo of ``x`` from :func:`~learners._core.predict_all` with
-    nothing learned since gives the naive-Bayes leaves' probabilities; ``version`` moves."""
+    """Tree ``t`` learns ``(x, labels[t])`` with weight ``weights[t]``, for every tree, then
+    a tree past its bound of active leaves deactivates the least promising ones
+    (:func:`enforce_active_limit`); returns the number of splits made, or -1 (nothing learned)
+    where a label is not a class. The caller has made room for every tree to split once and
+    for one new block per tree. A memo of ``x`` from :func:`~learners._core.predict_all` with
+    nothing learned since gives the naive-Bayes leaves' probabilities; ``version`` moves (once
+    more before the bound deactivates leaves)."""
+    for t in range(labels.shape[0]):
+        if labels[t] < 0 or labels[t] >= cls.shape[1]:
+            return -1
     splits = 0
     work = work_buffer(cls, kinds)
     fresh = recall(version, memo_meta, memo_x, x)
@@ -153,6 +159,13 @@ def learn_all(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, fea
                               feat_rows, feat_nrows, row_other, multi_ok, cfg, edges, ti, tf,
                               free, ctr, t, x, labels[t], weights[t], scratch, dists, work,
                               memo_leaf, memo_out, row)
+    over = False
+    for t in range(ti.shape[0]):
+        if ti[t, N_ACTIVE] > ti[t, MAX_ACTIVE]:  # a split, a new branch
+            if not over:
+                version[0] += 1
+                over = True
+            enforce_active_limit(ni, nf, cls, seen, block, bfree, ti, free, ctr, t)
     return splits
 
 

@@ -37,14 +37,6 @@ def moved(moments, slot, value, learn, clip):
 
 
 @njit(cache=True)
-def _standardise(moments, slot, value, learn, clip):
-    """:func:`moved`, its moments written to ``moments[slot]``."""
-    z, n, mean, m2 = moved(moments, slot, value, learn, clip)
-    moments[slot, 0], moments[slot, 1], moments[slot, 2] = n, mean, m2
-    return z
-
-
-@njit(cache=True)
 def assemble(z, kept, k, p, slots, coords, signs, feature_weight, pair_weight, width):
     """``phi(x)`` over ``width`` coordinates from the standardised features ``z``: the ``k``
     non-zero ones (``kept``) at their ``slots``, and the products of the first ``p`` of them at
@@ -75,19 +67,58 @@ def encode_numeric(values, slots, places, moments, learn, coords, signs, quadrat
     of a numeric layout (``slots``, ``places``) whose products' coordinates and signs are the
     tables ``coords`` and ``signs`` (``[a, b]``: the layout's ``a``-th and ``b``-th features).
     Weights of None are negative."""
+    z, moved_to, local = _standardised(values, slots, places, moments, learn, clip, n_local)
+    if learn:
+        for a in range(slots.shape[0]):
+            moments[slots[a]] = moved_to[a]
+    return _assembled(z, slots, coords, signs, quadratic, feature_weight, pair_weight,
+                      max_pairs, width), local
+
+
+@njit(cache=True)
+def encode_numeric_both(values, slots, places, moments, coords, signs, quadratic,
+                        feature_weight, pair_weight, clip, max_pairs, width, n_local):
+    """:func:`encode_numeric` of one context for predicting and for learning, in one call:
+    ``(phi, local, phi_learned, local_learned, moments_learned)``, the last three what learning
+    it next would encode and the moments its features would have then (rows of ``slots``,
+    which are distinct in a numeric layout); nothing is written."""
+    z, _, local = _standardised(values, slots, places, moments, False, clip, n_local)
+    z1, moved_to, local1 = _standardised(values, slots, places, moments, True, clip, n_local)
+    phi = _assembled(z, slots, coords, signs, quadratic, feature_weight, pair_weight, max_pairs,
+                     width)
+    phi1 = _assembled(z1, slots, coords, signs, quadratic, feature_weight, pair_weight,
+                      max_pairs, width)
+    return phi, local, phi1, local1, moved_to
+
+
+@njit(cache=True)
+def _standardised(values, slots, places, moments, learn, clip, n_local):
+    """Each feature standardised (:func:`moved`), the moments it leaves (rows of ``slots``)
+    and what an offset reads of the context; nothing is written."""
     m = values.shape[0]
     z = np.empty(m)
-    kept = np.empty(m, np.int64)
+    moved_to = np.empty((m, 3))
     local = np.zeros(n_local)
     local[0] = 1.0
-    k = 0
     for a in range(m):
-        z[a] = _standardise(moments, slots[a], values[a], learn, clip)
+        z[a], moved_to[a, 0], moved_to[a, 1], moved_to[a, 2] = moved(
+            moments, slots[a], values[a], learn, clip)
         if places[a] > 0:
             local[places[a]] = z[a]
+    return z, moved_to, local
+
+
+@njit(cache=True)
+def _assembled(z, slots, coords, signs, quadratic, feature_weight, pair_weight, max_pairs,
+               width):
+    """:func:`assemble` of the non-zero ones of ``z`` (and products of the first
+    ``max_pairs`` of them)."""
+    m = z.shape[0]
+    kept = np.empty(m, np.int64)
+    k = 0
+    for a in range(m):
         if z[a] != 0.0:
             kept[k] = a
             k += 1
     p = min(k, max_pairs) if quadratic else 0
-    return assemble(z, kept, k, p, slots, coords, signs, feature_weight, pair_weight,
-                    width), local
+    return assemble(z, kept, k, p, slots, coords, signs, feature_weight, pair_weight, width)

@@ -76,10 +76,9 @@ def kernels() -> SimpleNamespace:
     global _KERNELS
     if _KERNELS is None:
         from learners._core import predict_all
-        from learners._core_learn import enforce_active_limit, learn_all, undo_multiway
+        from learners._core_learn import learn_all, undo_multiway
 
         _KERNELS = SimpleNamespace(predict_all=predict_all, learn_all=learn_all,
-                                   enforce_active_limit=enforce_active_limit,
                                    undo_multiway=undo_multiway)
     return _KERNELS
 
@@ -273,8 +272,6 @@ class TreeEnsemble:
         weights = np.asarray(weights, dtype=float)
         if labels.shape != (self.n_trees,) or weights.shape != (self.n_trees,):
             raise ValueError(f"need one label and one weight per tree ({self.n_trees})")
-        if labels.min() < 0 or labels.max() >= self.n_classes:
-            raise ValueError(f"labels must be in 0..{self.n_classes - 1}")
         index = self.features
         if (index.n_features, index.n_rows) != self._seen_shape or index.crossed:
             self._version[0] += 1  # the trees may change here: a prediction's memo is stale
@@ -290,13 +287,9 @@ class TreeEnsemble:
             self.feat_nrows, self.row_other, self.multi_ok, self.cfg, self.edges, self.tree_i,
             self.tree_f, self.free, self.ctr, x, labels, weights, self._scratch, self._dists,
             self._version, *self._memo,
-        )
-        over = self.tree_i[:, N_ACTIVE] > self.tree_i[:, MAX_ACTIVE]  # a split, a new branch
-        if over.any():
-            self._version[0] += 1
-            for t in np.flatnonzero(over).tolist():
-                k.enforce_active_limit(self.ni, self.nf, self.cls, self.seen, self.block_of,
-                                       self.block_free, self.tree_i, self.free, self.ctr, t)
+        )  # the active-leaf bound kept there too
+        if splits < 0:
+            raise ValueError(f"labels must be in 0..{self.n_classes - 1}")
         return splits
 
     def _undo_crossed(self) -> None:
@@ -474,6 +467,14 @@ def warm_up() -> None:
         trees.predict_proba(x)
     from learners.round_loops import warm_up as round_kernels  # a boosting round's small loops
     round_kernels()
+    from learners.ridge import RidgeRewards  # the reward model's maps (numeric, mixed)
+
+    model = RidgeRewards(2, quadratic=True)
+    for i in range(6):
+        for context in ({"a": float(i), "b": 1.0 - i}, {"a": float(i), "s": "xy"[i % 2]}):
+            model.predict_one(context)
+            model.learn_one(context, i % 2, i % 3 == 0)
+    model.learn_one({"a": 1.0, "b": 2.0}, 0, True)  # learned without its prediction
 
 
 def _memo(n_trees: int, n_classes: int, width: int) -> tuple:

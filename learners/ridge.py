@@ -403,18 +403,25 @@ class RidgeRewards(OffsetTables, NumericLayout, MixedLayout):
     def predict_one(self, x: dict) -> np.ndarray:
         """The estimated reward of every action in context ``x``, shape ``(k,)``, in [0, 1]. The
         model is only read (a feature never learned counts for nothing). The estimates of the
-        last context asked are kept until the model learns (a round asks twice)."""
+        last context asked are kept until the model learns (a round asks twice), with what
+        learning that context encodes (:meth:`_encode_both`)."""
         key = tuple(x.items())
         last = self.__dict__.get("_last")
         if last is not None and last[0] == key:
             return last[1].copy()
-        v, rows, local, pairs = self._encode(x, learn=False)
+        # a learning model (not a serving copy) encodes what learning x next needs at once
+        both = self._encode_both(x) if "inverse" in self.__dict__ else None
+        if both is None:
+            v, rows, local, pairs = self._encode(x, learn=False)
+            learned = None
+        else:
+            (v, local, learned), rows, pairs = both, [], []
         offsets = self._offsets(rows, local, pairs)
         from learners.round_loops import clipped_estimates
 
         # np.clip(prior + weights @ v + offsets, 0, 1), the same floats in one compiled call
         estimates = clipped_estimates(self.prior, self.weights @ v, offsets)
-        self._last = (key, estimates)
+        self._last = (key, estimates, learned)
         return estimates.copy()
 
     def learn_one(self, x: dict, action: int, correct: bool, label: int | None = None) -> None:
@@ -423,8 +430,11 @@ class RidgeRewards(OffsetTables, NumericLayout, MixedLayout):
         ridge update; with them, one Kalman step of the map and the offsets together
         (``joint_offsets``), or the map's exact update and then the offsets' from the
         residuals it leaves."""
-        self.__dict__.pop("_last", None)
-        v, rows, local, pairs = self._encode(x, learn=True)
+        last = self.__dict__.pop("_last", None)
+        if last is None or last[2] is None or last[0] != tuple(x.items()):
+            v, rows, local, pairs = self._encode(x, learn=True)
+        else:  # encoded by the prediction of x just made
+            (v, local), rows, pairs = self._learned(last[2]), [], []
         known = action if correct and self.hits_teach_all and label is None else label
         if known is None and not rows and not pairs:  # a bandit round without offsets
             self._update(int(action), v, float(correct) - self.prior)  # minus no offset

@@ -1,6 +1,7 @@
 """The ridge reward model's path for contexts of one numeric layout: the layout remembered,
-its features standardised in array operations, and, once the map is full, the whole map in one
-compiled call (:mod:`learners._ridge_core`) over a table of the layout's products. Every path
+its features standardised in array operations, and, once every product of the layout has its
+coordinate, the whole map in one compiled call (:mod:`learners._ridge_core`) over a table of
+the layout's products. Every path
 gives the floats of the feature-by-feature one (tests/learners/test_ridge.py)."""
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class NumericLayout(RidgeState):
             slots.append(slot)
             places.append(self.local_index.get(name, 0))
         self._layout = [tuple(x), np.array(slots, dtype=np.int64),
-                        np.array(places, dtype=np.int64), None]
+                        np.array(places, dtype=np.int64), None, -1]
 
     def _numeric_features(self, x: dict, learn: bool):
         """:meth:`_features_one_by_one` in array operations for a context of the last numeric
@@ -122,15 +123,46 @@ class NumericLayout(RidgeState):
         )
         return phi, [], local, []
 
+    def _encode_both(self, x: dict) -> tuple | None:
+        """:meth:`_encode_compiled` of ``x`` for predicting and, at once, what learning ``x``
+        next encodes: ``(phi, local, learned)``, ``learned`` for :meth:`_learned`; None where
+        the one-call path does not apply, or learning would widen the model first."""
+        layout = self.__dict__.get("_layout")
+        if layout is None or layout[0] != tuple(x) or self.used > self.weights.shape[1]:
+            return None
+        table = self._pair_table(layout) if self.quadratic else _NO_TABLE
+        v = np.array(list(x.values()))
+        if table is None or v.dtype.kind not in "fiub":
+            return None
+        from learners._ridge_core import encode_numeric_both
+
+        phi, local, *learned = encode_numeric_both(  # type: ignore[call-arg]
+            v.astype(float), layout[1], layout[2], self.moments, *table, self.quadratic,
+            _or_negative(self.feature_weight), _or_negative(self.pair_weight), PAIR_CLIP,
+            PAIR_FEATURES, self.weights.shape[1], self.offset_features + 1,
+        )
+        return phi, local, (layout[1], *learned)
+
+    def _learned(self, learned: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """Learning's ``phi`` and ``local`` from :meth:`_encode_both`, the moments moved as
+        encoding with ``learn=True`` moves them (the same floats)."""
+        slots, phi, local, moments = learned
+        self.moments[slots] = moments
+        return phi, local
+
     def _pair_table(self, layout: list) -> tuple[np.ndarray, np.ndarray] | None:
         """The coordinates and signs of the products of every two features of a numeric
-        ``layout`` (``[a, b]`` for its ``a``-th and ``b``-th features), made once the map is full
-        (no product gets a coordinate of its own any more, so they stay); None before, or for a
-        layout of more than ``MAX_TABLE`` features."""
-        if layout[3] is None and self.used >= self.dim and len(layout[0]) <= MAX_TABLE:
+        ``layout`` (``[a, b]`` for its ``a``-th and ``b``-th features), made once each has its
+        coordinate (given out, or hashed in a full map: either way it stays); None before (looked
+        at again once the model has given out more coordinates), or for a layout of more than
+        ``MAX_TABLE`` features."""
+        if layout[3] is None and layout[4] != self.used and len(layout[0]) <= MAX_TABLE:
             n = len(layout[0])
             a = np.repeat(layout[1], n)
             coords, signs = self._pair_slots(a, np.tile(layout[1], n), learn=False)
-            layout[3] = coords.reshape(n, n), signs.reshape(n, n)
+            if (coords >= 0).all():
+                layout[3] = coords.reshape(n, n), signs.reshape(n, n)
+            else:  # a product without its coordinate yet
+                layout[4] = self.used
         return layout[3]
 

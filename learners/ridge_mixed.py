@@ -2,8 +2,8 @@
 and nominal ones, such as strings): the layout remembered per feature names (and which of them
 are nominal), and the whole map in one compiled call that looks up the products' coordinates,
 once every feature, nominal value and product of the context has its coordinate (or the map is
-full). A numeric layout takes it until the map is full (then :mod:`learners.ridge_layout`'s
-table is the shorter way). It gives the floats of
+full). A numeric layout takes it until each of its products has a coordinate (then
+:mod:`learners.ridge_layout`'s table is the shorter way). It gives the floats of
 the feature-by-feature path (:meth:`learners.ridge.RidgeRewards._features_one_by_one`, then
 :meth:`~learners.ridge.RidgeRewards._encode`; tests/learners/test_ridge.py).
 

@@ -742,8 +742,9 @@ def test_a_full_map_reads_products_from_the_layout_table_with_the_same_floats(qu
     rng = np.random.default_rng(5)
     fast, slow = RidgeRewards(4, quadratic=quadratic), RidgeRewards(4, quadratic=quadratic)
     compiled = []
-    original = fast._encode_compiled
+    original, both = fast._encode_compiled, fast._encode_both
     fast._encode_compiled = lambda x, learn: compiled.append(original(x, learn)) or compiled[-1]
+    fast._encode_both = lambda x: compiled.append(both(x)) or compiled[-1]  # predict and learn
     for i in range(120):
         x = {f"f{j}": float(rng.normal()) if (i + j) % 7 else 0.0 for j in range(40)}
         action, correct = int(rng.integers(4)), bool(rng.random() < 0.5)
@@ -759,5 +760,36 @@ def test_a_full_map_reads_products_from_the_layout_table_with_the_same_floats(qu
     assert not quadratic or (fast.used == fast.dim and fast._layout[3] is not None)
     np.testing.assert_array_equal(fast.weights, slow.weights)
     np.testing.assert_array_equal(fast.inverse, slow.inverse)
-    del fast._encode_compiled
+    del fast._encode_compiled, fast._encode_both
     assert "_last" not in pickle.loads(pickle.dumps(fast)).__dict__
+
+
+def test_learning_a_context_just_predicted_reads_its_encoding_with_the_same_floats():
+    """A learning model's prediction encodes what learning that context needs in the same call
+    (numeric layouts); learning it next reads that, giving the floats of a model that never
+    predicted; a prediction of another context in between (or none) leaves it unread."""
+    rng = np.random.default_rng(8)
+    asked, plain = RidgeRewards(3, quadratic=True), RidgeRewards(3, quadratic=True)
+    reads = []
+    learned = asked._learned
+    asked._learned = lambda stash: reads.append(1) or learned(stash)
+    for i in range(150):
+        x = {f"f{j}": float(rng.normal()) if (i + j) % 5 else 0.0 for j in range(12)}
+        other = {name: v + 1.0 for name, v in x.items()}
+        roll = rng.random()
+        if roll < 0.7:
+            asked.predict_one(x)
+        elif roll < 0.85:
+            asked.predict_one(x)
+            asked.predict_one(other)  # x's stash replaced: learning x encodes it again
+        action, correct = int(rng.integers(3)), bool(rng.random() < 0.5)
+        asked.learn_one(x, action, correct)
+        plain.learn_one(x, action, correct)
+    assert 60 < len(reads) < 120
+    for name in ("weights", "inverse", "moments"):
+        np.testing.assert_array_equal(getattr(asked, name), getattr(plain, name))
+    del asked._learned
+    serving = pickle.loads(pickle.dumps(asked))
+    del serving.inverse  # as a serving copy holds it: predictions only, no stash
+    serving.predict_one(x)
+    assert serving._last[2] is None
