@@ -16,10 +16,16 @@ def prefix_votes(weak, alpha, k):
     """``S`` (N + 1, k) of :meth:`boosters.online.template.BoostingTemplate._votes`: row ``i``
     the cumulative sum of ``alpha[j] e_{weak[j]}`` over ``j < i`` (every addition made, as
     ``np.cumsum`` makes it); None for a label outside ``0..k-1``."""
-    n = weak.shape[0]
-    for i in range(n):
+    for i in range(weak.shape[0]):
         if weak[i] < 0 or weak[i] >= k:
             return None
+    return _prefix_sums(weak, alpha, k)
+
+
+@njit(cache=True)
+def _prefix_sums(weak, alpha, k):
+    """:func:`prefix_votes` of labels known to be in ``0..k-1``."""
+    n = weak.shape[0]
     votes = np.zeros((n + 1, k))
     for i in range(n):
         for c in range(k):
@@ -28,32 +34,51 @@ def prefix_votes(weak, alpha, k):
 
 
 @njit(cache=True)
-def half_differences(votes, out):
-    """``out[m, l, r] = 0.5 * (votes[m, l] - votes[m, r])``, the argument of eq. 10's
-    ``tanh``."""
+def half_differences(votes):
+    """``0.5 * (votes[m, l] - votes[m, r])`` for ``l < r`` (row ``m``, the pairs in row-major
+    order), the arguments of eq. 10's ``tanh`` (a pair ``r < l`` is the negative: the same
+    float negated, and ``tanh``, NumPy's too, is odd to the bit)."""
     m_rows, k = votes.shape
+    out = np.empty((m_rows, k * (k - 1) // 2))
     for m in range(m_rows):
-        for r in range(k):
-            for c in range(k):
-                out[m, r, c] = 0.5 * (votes[m, r] - votes[m, c])
+        _half_row(votes, m, out)
+    return out
 
 
 @njit(cache=True)
-def logistic_costs(tanh):
-    """Eq. 10's matrices in place from ``tanh`` of :func:`half_differences`: ``0.5 * (1 + t)``
-    off the diagonal, the diagonal minus its column's sum (summed from the first row on)."""
-    m_rows, k, _ = tanh.shape
+def _half_row(votes, m, out):
+    """Row ``m`` of :func:`half_differences`."""
+    k = votes.shape[1]
+    i = 0
+    for r in range(k):
+        for c in range(r + 1, k):
+            out[m, i] = 0.5 * (votes[m, r] - votes[m, c])
+            i += 1
+
+
+@njit(cache=True)
+def logistic_costs(tanh, k):
+    """Eq. 10's matrices (M, k, k) from ``tanh`` of :func:`half_differences`: ``0.5 * (1 + t)``
+    off the diagonal (``0.5 * (1 - t)`` below it), the diagonal minus its column's sum (summed
+    from the first row on, the diagonal's zero in its place)."""
+    m_rows = tanh.shape[0]
+    out = np.empty((m_rows, k, k))
     total = np.empty(k)
     for m in range(m_rows):
+        i = 0
         for r in range(k):
-            for c in range(k):
-                tanh[m, r, c] = 0.0 if r == c else 0.5 * (1.0 + tanh[m, r, c])
+            out[m, r, r] = 0.0
+            for c in range(r + 1, k):
+                out[m, r, c] = 0.5 * (1.0 + tanh[m, i])
+                out[m, c, r] = 0.5 * (1.0 - tanh[m, i])
+                i += 1
         total[:] = 0.0
         for r in range(k):
             for c in range(k):
-                total[c] += tanh[m, r, c]
+                total[c] += out[m, r, c]
         for c in range(k):
-            tanh[m, c, c] = -total[c]
+            out[m, c, c] = -total[c]
+    return out
 
 
 @njit(cache=True)
@@ -247,6 +272,50 @@ def dr_losses(yhat, ytilde, correct, p, baseline, max_weight):
 
 
 @njit(cache=True)
+def _eq4(yhat, ytilde, correct, p):
+    """:func:`boosters.exploration.loss_estimate` of an unrestricted decision."""
+    lhat = np.zeros(p.shape[0])
+    inv = 1.0 / p[ytilde]
+    if correct:
+        lhat[:] = inv
+        lhat[ytilde] = 0.0
+        lhat[yhat] = 0.0
+    elif ytilde == yhat:
+        lhat[yhat] = inv
+    return lhat
+
+
+@njit(cache=True)
+def round_start(weak, alpha, k, yhat, action, correct, p, guess, use_guess, max_weight):
+    """The start of AdaBandit's bandit round in one call: ``(ok, lhat, judged, omega, votes,
+    halves)``: the loss estimate (with ``use_guess`` the doubly robust one of the baseline
+    ``1 - guess``, :func:`dr_losses`; else eq. 4, :func:`boosters.exploration.loss_estimate`),
+    the Hedge's (the doubly robust one, its weights clipped at ``max_weight``), ``1 - lhat``, the
+    votes (:func:`prefix_votes`) and their :func:`half_differences`; ``ok`` False (the arrays
+    empty) for a label outside ``0..k-1``."""
+    n = weak.shape[0]
+    ok = 0 <= yhat < k and 0 <= action < k
+    for i in range(n):
+        ok = ok and 0 <= weak[i] < k
+    if not ok:
+        return False, np.empty(0), np.empty(0), np.empty(0), np.empty((0, k)), np.empty((0, 0))
+    baseline = np.empty(k)
+    for j in range(k):
+        baseline[j] = 1.0 - guess[j]
+    lhat = (dr_losses(yhat, action, correct, p, baseline, np.inf) if use_guess
+            else _eq4(yhat, action, correct, p))
+    judged = dr_losses(yhat, action, correct, p, baseline, max_weight)
+    omega = np.empty(k)
+    for j in range(k):
+        omega[j] = 1.0 - lhat[j]
+    votes = _prefix_sums(weak, alpha, k)
+    halves = np.empty((n + 1, k * (k - 1) // 2))
+    for m in range(n + 1):
+        _half_row(votes, m, halves)
+    return True, lhat, judged, omega, votes, halves
+
+
+@njit(cache=True)
 def clipped_estimates(prior, scores, offsets):
     """``np.clip(prior + scores + offsets, 0.0, 1.0)`` (a NaN stays)."""
     out = np.empty(scores.shape[0])
@@ -258,9 +327,7 @@ def clipped_estimates(prior, scores, offsets):
 def warm_up() -> None:
     """Load (or compile, once) every kernel above for the types a round passes them."""
     votes = prefix_votes(np.array([1, 0]), np.array([0.5, 1.0]), 2)
-    costs = np.empty((3, 2, 2))
-    half_differences(votes, costs)
-    logistic_costs(np.tanh(costs, out=costs))
+    logistic_costs(np.tanh(half_differences(votes)), 2)
     label_weight(votes[:2], np.full((2, 2), 0.5), 1, 100.0, 100.0, 1.0, 1e-10)
     inverse, w = np.eye(2), np.zeros(2)
     rank_one_step(inverse, w, np.ones(2), 2.0, 0.5)
@@ -269,4 +336,6 @@ def warm_up() -> None:
     pick_by_weight(np.exp(w, out=w), np.float64(0.5))
     hedge_step(log_v, np.ones(2), np.array([0, 1, 1]), np.zeros(2), np.ones(2), 0.1, 0.0, 2.0)
     dr_losses(0, 1, True, np.full(2, 0.5), np.full(2, 0.5), np.inf)
+    round_start(np.array([1, 0]), np.array([0.5, 1.0]), 2, 0, 1, True, np.full(2, 0.5),
+                np.full(2, 0.5), True, 5.0)
     clipped_estimates(0.5, np.zeros(2), np.zeros(2))

@@ -51,10 +51,8 @@ def logistic_cost_matrices(votes: np.ndarray) -> np.ndarray:
     if type(votes) is np.ndarray and votes.dtype == np.float64 and votes.ndim == 2:
         from learners.round_loops import half_differences, logistic_costs
 
-        out = np.empty((*votes.shape, votes.shape[1]))  # the same floats in two compiled calls
-        half_differences(votes, out)
-        logistic_costs(np.tanh(out, out=out))
-        return out
+        halves = half_differences(votes)  # the same floats in two compiled calls
+        return logistic_costs(np.tanh(halves, out=halves), votes.shape[1])
     diff = votes[:, :, None] - votes[:, None, :]  # [m, l, r] = s_l - s_r
     C = 0.5 * (1.0 + np.tanh(0.5 * diff))  # 1 / (1 + exp(s_r - s_l)), overflow-free
     k = votes.shape[1]
@@ -190,6 +188,26 @@ class AdaBandit(BoostingTemplate):
     def _learn_costs(self, votes: np.ndarray, omega: np.ndarray) -> np.ndarray:
         # all N + 1 rows: rows 0..N-1 feed the trees, rows 1..N the alpha gradients (eq. (11))
         return logistic_cost_matrices(votes) @ omega
+
+    def _bandit_start(self, decision, correct, weak, alpha, guess) -> tuple | None:
+        # with the reward model's guess, for an unrestricted decision: two compiled calls around
+        # NumPy's tanh and the costs' product (learners.round_loops.round_start)
+        p, k = decision.probabilities, self.n_actions
+        if (guess is None or self.estimator != "dr" or self.loss_clip is not None
+                or "allowed" in decision.internals or type(p) is not np.ndarray
+                or p.dtype != np.float64 or p.shape != (k,) or guess.dtype != np.float64
+                or guess.shape != (k,) or weak.dtype != np.int64 or alpha.dtype != np.float64):
+            return None
+        from learners.round_loops import logistic_costs, round_start
+
+        weight = np.inf if self.hedge_weight is None else self.hedge_weight
+        ok, lhat, judged, omega, votes, halves = round_start(
+            weak, alpha, k, int(decision.internals["yhat"]), int(decision.action), bool(correct),
+            p, guess, self.uses_guess(), weight)
+        if not ok:
+            return None
+        costs = logistic_costs(np.tanh(halves, out=halves), k) @ omega
+        return lhat, lhat if self.hedge_weight is None else judged, votes, costs
 
     def _choose_expert(self, u: float) -> int:
         log_v = self.log_v

@@ -314,6 +314,12 @@ class BoostingTemplate(OnlineBooster):
         """
         return self._cost_matrices(votes[:-1]) @ omega
 
+    def _bandit_start(self, decision, correct, weak, alpha, guess) -> tuple | None:
+        """A bandit round's ``(lhat, judged, votes, costs)`` (:meth:`loss_vector`,
+        :meth:`_expert_losses`, :meth:`_votes`, :meth:`_learn_costs`) in fewer calls, the same
+        floats; None: those methods make them (the default)."""
+        return None
+
     def _update(self, votes, weak, experts, lhat, costs, true_label, judged) -> None:
         """Booster state update after the weak learners learned (alpha, Hedge); ``judged``: the
         loss vector the experts are judged by (:meth:`_expert_losses`)."""
@@ -505,11 +511,16 @@ class BoostingTemplate(OnlineBooster):
         experts = self._logged_experts(x, internals)
         # the reward model's estimates, read once: it learns only in the last step
         guess = None if self.reward_model is None else self.reward_model.predict_one(x)
-        lhat = self.loss_vector(decision, correct, known if label is not None else None, x, guess)
-        omega = 1.0 - lhat
-
-        votes = self._votes(weak, alpha)
-        costs = self._learn_costs(votes, omega)
+        start = None if label is not None else self._bandit_start(decision, correct, weak, alpha,
+                                                                  guess)
+        if start is None:
+            lhat = self.loss_vector(decision, correct, known if label is not None else None, x,
+                                    guess)
+            votes = self._votes(weak, alpha)
+            costs = self._learn_costs(votes, 1.0 - lhat)
+            judged = None
+        else:
+            lhat, judged, votes, costs = start
         labels, weights = self._labels_weights(
             costs[: self.n_learners], self._rng.random((self.n_learners, self.n_actions)), known
         )
@@ -522,7 +533,8 @@ class BoostingTemplate(OnlineBooster):
                 yield
         self.n_updates += 1
         track_misses(self, decision, correct, known if label is not None else None)
-        judged = self._expert_losses(decision, correct, lhat, guess) if label is None else lhat
+        if judged is None:
+            judged = self._expert_losses(decision, correct, lhat, guess) if label is None else lhat
         self._update(votes, weak, experts, lhat, costs, known, judged)
         if self.reward_model is not None:
             # the label only when given: a hit's label would teach the reward model every action
