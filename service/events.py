@@ -44,8 +44,43 @@ def iso_timestamp(seconds: float) -> str:
 
 
 def dumps(obj: Any) -> str:
-    """Compact JSON (floats round-trip exactly; NaN is refused)."""
-    return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    """Compact JSON (floats round-trip exactly; NaN and infinities are refused): orjson's, about
+    ten times faster than the standard library's on an event; what orjson does not write (an
+    integer past 64 bits, a key not a string, a NumPy scalar) the standard library writes or
+    refuses.
+
+    >>> dumps({"a": [1.5, None], "b": "é"})
+    '{"a":[1.5,null],"b":"é"}'
+    >>> dumps({"a": [1.0, float("nan")]})
+    Traceback (most recent call last):
+    ...
+    ValueError: Out of range float values are not JSON compliant
+    """
+    try:
+        text = orjson.dumps(obj)
+    except TypeError:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    if b"null" in text and _non_finite(obj):  # orjson writes a NaN or an infinity as null
+        raise ValueError("Out of range float values are not JSON compliant")
+    return text.decode()
+
+
+def _non_finite(obj: Any) -> bool:
+    """Whether a float in ``obj`` (or in the dicts, lists and tuples in it) is a NaN or an
+    infinity (``v - v`` is 0 for every other float)."""
+    kind = type(obj)
+    if kind is dict:
+        obj = obj.values()
+    elif kind is not list and kind is not tuple:
+        return kind is float and obj - obj != 0.0
+    for v in obj:
+        kind = type(v)
+        if kind is float:
+            if v - v != 0.0:
+                return True
+        elif (kind is dict or kind is list or kind is tuple) and _non_finite(v):
+            return True
+    return False
 
 
 def loads(text: str | bytes) -> Any:
