@@ -141,14 +141,11 @@ def learn_all(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, fea
               scratch, dists, version, memo_meta, memo_x, memo_leaf, memo_out):
     """Tree ``t`` learns ``(x, labels[t])`` with weight ``weights[t]``, for every tree, then
     a tree past its bound of active leaves deactivates the least promising ones
-    (:func:`enforce_active_limit`); returns the number of splits made, or -1 (nothing learned)
-    where a label is not a class. The caller has made room for every tree to split once and
-    for one new block per tree. A memo of ``x`` from :func:`~learners._core.predict_all` with
-    nothing learned since gives the naive-Bayes leaves' probabilities; ``version`` moves (once
-    more before the bound deactivates leaves)."""
-    for t in range(labels.shape[0]):
-        if labels[t] < 0 or labels[t] >= cls.shape[1]:
-            return -1
+    (:func:`enforce_active_limit`); returns the number of splits made. The caller has checked
+    the labels and made room for every tree to split once and for one new block per tree. A memo
+    of ``x`` from :func:`~learners._core.predict_all` with nothing learned since gives the
+    naive-Bayes leaves' probabilities; ``version`` moves (once more before the bound deactivates
+    leaves)."""
     splits = 0
     work = work_buffer(cls, kinds)
     fresh = recall(version, memo_meta, memo_x, x)

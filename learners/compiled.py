@@ -272,6 +272,9 @@ class TreeEnsemble:
         weights = np.asarray(weights, dtype=float)
         if labels.shape != (self.n_trees,) or weights.shape != (self.n_trees,):
             raise ValueError(f"need one label and one weight per tree ({self.n_trees})")
+        listed = labels.tolist()
+        if min(listed) < 0 or max(listed) >= self.n_classes:
+            raise ValueError(f"labels must be in 0..{self.n_classes - 1}")
         index = self.features
         if (index.n_features, index.n_rows) != self._seen_shape or index.crossed:
             self._version[0] += 1  # the trees may change here: a prediction's memo is stale
@@ -288,8 +291,6 @@ class TreeEnsemble:
             self.tree_f, self.free, self.ctr, x, labels, weights, self._scratch, self._dists,
             self._version, *self._memo,
         )  # the active-leaf bound kept there too
-        if splits < 0:
-            raise ValueError(f"labels must be in 0..{self.n_classes - 1}")
         return splits
 
     def _undo_crossed(self) -> None:

@@ -118,8 +118,9 @@ class MixedLayout(RidgeState):
     _mixed: dict[tuple, list[Any]]
 
     def _encode_mixed(self, x: dict, learn: bool) -> tuple | None:
-        """:meth:`_encode` in one compiled call (the same floats) for a context with a nominal
-        feature whose layout meets the conditions (module docstring); else None. A layout is
+        """:meth:`_encode` in one compiled call (the same floats) for a context (mixed, or
+        numeric before its layout's table) whose layout meets the conditions (module
+        docstring); else None. A layout is
         the feature names and which are nominal; its nominal values' coordinates are looked
         up for each context."""
         nominal = self.nominal_attributes

@@ -1,9 +1,9 @@
 """The compiled loops of a boosting round's small arrays (a few learners by a few actions): the
 vote prefix sums, the logistic cost matrices around NumPy's ``tanh``, the (label, weight)
 reduction and a ridge model's rank-one step. Each gives the floats of the NumPy code it
-replaces, the same operations in the same order (a row sum in NumPy's pairwise order): a call
-costs a microsecond where the array operations cost several each
-(tests/learners/test_round_loops.py)."""
+replaces, the same operations in the same order (a row sum in NumPy's pairwise order; eq. 10's
+lower triangle from the upper one's ``tanh`` negated, which is the same float): a call costs a
+microsecond where the array operations cost several each (tests/learners/test_round_loops.py)."""
 
 from __future__ import annotations
 

@@ -44,25 +44,34 @@ def iso_timestamp(seconds: float) -> str:
 
 
 def dumps(obj: Any) -> str:
-    """Compact JSON (floats round-trip exactly; NaN and infinities are refused): orjson's, about
-    ten times faster than the standard library's on an event; what orjson does not write (an
-    integer past 64 bits, a key not a string, a NumPy scalar) the standard library writes or
-    refuses.
+    """Compact ASCII JSON (floats round-trip exactly; NaN and infinities are refused): orjson's,
+    about three times faster than the standard library's on an event, where it writes what the
+    standard library would (plain dicts, lists, tuples, strings, numbers, booleans and None, in
+    ASCII); anything else (a subclass, a NumPy scalar, an integer past 64 bits, a key not a
+    string, a string not ASCII) the standard library writes or refuses, as before. (An enum or a
+    UUID, which orjson writes as its value and the standard library refuses, is written.)
 
     >>> dumps({"a": [1.5, None], "b": "é"})
-    '{"a":[1.5,null],"b":"é"}'
+    '{"a":[1.5,null],"b":"\\\\u00e9"}'
     >>> dumps({"a": [1.0, float("nan")]})
     Traceback (most recent call last):
     ...
     ValueError: Out of range float values are not JSON compliant
     """
     try:
-        text = orjson.dumps(obj)
+        text = orjson.dumps(obj, option=_PLAIN_ONLY)
     except TypeError:
+        text = None
+    if text is None or not text.isascii():
         return json.dumps(obj, separators=(",", ":"), allow_nan=False)
     if b"null" in text and _non_finite(obj):  # orjson writes a NaN or an infinity as null
         raise ValueError("Out of range float values are not JSON compliant")
     return text.decode()
+
+
+#: orjson refuses (TypeError) subclasses of dict, list, str and int, dataclasses and dates
+_PLAIN_ONLY = (orjson.OPT_PASSTHROUGH_SUBCLASS | orjson.OPT_PASSTHROUGH_DATACLASS
+               | orjson.OPT_PASSTHROUGH_DATETIME)
 
 
 def _non_finite(obj: Any) -> bool:

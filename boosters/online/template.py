@@ -317,7 +317,8 @@ class BoostingTemplate(OnlineBooster):
     def _bandit_start(self, decision, correct, weak, alpha, guess) -> tuple | None:
         """A bandit round's ``(lhat, judged, votes, costs)`` (:meth:`loss_vector`,
         :meth:`_expert_losses`, :meth:`_votes`, :meth:`_learn_costs`) in fewer calls, the same
-        floats; None: those methods make them (the default)."""
+        floats; None: those methods make them (the default; a subclass that changes one of them
+        changes this too)."""
         return None
 
     def _update(self, votes, weak, experts, lhat, costs, true_label, judged) -> None:

@@ -308,6 +308,27 @@ def test_the_high_cardinality_bound():
     assert not ((t.ni[: t.ctr[0], 0] == 3) & (t.ni[: t.ctr[0], 1] == 0)).any()  # undone
 
 
+def test_a_label_out_of_range_is_refused_before_anything_changes():
+    """Even when the ensemble has work pending (a nominal feature past its multiway bound, whose
+    splits the next learning step undoes): a bad label leaves it as it was."""
+    t = TreeEnsemble(2, 2, grace_periods=2.0, deltas=0.9, taus=0.9, max_multiway_values=3)
+    rng = np.random.default_rng(0)
+    for i in range(60):
+        x = t.transform({"c": "abc"[i % 3], "n": float(rng.normal())}, learn=True)
+        t.learn(x, np.array([i % 3 == 0, i % 3 == 1], dtype=np.int64), np.ones(2))
+    t.transform({"c": "zz", "n": 0.0}, learn=True)
+    x = t.transform({"c": "yy", "n": 0.0}, learn=True)
+    assert t.features.crossed
+    probe = t.transform({"c": "a", "n": 0.0})
+    before, blob = t.predict_proba(probe), pickle.dumps(t)
+    with pytest.raises(ValueError, match="labels must be in 0..1"):
+        t.learn(x, np.array([0, 5]), np.ones(2))
+    assert t.features.crossed and pickle.dumps(t) == blob
+    np.testing.assert_array_equal(t.predict_proba(probe), before)
+    t.learn(x, np.array([0, 1]), np.ones(2))  # a good label: the splits are undone
+    assert not t.features.crossed
+
+
 def test_the_memory_limit_bounds_active_leaves():
     t = TreeEnsemble(1, 2, grace_periods=5, deltas=0.5, taus=0.5, max_size=0.0001)
     assert t.tree_i[0, 3] >= 1

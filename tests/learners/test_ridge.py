@@ -735,7 +735,7 @@ def test_the_numeric_layout_path_gives_the_same_floats_as_feature_by_feature():
 
 
 @pytest.mark.parametrize("quadratic", [True, False])
-def test_a_full_map_reads_products_from_the_layout_table_with_the_same_floats(quadratic):
+def test_a_numeric_layout_reads_products_from_its_table_with_the_same_floats(quadratic):
     """Forty numeric features fill the map with their products; the compiled map over the
     layout's table of product coordinates (and the estimates kept for a context asked twice)
     give the very same floats as the feature-by-feature path, zeros included."""

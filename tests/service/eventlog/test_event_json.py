@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections import OrderedDict
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -56,3 +58,27 @@ def test_edge_floats_round_trip_bit_for_bit(value: float) -> None:
 def test_dumps_still_refuses_nan() -> None:
     with pytest.raises(ValueError):
         dumps({"x": math.nan})
+
+
+@settings(max_examples=300, deadline=None)
+@given(DOCS)
+def test_dumps_writes_what_the_standard_library_writes(doc) -> None:
+    """orjson's text, where it writes, reads back as the standard library's (ASCII, the same
+    values bit for bit); a text not ASCII is the standard library's own."""
+    text = dumps(doc)
+    plain = json.dumps(doc, separators=(",", ":"), allow_nan=False)
+    assert text.isascii() and _same(json.loads(text), json.loads(plain))
+    if not json.dumps(doc, ensure_ascii=False).isascii():  # a string not ASCII in it
+        assert text == plain
+
+
+@pytest.mark.parametrize("doc", [
+    {"a": [1.0, {"b": (2.0, math.inf)}]},
+    [None, -math.inf],
+    {"a": OrderedDict(b=math.nan)},  # a dict subclass: the standard library's way
+    {"a": type("Floats", (list,), {})([math.nan])},  # a list subclass
+    {"a": np.float64(math.nan)},
+])
+def test_dumps_refuses_non_finite_floats_wherever_they_are(doc) -> None:
+    with pytest.raises(ValueError):
+        dumps(doc)
