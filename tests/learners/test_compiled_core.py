@@ -354,6 +354,18 @@ def test_warm_up_compiles_every_kernel():
 
     warm_up()
     assert all(kernel.signatures for kernel in vars(kernels()).values())
+    from learners import _ridge_core, ridge_mixed, round_loops
+
+    called = {  # the kernels Python calls: a round's and the ridge model's
+        round_loops: ["prefix_votes", "half_differences", "logistic_costs", "label_weight",
+                      "rank_one_step", "shift_down", "pick_by_weight", "hedge_step", "dr_losses",
+                      "round_start", "clipped_estimates"],
+        _ridge_core: ["encode_numeric", "encode_numeric_both"],
+        ridge_mixed: ["encode_mixed"],
+    }
+    for module, names in called.items():
+        for name in names:
+            assert getattr(module, name).signatures, f"{module.__name__}.{name} not compiled"
 
 
 @pytest.mark.slow
