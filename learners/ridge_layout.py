@@ -104,6 +104,36 @@ class NumericLayout(RidgeState):
     def _encode_compiled(self, x: dict, learn: bool) -> tuple | None:
         """:meth:`_encode` in one compiled call (the same floats) for a context of the last
         numeric layout once its products have a table (or without products); else None."""
+        found = self._layout_values(x)
+        if found is None:
+            return None
+        width = self.weights.shape[1]
+        if learn and self.used > width:
+            self._grow(min(self.dim, max(self.used, 2 * width)))
+        from learners._ridge_core import encode_numeric
+
+        layout, table, v = found
+        phi, local = encode_numeric(
+            v, layout[1], layout[2], self.moments, learn, *table, *self._map_settings())
+        return phi, [], local, []
+
+    def _encode_both(self, x: dict) -> tuple | None:
+        """:meth:`_encode_compiled` of ``x`` for predicting and, at once, what learning ``x``
+        next encodes: ``(phi, local, learned)``, ``learned`` for :meth:`_learned`; None where
+        the one-call path does not apply, or learning would widen the model first."""
+        found = None if self.used > self.weights.shape[1] else self._layout_values(x)
+        if found is None:
+            return None
+        from learners._ridge_core import encode_numeric_both
+
+        layout, table, v = found
+        phi, local, *learned = encode_numeric_both(
+            v, layout[1], layout[2], self.moments, *table, *self._map_settings())
+        return phi, local, (layout[1], *learned)
+
+    def _layout_values(self, x: dict) -> tuple | None:
+        """``(layout, product table, values as floats)`` of a context of the last numeric
+        layout once its products have a table (or without products); else None."""
         layout = self.__dict__.get("_layout")
         if layout is None or layout[0] != tuple(x):
             return None
@@ -111,37 +141,14 @@ class NumericLayout(RidgeState):
         v = np.array(list(x.values()))
         if table is None or v.dtype.kind not in "fiub":
             return None
-        width = self.weights.shape[1]
-        if learn and self.used > width:
-            self._grow(min(self.dim, max(self.used, 2 * width)))
-        from learners._ridge_core import encode_numeric
+        return layout, table, v.astype(float)
 
-        phi, local = encode_numeric(  # type: ignore[call-arg]  # numba's Dispatcher
-            v.astype(float), layout[1], layout[2], self.moments, learn, *table, self.quadratic,
-            _or_negative(self.feature_weight), _or_negative(self.pair_weight), PAIR_CLIP,
-            PAIR_FEATURES, self.weights.shape[1], self.offset_features + 1,
-        )
-        return phi, [], local, []
-
-    def _encode_both(self, x: dict) -> tuple | None:
-        """:meth:`_encode_compiled` of ``x`` for predicting and, at once, what learning ``x``
-        next encodes: ``(phi, local, learned)``, ``learned`` for :meth:`_learned`; None where
-        the one-call path does not apply, or learning would widen the model first."""
-        layout = self.__dict__.get("_layout")
-        if layout is None or layout[0] != tuple(x) or self.used > self.weights.shape[1]:
-            return None
-        table = self._pair_table(layout) if self.quadratic else _NO_TABLE
-        v = np.array(list(x.values()))
-        if table is None or v.dtype.kind not in "fiub":
-            return None
-        from learners._ridge_core import encode_numeric_both
-
-        phi, local, *learned = encode_numeric_both(  # type: ignore[call-arg]
-            v.astype(float), layout[1], layout[2], self.moments, *table, self.quadratic,
-            _or_negative(self.feature_weight), _or_negative(self.pair_weight), PAIR_CLIP,
-            PAIR_FEATURES, self.weights.shape[1], self.offset_features + 1,
-        )
-        return phi, local, (layout[1], *learned)
+    def _map_settings(self) -> tuple:
+        """The compiled map's arguments after the context's: products, weights (-1: None),
+        clip, how many features pair, width, offsets' reading length."""
+        return (self.quadratic, _or_negative(self.feature_weight),
+                _or_negative(self.pair_weight), PAIR_CLIP, PAIR_FEATURES,
+                self.weights.shape[1], self.offset_features + 1)
 
     def _learned(self, learned: tuple) -> tuple[np.ndarray, np.ndarray]:
         """Learning's ``phi`` and ``local`` from :meth:`_encode_both`, the moments moved as
