@@ -1,6 +1,7 @@
-"""The compiled learning kernels of :mod:`learners.compiled`: one example into every tree (the
-leaf update, the grace period, the depth limit, new branches of multiway splits), the active-leaf
-bound of ``max_size``, and the undoing of multiway splits on a feature with too many values."""
+"""The compiled learning kernels of :mod:`learners.compiled`: one example into every tree in two
+halves around the split search (the leaf update, the grace period, the depth limit, new branches
+of multiway splits; then the split attempts and the active-leaf bound of ``max_size``), and the
+undoing of multiway splits on a feature with too many values."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from learners._core import (
     route,
     work_buffer,
 )
-from learners._core_split import attempt_split
+from learners._core_split import attempt_finish, attempt_gate
 from learners._layout import (
     CHILD0,
     CHILD1,
@@ -136,26 +137,54 @@ def _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kin
 
 
 @njit(cache=True)
-def learn_all(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
-              feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, x, labels, weights,
-              scratch, dists, version, memo_meta, memo_x, memo_leaf, memo_out):
-    """Tree ``t`` learns ``(x, labels[t])`` with weight ``weights[t]``, for every tree, then
-    a tree past its bound of active leaves deactivates the least promising ones
-    (:func:`enforce_active_limit`); returns the number of splits made. The caller has checked
-    the labels and made room for every tree to split once and for one new block per tree. A memo
-    of ``x`` from :func:`~learners._core.predict_all` with nothing learned since gives the
-    naive-Bayes leaves' probabilities; ``version`` moves (once more before the bound deactivates
-    leaves)."""
-    splits = 0
+def learn_leaves(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
+                 feat_nrows, cfg, edges, ti, tf, free, ctr, x, labels, weights, scratch,
+                 version, memo_meta, memo_x, memo_leaf, memo_out, nodes, trees):
+    """The first half of a round: tree ``t`` learns ``(x, labels[t])`` with weight
+    ``weights[t]`` at its leaf, for every tree; a leaf past its grace period whose split
+    attempt needs its features searched goes into ``nodes`` (its tree into ``trees``), in tree
+    order; returns how many. :func:`search_share` searches them and :func:`learn_splits`
+    finishes the round. The caller has checked the labels and made room for every tree to split
+    once and for one new block per tree. A memo of ``x`` from
+    :func:`~learners._core.predict_all` with nothing learned since gives the naive-Bayes
+    leaves' probabilities; ``version`` moves."""
+    n_att = 0
     work = work_buffer(cls, kinds)
     fresh = recall(version, memo_meta, memo_x, x)
     version[0] += 1
     for t in range(ti.shape[0]):
         row = t if fresh and memo_leaf[t] >= 0 else -1
-        splits += _learn_tree(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
-                              feat_rows, feat_nrows, row_other, multi_ok, cfg, edges, ti, tf,
-                              free, ctr, t, x, labels[t], weights[t], scratch, dists, work,
-                              memo_leaf, memo_out, row)
+        node = _learn_tree(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
+                           feat_rows, feat_nrows, cfg, edges, ti, tf, free, ctr, t, x,
+                           labels[t], weights[t], scratch, work, memo_leaf, memo_out, row)
+        if node >= 0:
+            nodes[n_att] = node
+            trees[n_att] = t
+            n_att += 1
+    return n_att
+
+
+@njit(cache=True)
+def learn_splits(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
+                 feat_nrows, cfg, edges, ti, tf, free, ctr, nodes, trees, n_att, merits, values,
+                 flags, dists, version):
+    """The second half of a round: the split attempts of :func:`learn_leaves`' leaves, in tree
+    order, from their searched features (:func:`search_share`); then a tree past its bound of
+    active leaves deactivates the least promising ones (:func:`enforce_active_limit`;
+    ``version`` moves first). Returns the number of splits made.
+
+    Tree by tree, a round is River's: a tree's leaf update, then its split attempt. Only the
+    order of the pools' allocations across trees differs from learning one tree after the
+    other (a node's place in its own tree's order is the same)."""
+    splits = 0
+    for a in range(n_att):
+        node, t = nodes[a], trees[a]
+        if attempt_finish(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
+                          feat_rows, feat_nrows, cfg, edges, ti, tf, free, ctr, t, node,
+                          merits[a], values[a], flags[a], dists):
+            splits += 1
+        else:
+            nf[node, LAST] = _seen_now(nf, cls, present, cfg, node)
     over = False
     for t in range(ti.shape[0]):
         if ti[t, N_ACTIVE] > ti[t, MAX_ACTIVE]:  # a split, a new branch
@@ -167,11 +196,18 @@ def learn_all(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, fea
 
 
 @njit(cache=True)
+def _seen_now(nf, cls, present, cfg, node):
+    """What a leaf's grace period counts: examples (``grace_by="count"``) or weight."""
+    return nf[node, NSEEN] if cfg[GRACE_BY_COUNT] > 0 else class_total(cls, present, node)
+
+
+@njit(cache=True)
 def _learn_tree(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
-                feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t, x, y, w,
-                scratch, dists, work, memo_leaf, memo_out, memo_row):
+                feat_nrows, cfg, edges, ti, tf, free, ctr, t, x, y, w, scratch, work, memo_leaf,
+                memo_out, memo_row):
+    """Tree ``t`` learns at its leaf; returns the leaf if its split attempt needs a search."""
     if w <= 0.0:
-        return 0
+        return -1
     if ti[t, ROOT] < 0:
         ti[t, ROOT] = new_node(ni, nf, cls, present, seen, block, bfree, free, ctr, t, -1, 0)
         ti[t, N_ACTIVE] = 1
@@ -186,25 +222,23 @@ def _learn_tree(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, f
                                     ctr, t, node, x)
         _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kinds,
                     feat_rows, feat_nrows, cfg, node, x, y, w, scratch, work, memo_out, -1)
-        return 0
+        return -1
     if memo_row >= 0 and memo_leaf[memo_row] != node:
         memo_row = -1
     _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kinds, feat_rows,
                 feat_nrows, cfg, node, x, y, w, scratch, work, memo_out, memo_row)
     if ni[node, SLOT] < 0:
-        return 0
+        return -1
     if ni[node, DEPTH] >= cfg[MAX_DEPTH]:
         deactivate(ni, nf, seen, block, bfree, ti, free, ctr, t, node)
-        return 0
-    seen_now = nf[node, NSEEN] if cfg[GRACE_BY_COUNT] > 0 else class_total(cls, present, node)
-    if seen_now - nf[node, LAST] >= tf[t, GRACE]:
-        split = attempt_split(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
-                               feat_rows, feat_nrows, row_other, multi_ok, cfg, edges, ti, tf,
-                               free, ctr, t, node, dists)
-        if split:
-            return 1
-        nf[node, LAST] = seen_now
-    return 0
+        return -1
+    seen_now = _seen_now(nf, cls, present, cfg, node)
+    if seen_now - nf[node, LAST] < tf[t, GRACE]:
+        return -1
+    if attempt_gate(ni, nf, cls, present, seen, block, bfree, ctr, cfg, node):
+        return node
+    nf[node, LAST] = seen_now
+    return -1
 
 
 @njit(cache=True)

@@ -304,68 +304,105 @@ def _multiway_allowed(multi_ok, cfg, j):
 
 
 @njit(cache=True)
-def attempt_split(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
-                  feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, t, node, dists):
-    """River's ``_attempt_to_split``: the best two suggestions, the Hoeffding bound, the tie
-    threshold; a winning null split (pre-pruning) clears the leaf's statistics. True: split."""
-    n_classes = cls.shape[1]
-    order = np.empty(n_classes, np.int64)
-    n_present = rank_order(present[node], order)
+def attempt_gate(ni, nf, cls, present, seen, block, bfree, ctr, cfg, node):
+    """The start of River's ``_attempt_to_split``: False where no split can come of it (fewer
+    than two classes), or where the majority's share passes ``MAX_SHARE`` (a winning null split,
+    :func:`_null_wins`); True: the leaf's features are searched (:func:`search_share`)."""
     n_pos = 0
     top_class = 0.0
-    for c in range(n_classes):
+    for c in range(cls.shape[1]):
         top_class = max(top_class, cls[node, c])
         n_pos += cls[node, c] != 0.0
     if n_pos < 2:
         return False
-    total = class_total(cls, present, node)
-    s = ni[node, SLOT]
-    min_frac = cfg[MIN_FRAC]
-    if top_class > 0.0 and top_class / total > cfg[MAX_SHARE]:
-        _null_wins(seen, block, bfree, ctr, nf, s, node)
+    if top_class > 0.0 and top_class / class_total(cls, present, node) > cfg[MAX_SHARE]:
+        _null_wins(seen, block, bfree, ctr, nf, ni[node, SLOT], node)
         return False
-    pre = _entropy(cls[node], order, n_present)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, feat_nrows,
+                 row_other, multi_ok, cfg, nodes, n_att, forward, claimed, merits, values, flags,
+                 dists):
+    """The best split of each leaf ``nodes[a]`` on each feature ``j``: its merit, value
+    (threshold, value row, -1 for multiway) and flags (1: a suggestion exists, 2: a real split)
+    at ``[a, j]`` of ``merits``, ``values``, ``flags``.
+
+    Two threads may share the work (``dists`` is each one's scratch): one takes the (leaf,
+    feature) pairs from the first, the other (``forward`` False) from the last, each marking a
+    pair in ``claimed`` before it searches it and stopping at a pair the other has marked. A
+    pair both happen to take gets the same floats twice. Reads the trees only, without the GIL.
+    """
+    n_classes, n_feat = cls.shape[1], kinds.shape[0]
+    order = np.empty(n_classes, np.int64)
     identity = np.arange(n_classes)
     slot_order = np.empty(n_classes, np.int64)
-    n_slot = rank_order(seen[s], slot_order)
     work = np.empty((_WORK_ROWS, n_classes))
-    work[_LAST_N] = -1.0
-    n_sugg = 1 if cfg[PREPRUNE] > 0 else 0
-    top, second = -np.inf, -np.inf
-    best_feat, best_value, best_real = -1, np.nan, False
-    for j in range(kinds.shape[0]):
+    work[_LAST_N] = -1.0  # keyed by the weight: right for any leaf
+    min_frac = cfg[MIN_FRAC]
+    last, s, pre, n_slot = -1, -1, 0.0, 0
+    for i in range(n_att * n_feat):
+        task = i if forward else n_att * n_feat - 1 - i
+        if claimed[task]:
+            return
+        claimed[task] = 1
+        a, j = task // n_feat, task % n_feat
+        if a != last:
+            last, s = a, ni[nodes[a], SLOT]
+            pre = _entropy(cls[nodes[a]], order, rank_order(present[nodes[a]], order))
+            n_slot = rank_order(seen[s], slot_order)
         if kinds[j] == 0:
             merit, value, has = _numeric_best(stat, block, s, j, pre, int(cfg[N_SPLITS]),
                                               min_frac, work, slot_order, n_slot)
             real = merit > -np.inf
         elif kinds[j] == 1:
-            multiway = _multiway_allowed(multi_ok, cfg, j)
             merit, row, has = _nominal_best(counts, block, feat_rows, feat_nrows, row_other,
-                                            multiway, s, j, pre, min_frac, dists, identity,
-                                            slot_order, n_slot)
+                                            _multiway_allowed(multi_ok, cfg, j), s, j, pre,
+                                            min_frac, dists, identity, slot_order, n_slot)
             value = float(row)
             real = has and (merit > -np.inf or row == -1)
         else:
+            has, real, merit, value = False, False, -np.inf, np.nan
+        merits[a, j], values[a, j] = merit, value
+        flags[a, j] = (1 if has else 0) + (2 if real else 0)
+
+
+@njit(cache=True)
+def attempt_finish(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
+                   feat_nrows, cfg, edges, ti, tf, free, ctr, t, node, merits, values, flags,
+                   dists):
+    """The end of River's ``_attempt_to_split`` from the leaf's searched features (row of
+    :func:`search_share`): the best two suggestions, the Hoeffding bound, the tie threshold; a
+    winning null split (pre-pruning) clears the leaf's statistics. True: split."""
+    n_sugg = 1 if cfg[PREPRUNE] > 0 else 0
+    top, second = -np.inf, -np.inf
+    best_feat, best_value, best_real = -1, np.nan, False
+    for j in range(kinds.shape[0]):
+        if flags[j] & 1 == 0:
             continue
-        if not has:
-            continue
+        merit = merits[j]
         n_sugg += 1
         if merit >= top:  # River sorts stably: the last of equal merits is the best
             second = top
             top = merit
-            best_feat, best_value, best_real = j, value, real
+            best_feat, best_value, best_real = j, values[j], flags[j] & 2 != 0
         elif merit > second:
             second = merit
     if n_sugg < 2:
         should = n_sugg > 0
     else:
+        n_present = 0
+        for c in range(cls.shape[1]):
+            n_present += present[node, c] != 0
         r = math.log2(max(n_present, 2))
+        total = class_total(cls, present, node)
         bound = math.sqrt(r * r * math.log(1.0 / tf[t, DELTA]) / (2.0 * total))
         should = (top - second > bound) or (bound < tf[t, TAU])
     if not should:
         return False
     if best_feat < 0 or not best_real:
-        _null_wins(seen, block, bfree, ctr, nf, s, node)
+        _null_wins(seen, block, bfree, ctr, nf, ni[node, SLOT], node)
         return False
     _split(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows, feat_nrows,
            cfg, edges, ti, free, ctr, t, node, best_feat, best_value, dists)

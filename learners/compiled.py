@@ -1,4 +1,4 @@
-"""The compiled tree core: N Hoeffding trees in flat arrays, learned and read in one call each.
+"""The compiled tree core: N Hoeffding trees in flat arrays, read in one call, taught in three.
 
 More: docs/boosters.md, "The compiled core". River's ``HoeffdingTreeClassifier`` is the
 reference; :mod:`learners._core`, :mod:`learners._core_learn` and :mod:`learners._core_split`
@@ -61,6 +61,7 @@ from learners.compiled_state import (
     stat_state,
 )
 from learners.features import NOMINAL, FeatureIndex
+from learners.split_search import Searcher
 
 __all__ = ["FORMAT", "TreeEnsemble", "from_state", "warm_up"]
 
@@ -76,9 +77,10 @@ def kernels() -> SimpleNamespace:
     global _KERNELS
     if _KERNELS is None:
         from learners._core import predict_all
-        from learners._core_learn import learn_all, undo_multiway
-
-        _KERNELS = SimpleNamespace(predict_all=predict_all, learn_all=learn_all,
+        from learners._core_learn import learn_leaves, learn_splits, undo_multiway
+        from learners._core_split import search_share
+        _KERNELS = SimpleNamespace(predict_all=predict_all, learn_leaves=learn_leaves,
+                                   search_share=search_share, learn_splits=learn_splits,
                                    undo_multiway=undo_multiway)
     return _KERNELS
 
@@ -183,6 +185,7 @@ class TreeEnsemble:
         self._dists = np.zeros((2, self.n_classes))
         self._version = np.zeros(1, dtype=np.int64)
         self._memo = _memo(self.n_trees, self.n_classes, 0)
+        self._searcher = Searcher(self.n_trees, 0, self.n_classes, 2)
 
     def _sync_features(self) -> None:
         """Feature arrays and statistics sized to the index (new features and value rows)."""
@@ -211,6 +214,8 @@ class TreeEnsemble:
         branches = max(2, int(self.feat_nrows.max()) if f else 2)  # a split's branches, at most
         if self._dists.shape[0] < branches:
             self._dists = np.zeros((branches, self.n_classes))
+        if not self._searcher.fits(f, branches):
+            self._searcher = Searcher(self.n_trees, f, self.n_classes, branches)
         self._update_active_limit()
         self._seen_shape = (f, r)
 
@@ -265,11 +270,12 @@ class TreeEnsemble:
 
     def learn(self, x: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> int:
         """Tree ``t`` learns label ``labels[t]`` with weight ``weights[t]`` for the vector ``x``
-        (from :meth:`transform` with ``learn=True``); one compiled call. Returns the splits."""
+        (from :meth:`transform` with ``learn=True``): the leaves learn, the leaves due a split
+        attempt are searched (:mod:`learners.split_search`), the attempts are made; three
+        compiled calls. Returns the splits."""
         if self.frozen:
             raise RuntimeError("a serving copy only predicts; learn on the model it came from")
-        labels = np.asarray(labels, dtype=np.int64)
-        weights = np.asarray(weights, dtype=float)
+        labels, weights = np.asarray(labels, dtype=np.int64), np.asarray(weights, dtype=float)
         if labels.shape != (self.n_trees,) or weights.shape != (self.n_trees,):
             raise ValueError(f"need one label and one weight per tree ({self.n_trees})")
         listed = labels.tolist()
@@ -283,15 +289,17 @@ class TreeEnsemble:
                 self._undo_crossed()
         x = self._fit(x)
         self._make_room(self.n_trees * (self._max_children + 1), self.n_trees)
-        k = kernels()
-        splits = k.learn_all(
-            self.ni, self.nf, self.cls, self.present, self.stat_blocks, self.count_blocks,
-            self.seen, self.block_of, self.block_free, self.kinds, self.feat_rows,
-            self.feat_nrows, self.row_other, self.multi_ok, self.cfg, self.edges, self.tree_i,
-            self.tree_f, self.free, self.ctr, x, labels, weights, self._scratch, self._dists,
-            self._version, *self._memo,
-        )  # the active-leaf bound kept there too
-        return splits
+        k, search = kernels(), self._searcher
+        tables = (self.ni, self.nf, self.cls, self.present, self.stat_blocks, self.count_blocks,
+                  self.seen, self.block_of, self.block_free, self.kinds, self.feat_rows,
+                  self.feat_nrows, self.cfg, self.edges, self.tree_i, self.tree_f, self.free,
+                  self.ctr)
+        n_att = k.learn_leaves(*tables, x, labels, weights, self._scratch, self._version,
+                               *self._memo, search.nodes, search.trees)
+        if n_att:
+            search.search(k.search_share, self, n_att)
+        return k.learn_splits(*tables, search.nodes, search.trees, n_att, search.merits,
+                              search.values, search.flags, self._dists, self._version)
 
     def _undo_crossed(self) -> None:
         """Undo the multiway splits on features that passed ``max_multiway_values``."""
@@ -324,10 +332,8 @@ class TreeEnsemble:
     def _fit(self, x: np.ndarray) -> np.ndarray:
         """``x`` padded with NaN to the arrays' features (a vector read before the index grew)."""
         n = self.kinds.shape[0]
-        if x.shape[0] == n:
-            return x
-        if x.shape[0] > n:
-            return x[:n]
+        if x.shape[0] >= n:
+            return x if x.shape[0] == n else x[:n]
         return np.concatenate([x, np.full(n - x.shape[0], np.nan)])
 
     # ---- inspection ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from learners.frozen import dumps_serving
+from learners.split_search import set_helper
 from service import metrics
 from service.eventlog import EventLog, LeaseLost, Limits, Redis, RedisError, ResponseError, keys
 from service.eventlog.consumer import StreamConsumer
@@ -101,6 +102,8 @@ class Learner(StreamConsumer):
         self._retention_clock: dict[str, float] = {}  # when each model's log was last expired
         self.heap = HeapFreezer(settings.gc_freeze_seconds)
         self.durable_lag = durable_lag(settings, client)
+        if not settings.split_helper:
+            set_helper(False)
         self._recheck = False  # after a Redis error: is a model ahead of the log it came back with?
 
     # --- lifecycle -----------------------------------------------------------------------------

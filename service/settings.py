@@ -137,6 +137,13 @@ class Settings(BaseSettings):
     run_learner: bool = Field(
         default=False, description="Run the learner inside the API process (set by serve)."
     )
+    split_helper: bool = Field(
+        default=True,
+        description="The learner shares each round's split searches of the trees with a helper "
+        "thread where the process may run on two cores or more (the same trees either way: "
+        "docs/boosters.md, \"The compiled core\"); false: the learner's thread alone, for a "
+        "learner kept to one core.",
+    )
     gc_freeze_seconds: float = Field(
         default=5.0,
         ge=0,

@@ -12,6 +12,7 @@ so that a change in the machine's load hits both (medians of the repeats):
     python -m benchmarks.paper.quality.speed --stream mice --against river
     python -m benchmarks.paper.quality.speed --stream mice --against vw
     python -m benchmarks.paper.quality.speed --booster banditbbm --stream digits --against adabandit
+    python -m benchmarks.paper.quality.speed --stream mice --against one-thread
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import statistics
 from benchmarks.paper.quality.vw import run_vw
 from boosters.registry import make_booster
 from learners.compiled import warm_up
+from learners.split_search import helper_on, set_helper
 from service.sim.loop import simulate
 from service.sim.streams import STREAMS, dup_of, load_stream
 
@@ -47,17 +49,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--max-rows", type=int, default=1000)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--duplicated", action="store_true", help="the duplicated protocol")
-    p.add_argument("--against", default="dr", choices=[*SETTINGS, "vw", "adabandit"],
+    p.add_argument("--against", default="dr", choices=[*SETTINGS, "vw", "adabandit", "one-thread"],
                    help="a setting of the booster, vw: VW's --cb_explore k --epsilon 0.01 -q ::, "
-                   "or adabandit: the default AdaBandit (for --booster banditbbm or oco)")
+                   "adabandit: the default AdaBandit (for --booster banditbbm or oco), or "
+                   "one-thread: the split searches without their helper thread")
     args = p.parse_args(argv)
     warm_up()  # the compiled kernels loaded (or compiled, once) before any timing
     data = load_stream(args.stream, args.max_rows)
     dup = dup_of(args.stream) if args.duplicated else 1
     settings = {"default": {}, args.against: SETTINGS.get(args.against)}
     speeds: dict[str, list[float]] = {name: [] for name in settings}
+    helper = helper_on()
     for _ in range(args.repeats):
         for name, params in settings.items():
+            set_helper(helper and name != "one-thread")
             if name == "vw":
                 result = run_vw(data, "eps0.01-q", dup=dup, seed=args.seed)
             else:

@@ -1,0 +1,109 @@
+"""The split searches of a learning round, shared with a helper thread.
+
+A round of :class:`learners.compiled.TreeEnsemble` learns in two compiled halves: every tree's
+leaf update (which lists the leaves whose split attempt needs a search), then the attempts. In
+between, :class:`Searcher` searches those leaves' features, a (leaf, feature) pair at a time:
+the search only reads the trees and releases the GIL, so a helper thread takes pairs from the
+end while the calling thread takes them from the start. Each pair gives the same floats
+whichever thread searches it, so the trees do not depend on the helper (on, off, or late).
+
+>>> set_helper(False)
+>>> helper_on()
+False
+>>> set_helper(True)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+#: a round's search work (pairs x classes) below which the calling thread searches alone: the
+#: helper wakes tens to hundreds of microseconds after it is called
+MIN_SHARED_WORK = 512
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+_SETTINGS = {"helper": _cores() > 1}
+_POOL: dict = {"pool": None, "pid": None}
+
+
+def set_helper(on: bool) -> None:
+    """Share each round's split searches with a helper thread (the default where this process
+    may run on two cores or more), or not (the calling thread alone)."""
+    _SETTINGS["helper"] = bool(on)
+
+
+def helper_on() -> bool:
+    """Whether a helper thread shares the split searches."""
+    return _SETTINGS["helper"]
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The helper thread (made again in a forked child, whose copy has no threads)."""
+    if _POOL["pool"] is None or _POOL["pid"] != os.getpid():
+        _POOL.update(pool=ThreadPoolExecutor(1, thread_name_prefix="split-search"),
+                     pid=os.getpid())
+    return _POOL["pool"]
+
+
+class Searcher:
+    """The buffers of one ensemble's split searches (never saved) and the shared search."""
+
+    def __init__(self, n_trees: int, n_features: int, n_classes: int, branches: int):
+        self.nodes = np.zeros(n_trees, dtype=np.int64)  # the leaves to search, in tree order
+        self.trees = np.zeros(n_trees, dtype=np.int64)
+        self.merits = np.zeros((n_trees, n_features))
+        self.values = np.zeros((n_trees, n_features))
+        self.flags = np.zeros((n_trees, n_features), dtype=np.int8)
+        self.claimed = np.zeros(n_trees * n_features, dtype=np.int8)
+        self.dists = np.zeros((2, branches, n_classes))  # a scratch per thread
+
+    def fits(self, n_features: int, branches: int) -> bool:
+        return self.merits.shape[1] == n_features and self.dists.shape[1] >= branches
+
+    def search(self, kernel, trees, n_att: int) -> None:
+        """Search the first ``n_att`` leaves of :attr:`nodes` over ``trees``' arrays with
+        ``kernel`` (:func:`learners._core_split.search_share`), a helper thread taking pairs
+        from the end if it starts in time (the caller never waits for it to start)."""
+        n_pairs = n_att * self.merits.shape[1]
+        self.claimed[:n_pairs] = 0
+        args = (trees.ni, trees.cls, trees.present, trees.stat_blocks, trees.count_blocks,
+                trees.seen, trees.block_of, trees.kinds, trees.feat_rows, trees.feat_nrows,
+                trees.row_other, trees.multi_ok, trees.cfg, self.nodes, n_att)
+        out = (self.claimed, self.merits, self.values, self.flags)
+        if not helper_on() or n_pairs * self.dists.shape[2] < MIN_SHARED_WORK:
+            kernel(*args, True, *out, self.dists[0])
+            return
+        gate = _Gate()
+        helper = _pool().submit(gate.help, kernel, *args, False, *out, self.dists[1])
+        kernel(*args, True, *out, self.dists[0])
+        with gate.lock:
+            gate.closed = True
+        if gate.started:  # it stops at the first pair taken: wait for the pair at hand
+            helper.result()
+
+
+class _Gate:
+    """Whether a round's helper started its share before the caller finished the search."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.closed = self.started = False
+
+    def help(self, kernel, *args) -> None:
+        """The helper's share, unless the caller has finished without it."""
+        with self.lock:
+            if self.closed:
+                return
+            self.started = True
+        kernel(*args)

@@ -1,0 +1,145 @@
+"""A round's split searches: in two halves around the search, shared with a helper thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import redis
+
+from learners import split_search
+from learners.compiled import TreeEnsemble, kernels
+from learners.split_search import helper_on, set_helper
+
+
+def _numeric_stream(n, seed=0, features=24, classes=5):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(classes, features))
+    for _ in range(n):
+        y = int(rng.integers(classes))
+        x = centres[y] + rng.normal(scale=1.5, size=features)
+        x[rng.random(features) < 0.05] = np.nan  # missing values
+        row = {f"f{j}": float(v) for j, v in enumerate(x)}
+        row["c"] = "pqr"[int(rng.integers(3))]
+        yield row, y, float(rng.choice([0.0, 1.0, 3.0, 40.0]))  # importance-like weights
+
+
+def _ensemble():
+    return TreeEnsemble(4, 5, grace_periods=[5, 10, 20, 40], deltas=[0.5, 0.1, 0.01, 0.3],
+                        taus=[0.05, 0.3, 0.9, 0.01], leaf_prediction="nba", max_size=0.05)
+
+
+def _learn(trees, data):
+    for x, y, w in data:
+        trees.learn(trees.transform(x, learn=True), np.full(trees.n_trees, y),
+                    np.full(trees.n_trees, w))
+    return trees
+
+
+def _assert_same_state(a, b):
+    sa, sb = a.__getstate__(), b.__getstate__()
+    for key in ("ni", "nf", "cls", "edges", "stat", "tree_i"):
+        np.testing.assert_array_equal(sa[key], sb[key])
+
+
+@pytest.fixture
+def helper():
+    """The helper setting and the shared-work threshold, restored after the test."""
+    before, floor = helper_on(), split_search.MIN_SHARED_WORK
+    yield
+    set_helper(before)
+    split_search.MIN_SHARED_WORK = floor
+
+
+def test_a_tree_learns_in_an_ensemble_as_it_learns_alone():
+    """Every tree's leaf update comes before any split attempt of the round: a tree's splits,
+    statistics and predictions are those of the same tree learning alone (River's order)."""
+    data = list(_numeric_stream(700))
+    together = _learn(_ensemble(), data)
+    assert together.n_leaves().min() >= 3  # the bound deactivated leaves too
+    for t in range(together.n_trees):
+        alone = TreeEnsemble(1, 5, grace_periods=together.tree_f[t, 0],
+                             deltas=together.tree_f[t, 1], taus=together.tree_f[t, 2],
+                             leaf_prediction="nba", max_size=0.05)
+        _learn(alone, data)
+        assert alone.splits(0) == together.splits(t)
+        assert alone.n_active_leaves()[0] == together.n_active_leaves()[t]
+        for x, _, _ in data[:150]:
+            np.testing.assert_array_equal(alone.predict_proba(alone.transform(x))[0],
+                                          together.predict_proba(together.transform(x))[t])
+
+
+def test_pairs_taken_from_both_ends_give_the_one_thread_search():
+    trees = _learn(_ensemble(), list(_numeric_stream(300)))
+    active = np.flatnonzero((trees.ni[: trees.ctr[0], 0] == 0) & (trees.ni[: trees.ctr[0], 5] >= 0))
+    search = trees._searcher
+    n_att = min(len(active), trees.n_trees)
+    search.nodes[:n_att] = active[:n_att]
+    args = (trees.ni, trees.cls, trees.present, trees.stat_blocks, trees.count_blocks, trees.seen,
+            trees.block_of, trees.kinds, trees.feat_rows, trees.feat_nrows, trees.row_other,
+            trees.multi_ok, trees.cfg, search.nodes, n_att)
+    kernel = kernels().search_share
+
+    def run(forward, claimed):
+        out = (np.full_like(search.merits, 7.0), np.full_like(search.values, 7.0),
+               np.full_like(search.flags, 7))
+        kernel(*args, forward, claimed, *out, search.dists[0])
+        return out
+
+    n_pairs = n_att * trees.kinds.shape[0]
+    alone = run(True, np.zeros(n_pairs + 3, dtype=np.int8))
+    assert (alone[2][:n_att] & 1).any() and (alone[2][:n_att] != 7).all()
+    cut = n_pairs // 3
+    claimed = np.zeros(n_pairs, dtype=np.int8)
+    claimed[:cut] = 1  # the caller's pairs, taken before the helper starts
+    back = run(False, claimed)
+    assert claimed.all()
+    claimed[:cut] = 0
+    front = run(True, claimed)
+    for a, f, b in zip(alone, front, back):
+        a, f, b = a[:n_att].ravel(), f[:n_att].ravel(), b[:n_att].ravel()
+        np.testing.assert_array_equal(a[:cut], f[:cut])
+        np.testing.assert_array_equal(a[cut:], b[cut:])
+
+
+def test_the_helper_thread_changes_nothing(monkeypatch, helper):
+    """The caller's share starts late (the helper takes pairs first, from the end) in some rounds,
+    and the helper is off in the other ensemble: the trees are the same to the bit."""
+    data = list(_numeric_stream(400, seed=1))
+    set_helper(False)
+    plain = _learn(_ensemble(), data)
+    set_helper(True)
+    split_search.MIN_SHARED_WORK = 0
+    real, helped = kernels().search_share, {"pairs": 0}
+
+    def late_caller(*args):
+        forward, claimed = args[15], args[16]
+        if forward and len(helped) < 40:  # the first rounds: wait for the helper's first pair
+            deadline = time.monotonic() + 2.0
+            while not claimed[: args[14] * args[7].shape[0]].any() and time.monotonic() < deadline:
+                time.sleep(0.001)
+            helped[len(helped)] = threading.current_thread().name
+        real(*args)
+        if not forward:
+            helped["pairs"] += 1
+
+    monkeypatch.setattr(kernels(), "search_share", late_caller)
+    shared = _learn(_ensemble(), data)
+    assert helped["pairs"] > 0  # the helper searched
+    _assert_same_state(plain, shared)
+
+
+def test_the_learner_setting_turns_the_helper_off(redis_url, helper):
+    from service.eventlog import EventLog
+    from service.learner import Learner, limits
+    from service.models.store import ModelStore
+    from service.settings import Settings
+
+    settings = Settings(redis_url=redis_url, split_helper=False)
+    client = redis.Redis.from_url(redis_url)
+    set_helper(True)
+    Learner(ModelStore(EventLog(client, limits=limits(settings))), settings, client)
+    assert not helper_on()
+    client.close()
