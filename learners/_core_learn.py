@@ -27,7 +27,7 @@ from learners._core import (
     route,
     work_buffer,
 )
-from learners._core_split import attempt_finish, attempt_gate
+from learners._core_split import attempt_finish, attempt_gate, search_share
 from learners._layout import (
     CHILD0,
     CHILD1,
@@ -134,6 +134,32 @@ def _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kin
         _update_slot(stat, counts, seen, block, bfree, ctr, kinds, s, x, y, w)
         nf[node, NLEARN] += 1.0
         nf[node, WLEARN] += w
+
+
+@njit(cache=True)
+def learn_round(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
+                feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, x, labels,
+                weights, scratch, version, memo_meta, memo_x, memo_leaf, memo_out, nodes, trees,
+                claimed, merits, values, flags, search_dists, dists, min_shared):
+    """A whole round in one call: :func:`learn_leaves`, the search of the leaves it lists in
+    this thread, :func:`learn_splits`; returns the splits made. Where the search's work
+    (leaves x features x classes) reaches ``min_shared``, returns ``-n`` after the first half
+    instead: the caller shares the search of the ``n`` leaves among threads
+    (:mod:`learners.split_search`) and finishes the round with :func:`learn_splits`."""
+    n_att = learn_leaves(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
+                         feat_rows, feat_nrows, cfg, edges, ti, tf, free, ctr, x, labels,
+                         weights, scratch, version, memo_meta, memo_x, memo_leaf, memo_out,
+                         nodes, trees)
+    if n_att * kinds.shape[0] * cls.shape[1] >= min_shared > 0:
+        return -n_att
+    if n_att:
+        claimed[: n_att * kinds.shape[0]] = 0
+        search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, feat_nrows,
+                     row_other, multi_ok, cfg, nodes, n_att, True, claimed, merits, values,
+                     flags, search_dists[0])
+    return learn_splits(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
+                        feat_rows, feat_nrows, cfg, edges, ti, tf, free, ctr, nodes, trees,
+                        n_att, merits, values, flags, dists, version)
 
 
 @njit(cache=True)

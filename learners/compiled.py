@@ -54,6 +54,7 @@ from learners.compiled_state import (
     dense_counts,
     dense_stat,
     empty_blocks,
+    grow,
     index_from_state,
     index_state,
     ranks,
@@ -61,7 +62,7 @@ from learners.compiled_state import (
     stat_state,
 )
 from learners.features import NOMINAL, FeatureIndex
-from learners.split_search import Searcher
+from learners.split_search import Searcher, sharing_every_search
 
 __all__ = ["FORMAT", "TreeEnsemble", "from_state", "warm_up"]
 
@@ -77,26 +78,12 @@ def kernels() -> SimpleNamespace:
     global _KERNELS
     if _KERNELS is None:
         from learners._core import predict_all
-        from learners._core_learn import learn_leaves, learn_splits, undo_multiway
+        from learners._core_learn import learn_round, learn_splits, undo_multiway
         from learners._core_split import search_share
-        _KERNELS = SimpleNamespace(predict_all=predict_all, learn_leaves=learn_leaves,
+        _KERNELS = SimpleNamespace(predict_all=predict_all, learn_round=learn_round,
                                    search_share=search_share, learn_splits=learn_splits,
                                    undo_multiway=undo_multiway)
     return _KERNELS
-
-
-def _grow(a: np.ndarray, n: int, fill: float = 0.0, axis: int = 0) -> np.ndarray:
-    """``a`` with at least ``n`` entries along ``axis`` (doubling), new entries ``fill``."""
-    have = a.shape[axis]
-    if n <= have:
-        return a
-    shape = list(a.shape)
-    shape[axis] = max(n, 2 * have, 4)
-    out = np.zeros(shape, dtype=a.dtype) if fill == 0 else np.full(shape, fill, dtype=a.dtype)
-    index = [slice(None)] * a.ndim
-    index[axis] = slice(0, have)
-    out[tuple(index)] = a
-    return out
 
 
 class TreeEnsemble:
@@ -208,7 +195,7 @@ class TreeEnsemble:
             grown = empty_blocks(self.stat_blocks.shape[0], max(f, 2 * width))
             grown[:, :, :width] = self.stat_blocks
             self.stat_blocks = grown
-        self.count_blocks = _grow(self.count_blocks, r, axis=1)
+        self.count_blocks = grow(self.count_blocks, r, axis=1)
         multi = self.feat_nrows[self.multi_ok.astype(bool)]
         self._max_children = 2 if self.cfg[BINARY] or not multi.size else max(2, int(multi.max()))
         branches = max(2, int(self.feat_nrows.max()) if f else 2)  # a split's branches, at most
@@ -233,17 +220,17 @@ class TreeEnsemble:
         n, e = self.ctr[N_NODES] + nodes, self.ctr[N_EDGES] + nodes
         if n <= self.ni.shape[0] and e <= self.edges.shape[0] and self.ctr[N_FREE] >= nodes:
             return
-        self.ni = _grow(self.ni, n)
-        self.nf = _grow(self.nf, n)
-        self.cls = _grow(self.cls, n)
-        self.present = _grow(self.present, n)
-        self.edges = _grow(self.edges, e)
+        self.ni = grow(self.ni, n)
+        self.nf = grow(self.nf, n)
+        self.cls = grow(self.cls, n)
+        self.present = grow(self.present, n)
+        self.edges = grow(self.edges, e)
         if self.ctr[N_FREE] < nodes:
             old = self.seen.shape[0]
-            self.seen = _grow(self.seen, old + nodes - self.ctr[N_FREE])
+            self.seen = grow(self.seen, old + nodes - self.ctr[N_FREE])
             new = self.seen.shape[0]
-            self.block_of = _grow(self.block_of, new)  # EMPTY
-            self.free = _grow(self.free, new)
+            self.block_of = grow(self.block_of, new)  # EMPTY
+            self.free = grow(self.free, new)
             added = np.arange(old, new, dtype=np.int64)
             self.free[self.ctr[N_FREE] : self.ctr[N_FREE] + added.size] = added
             self.ctr[N_FREE] += added.size
@@ -271,8 +258,8 @@ class TreeEnsemble:
     def learn(self, x: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> int:
         """Tree ``t`` learns label ``labels[t]`` with weight ``weights[t]`` for the vector ``x``
         (from :meth:`transform` with ``learn=True``): the leaves learn, the leaves due a split
-        attempt are searched (:mod:`learners.split_search`), the attempts are made; three
-        compiled calls. Returns the splits."""
+        attempt are searched, the attempts are made; one compiled call, three where a helper
+        thread shares a long search (:mod:`learners.split_search`). Returns the splits."""
         if self.frozen:
             raise RuntimeError("a serving copy only predicts; learn on the model it came from")
         labels, weights = np.asarray(labels, dtype=np.int64), np.asarray(weights, dtype=float)
@@ -292,14 +279,18 @@ class TreeEnsemble:
         k, search = kernels(), self._searcher
         tables = (self.ni, self.nf, self.cls, self.present, self.stat_blocks, self.count_blocks,
                   self.seen, self.block_of, self.block_free, self.kinds, self.feat_rows,
-                  self.feat_nrows, self.cfg, self.edges, self.tree_i, self.tree_f, self.free,
-                  self.ctr)
-        n_att = k.learn_leaves(*tables, x, labels, weights, self._scratch, self._version,
-                               *self._memo, search.nodes, search.trees)
-        if n_att:
-            search.search(k.search_share, self, n_att)
-        return k.learn_splits(*tables, search.nodes, search.trees, n_att, search.merits,
-                              search.values, search.flags, self._dists, self._version)
+                  self.feat_nrows)
+        trees = (self.cfg, self.edges, self.tree_i, self.tree_f, self.free, self.ctr)
+        found = (search.merits, search.values, search.flags)
+        done = k.learn_round(*tables, self.row_other, self.multi_ok, *trees, x, labels, weights,
+                             self._scratch, self._version, *self._memo, search.nodes,
+                             search.trees, search.claimed, *found, search.dists, self._dists,
+                             search.min_shared())
+        if done >= 0:
+            return done
+        search.search(k.search_share, self, -done)  # shared with a helper thread
+        return k.learn_splits(*tables, *trees, search.nodes, search.trees, -done, *found,
+                              self._dists, self._version)
 
     def _undo_crossed(self) -> None:
         """Undo the multiway splits on features that passed ``max_multiway_values``."""
@@ -468,10 +459,11 @@ def warm_up() -> None:
     this step starts deciding without compiling."""
     trees = TreeEnsemble(1, 2, grace_periods=1.0, deltas=0.5, taus=1.0, max_size=0.0001,
                          leaf_prediction="nba", max_multiway_values=2)
-    for i in range(12):  # a multiway split on "c", then a third value undoes it
-        x = trees.transform({"v": float(i), "c": "abc"[i % 2 + (i > 9)]}, learn=True)
-        trees.learn(x, np.array([i % 2]), np.ones(1))
-        trees.predict_proba(x)
+    with sharing_every_search():  # the shared search's kernels too
+        for i in range(12):  # a multiway split on "c", then a third value undoes it
+            x = trees.transform({"v": float(i), "c": "abc"[i % 2 + (i > 9)]}, learn=True)
+            trees.learn(x, np.array([i % 2]), np.ones(1))
+            trees.predict_proba(x)
     from learners.round_loops import warm_up as round_kernels  # a boosting round's small loops
     round_kernels()
     from learners.ridge import RidgeRewards  # the reward model's maps (numeric, mixed)

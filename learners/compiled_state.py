@@ -1,6 +1,7 @@
 """The data-only saved form of :class:`learners.compiled.TreeEnsemble`: sparse counts, the
 statistics kept per (slot, class seen), and rank tables in small integers; and the ensemble's
-pool of statistics blocks (one per (slot, class seen)) to and from that form."""
+pool of statistics blocks (one per (slot, class seen)) to and from that form; arrays grown in
+place of the ensemble's (:func:`grow`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from learners._layout import EMPTY, SMAX, SMIN
 from learners.features import NUMERIC, FeatureIndex
 
 __all__ = ["blocks_from_state", "counts_state", "dense_counts", "dense_stat", "empty_blocks",
-           "index_from_state", "index_state", "ranks", "small", "sparse_counts", "stat_state"]
+           "grow", "index_from_state", "index_state", "ranks", "small", "sparse_counts",
+           "stat_state"]
 
 
 def ranks(table: np.ndarray) -> np.ndarray:
@@ -146,3 +148,17 @@ def blocks_from_state(state: dict, n_features: int) -> tuple:
 def dense_stat(stat: np.ndarray, block: np.ndarray) -> np.ndarray:
     """The pool's statistics as one (slots, fields, features, classes) array (inspection)."""
     return np.ascontiguousarray(np.transpose(stat[block], (0, 2, 3, 1)))
+
+
+def grow(a: np.ndarray, n: int, fill: float = 0.0, axis: int = 0) -> np.ndarray:
+    """``a`` with at least ``n`` entries along ``axis`` (doubling), new entries ``fill``."""
+    have = a.shape[axis]
+    if n <= have:
+        return a
+    shape = list(a.shape)
+    shape[axis] = max(n, 2 * have, 4)
+    out = np.zeros(shape, dtype=a.dtype) if fill == 0 else np.full(shape, fill, dtype=a.dtype)
+    index = [slice(None)] * a.ndim
+    index[axis] = slice(0, have)
+    out[tuple(index)] = a
+    return out

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import numpy as np
 
-#: a round's search work (pairs x classes) below which the calling thread searches alone: the
-#: helper wakes tens to hundreds of microseconds after it is called
-MIN_SHARED_WORK = 512
+#: a round's search work (leaves x features x classes) below which the calling thread searches
+#: alone, in the round's one compiled call: a helper wakes tens to hundreds of microseconds after
+#: it is called, and one that wakes after the search has ended takes the GIL from the caller
+MIN_SHARED_WORK = 4096
 
 
 def _cores() -> int:
@@ -48,6 +51,20 @@ def helper_on() -> bool:
     return _SETTINGS["helper"]
 
 
+@contextmanager
+def sharing_every_search() -> Iterator[None]:
+    """Within: every search is shared with the helper (compiling every kernel's entry)."""
+    global MIN_SHARED_WORK
+    before = helper_on(), MIN_SHARED_WORK
+    set_helper(True)
+    MIN_SHARED_WORK = 1
+    try:
+        yield
+    finally:
+        set_helper(before[0])
+        MIN_SHARED_WORK = before[1]
+
+
 def _pool() -> ThreadPoolExecutor:
     """The helper thread (made again in a forked child, whose copy has no threads)."""
     if _POOL["pool"] is None or _POOL["pid"] != os.getpid():
@@ -68,22 +85,24 @@ class Searcher:
         self.claimed = np.zeros(n_trees * n_features, dtype=np.int8)
         self.dists = np.zeros((2, branches, n_classes))  # a scratch per thread
 
+    def min_shared(self) -> int:
+        """The search work from which a helper shares it (0: never)."""
+        return MIN_SHARED_WORK if helper_on() else 0
+
     def fits(self, n_features: int, branches: int) -> bool:
         return self.merits.shape[1] == n_features and self.dists.shape[1] >= branches
 
     def search(self, kernel, trees, n_att: int) -> None:
         """Search the first ``n_att`` leaves of :attr:`nodes` over ``trees``' arrays with
         ``kernel`` (:func:`learners._core_split.search_share`), a helper thread taking pairs
-        from the end if it starts in time (the caller never waits for it to start)."""
+        from the end if it starts in time (the caller never waits for it to start). A round
+        whose search is shorter than :data:`MIN_SHARED_WORK` searches in its compiled call."""
         n_pairs = n_att * self.merits.shape[1]
         self.claimed[:n_pairs] = 0
         args = (trees.ni, trees.cls, trees.present, trees.stat_blocks, trees.count_blocks,
                 trees.seen, trees.block_of, trees.kinds, trees.feat_rows, trees.feat_nrows,
                 trees.row_other, trees.multi_ok, trees.cfg, self.nodes, n_att)
         out = (self.claimed, self.merits, self.values, self.flags)
-        if not helper_on() or n_pairs * self.dists.shape[2] < MIN_SHARED_WORK:
-            kernel(*args, True, *out, self.dists[0])
-            return
         gate = _Gate()
         helper = _pool().submit(gate.help, kernel, *args, False, *out, self.dists[1])
         kernel(*args, True, *out, self.dists[0])

@@ -111,7 +111,7 @@ def test_the_helper_thread_changes_nothing(monkeypatch, helper):
     set_helper(False)
     plain = _learn(_ensemble(), data)
     set_helper(True)
-    split_search.MIN_SHARED_WORK = 0
+    split_search.MIN_SHARED_WORK = 1  # every search shared
     real, helped = kernels().search_share, {"pairs": 0}
 
     def late_caller(*args):
@@ -129,6 +129,19 @@ def test_the_helper_thread_changes_nothing(monkeypatch, helper):
     shared = _learn(_ensemble(), data)
     assert helped["pairs"] > 0  # the helper searched
     _assert_same_state(plain, shared)
+
+
+def test_a_short_search_or_no_helper_keeps_the_round_in_one_call(monkeypatch, helper):
+    def shared(*args):
+        raise AssertionError("the search was shared")
+
+    monkeypatch.setattr(kernels(), "search_share", shared)
+    data = list(_numeric_stream(200))
+    set_helper(True)  # 4 trees x 24 features x 5 classes < MIN_SHARED_WORK
+    assert _learn(_ensemble(), data).n_leaves().sum() > 4
+    set_helper(False)
+    split_search.MIN_SHARED_WORK = 1
+    assert _learn(_ensemble(), data).n_leaves().sum() > 4
 
 
 def test_the_learner_setting_turns_the_helper_off(redis_url, helper):
