@@ -27,7 +27,8 @@ from learners._core import (
     route,
     work_buffer,
 )
-from learners._core_split import attempt_finish, attempt_gate, search_share
+from learners._core_search import search_share
+from learners._core_split import attempt_finish, attempt_gate
 from learners._layout import (
     CHILD0,
     CHILD1,
@@ -156,7 +157,7 @@ def learn_round(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, f
         claimed[: n_att * kinds.shape[0]] = 0
         search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, feat_nrows,
                      row_other, multi_ok, cfg, nodes, n_att, True, claimed, merits, values,
-                     flags, search_dists[0])
+                     flags, search_dists[0], np.zeros(3, np.int64))
     return learn_splits(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
                         feat_rows, feat_nrows, cfg, edges, ti, tf, free, ctr, nodes, trees,
                         n_att, merits, values, flags, dists, version)

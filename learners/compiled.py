@@ -79,7 +79,7 @@ def kernels() -> SimpleNamespace:
     if _KERNELS is None:
         from learners._core import predict_all
         from learners._core_learn import learn_round, learn_splits, undo_multiway
-        from learners._core_split import search_share
+        from learners._core_search import search_share
         _KERNELS = SimpleNamespace(predict_all=predict_all, learn_round=learn_round,
                                    search_share=search_share, learn_splits=learn_splits,
                                    undo_multiway=undo_multiway)

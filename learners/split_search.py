@@ -2,10 +2,13 @@
 
 A round of :class:`learners.compiled.TreeEnsemble` learns in two compiled halves: every tree's
 leaf update (which lists the leaves whose split attempt needs a search), then the attempts. In
-between, :class:`Searcher` searches those leaves' features, a (leaf, feature) pair at a time:
-the search only reads the trees and releases the GIL, so a helper thread takes pairs from the
-end while the calling thread takes them from the start. Each pair gives the same floats
-whichever thread searches it, so the trees do not depend on the helper (on, off, or late).
+between, the leaves' features are searched a (leaf, feature) pair at a time; the search only
+reads the trees and runs without the GIL. For a long search (:data:`MIN_SHARED_WORK`),
+:class:`Searcher` hands the pairs from the end to a helper thread while the calling thread
+takes them from the start; the caller never waits for the helper to start, and waits for it to
+finish the pair at hand by spinning in compiled code (a thread put to sleep wakes tens to
+hundreds of microseconds later). Each pair gives the same floats whichever thread searches it,
+so the trees do not depend on the helper (on, off, or late).
 
 >>> set_helper(False)
 >>> helper_on()
@@ -16,10 +19,10 @@ False
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -92,37 +95,18 @@ class Searcher:
     def fits(self, n_features: int, branches: int) -> bool:
         return self.merits.shape[1] == n_features and self.dists.shape[1] >= branches
 
-    def search(self, kernel, trees, n_att: int) -> None:
+    def search(self, kernel: Callable[..., int], trees: Any, n_att: int) -> None:
         """Search the first ``n_att`` leaves of :attr:`nodes` over ``trees``' arrays with
-        ``kernel`` (:func:`learners._core_split.search_share`), a helper thread taking pairs
-        from the end if it starts in time (the caller never waits for it to start). A round
-        whose search is shorter than :data:`MIN_SHARED_WORK` searches in its compiled call."""
+        ``kernel`` (:func:`learners._core_search.search_share`), a helper thread taking pairs
+        from the end if it starts in time. A round whose search is shorter than
+        :data:`MIN_SHARED_WORK` searches in its compiled call."""
         n_pairs = n_att * self.merits.shape[1]
         self.claimed[:n_pairs] = 0
         args = (trees.ni, trees.cls, trees.present, trees.stat_blocks, trees.count_blocks,
                 trees.seen, trees.block_of, trees.kinds, trees.feat_rows, trees.feat_nrows,
                 trees.row_other, trees.multi_ok, trees.cfg, self.nodes, n_att)
         out = (self.claimed, self.merits, self.values, self.flags)
-        gate = _Gate()
-        helper = _pool().submit(gate.help, kernel, *args, False, *out, self.dists[1])
-        kernel(*args, True, *out, self.dists[0])
-        with gate.lock:
-            gate.closed = True
-        if gate.started:  # it stops at the first pair taken: wait for the pair at hand
+        state = np.zeros(3, dtype=np.int64)  # this round's own: a late helper finds it closed
+        helper = _pool().submit(kernel, *args, False, *out, self.dists[1], state)
+        if kernel(*args, True, *out, self.dists[0], state):  # the helper still at its pair
             helper.result()
-
-
-class _Gate:
-    """Whether a round's helper started its share before the caller finished the search."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.closed = self.started = False
-
-    def help(self, kernel, *args) -> None:
-        """The helper's share, unless the caller has finished without it."""
-        with self.lock:
-            if self.closed:
-                return
-            self.started = True
-        kernel(*args)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -82,10 +81,11 @@ def test_pairs_taken_from_both_ends_give_the_one_thread_search():
             trees.multi_ok, trees.cfg, search.nodes, n_att)
     kernel = kernels().search_share
 
-    def run(forward, claimed):
+    def run(forward, claimed, state=None):
         out = (np.full_like(search.merits, 7.0), np.full_like(search.values, 7.0),
                np.full_like(search.flags, 7))
-        kernel(*args, forward, claimed, *out, search.dists[0])
+        state = np.zeros(3, dtype=np.int64) if state is None else state
+        assert kernel(*args, forward, claimed, *out, search.dists[0], state) == 0
         return out
 
     n_pairs = n_att * trees.kinds.shape[0]
@@ -104,6 +104,30 @@ def test_pairs_taken_from_both_ends_give_the_one_thread_search():
         np.testing.assert_array_equal(a[cut:], b[cut:])
 
 
+def test_the_caller_closes_the_search_and_waits_only_for_a_helper_that_entered():
+    trees = _learn(_ensemble(), list(_numeric_stream(300)))
+    search = trees._searcher
+    search.nodes[0] = np.flatnonzero(trees.ni[: trees.ctr[0], 5] >= 0)[0]
+    args = (trees.ni, trees.cls, trees.present, trees.stat_blocks, trees.count_blocks, trees.seen,
+            trees.block_of, trees.kinds, trees.feat_rows, trees.feat_nrows, trees.row_other,
+            trees.multi_ok, trees.cfg, search.nodes, 1)
+    kernel = kernels().search_share
+
+    def run(forward, state):
+        claimed = np.zeros(trees.kinds.shape[0], dtype=np.int8)
+        out = (np.full_like(search.merits, 7.0), np.full_like(search.values, 7.0),
+               np.full_like(search.flags, 7))
+        waited = kernel(*args, forward, claimed, *out, search.dists[0], state)
+        return waited, claimed.sum(), state.tolist()
+
+    n = trees.kinds.shape[0]
+    assert run(True, np.zeros(3, dtype=np.int64)) == (0, n, [0, 0, 1])  # no helper: closed
+    assert run(False, np.zeros(3, dtype=np.int64)) == (0, n, [1, 1, 0])  # a helper alone
+    assert run(False, np.array([0, 0, 1])) == (0, 0, [1, 1, 1])  # too late: nothing done
+    assert run(True, np.array([1, 1, 0])) == (0, n, [1, 1, 1])  # the helper had finished
+    assert run(True, np.array([1, 0, 0])) == (1, n, [1, 0, 1])  # still at work: caller waits
+
+
 def test_the_helper_thread_changes_nothing(monkeypatch, helper):
     """The caller's share starts late (the helper takes pairs first, from the end) in some rounds,
     and the helper is off in the other ensemble: the trees are the same to the bit."""
@@ -112,22 +136,21 @@ def test_the_helper_thread_changes_nothing(monkeypatch, helper):
     plain = _learn(_ensemble(), data)
     set_helper(True)
     split_search.MIN_SHARED_WORK = 1  # every search shared
-    real, helped = kernels().search_share, {"pairs": 0}
+    real, rounds = kernels().search_share, {"waited": 0, "helped": 0}
 
     def late_caller(*args):
-        forward, claimed = args[15], args[16]
-        if forward and len(helped) < 40:  # the first rounds: wait for the helper's first pair
+        forward, n_pairs, claimed = args[15], args[14] * args[7].shape[0], args[16]
+        if forward and rounds["waited"] < 40:  # the first rounds: the helper's pairs come first
+            rounds["waited"] += 1
             deadline = time.monotonic() + 2.0
-            while not claimed[: args[14] * args[7].shape[0]].any() and time.monotonic() < deadline:
+            while not claimed[:n_pairs].any() and time.monotonic() < deadline:
                 time.sleep(0.001)
-            helped[len(helped)] = threading.current_thread().name
-        real(*args)
-        if not forward:
-            helped["pairs"] += 1
+            rounds["helped"] += bool(claimed[:n_pairs].any())
+        return real(*args)
 
     monkeypatch.setattr(kernels(), "search_share", late_caller)
     shared = _learn(_ensemble(), data)
-    assert helped["pairs"] > 0  # the helper searched
+    assert rounds["helped"] > 20  # the helper searched before the caller in those rounds
     _assert_same_state(plain, shared)
 
 
