@@ -198,11 +198,12 @@ def learn_splits(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, 
     """The second half of a round: the split attempts of :func:`learn_leaves`' leaves, in tree
     order, from their searched features (:func:`search_share`); then a tree past its bound of
     active leaves deactivates the least promising ones (:func:`enforce_active_limit`;
-    ``version`` moves first). Returns the number of splits made.
+    ``version`` moves first, and again before the bound). Returns the number of splits made.
 
     Tree by tree, a round is River's: a tree's leaf update, then its split attempt. Only the
     order of the pools' allocations across trees differs from learning one tree after the
     other (a node's place in its own tree's order is the same)."""
+    version[0] += 1  # a prediction made during a shared search (without the GIL) is stale now
     splits = 0
     for a in range(n_att):
         node, t = nodes[a], trees[a]

@@ -179,3 +179,4 @@ def test_the_learner_setting_turns_the_helper_off(redis_url, helper):
     Learner(ModelStore(EventLog(client, limits=limits(settings))), settings, client)
     assert not helper_on()
     client.close()
+
