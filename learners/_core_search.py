@@ -73,11 +73,11 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
     """(best merit, its point, a suggestion exists) of numeric feature ``j`` over River's
     candidate points (:func:`_gather_classes`' classes).
 
-    A point's merit is :func:`merit` of its two branches in the same floats, a class's term
-    ``d log2 d`` read from row ``_FULL`` where its branch holds all of its weight (``d == n``),
-    without the logarithm there. A point whose branches weigh exactly what the last weighed
-    point's did (no class's range or spread between them) has that point's merit, which is no
-    better: it is skipped."""
+    A point's merit is :func:`~learners._core_split.split_merit` of its two branches in the same
+    floats, a class's term ``d log2 d`` read from row ``_FULL`` where its branch holds all of its
+    weight (``d == n``), without the logarithm there. A point whose branches weigh exactly what
+    the last weighed point's did (no class's range or spread between them) has that point's
+    merit, which is no better: it is skipped."""
     k, lo, hi = _gather_classes(stat, block, s, j, work, slot_order, n_slot)
     for a in range(k):
         work[_LEFT, a] = np.nan  # no point weighed yet

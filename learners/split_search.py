@@ -107,6 +107,9 @@ class Searcher:
                 trees.row_other, trees.multi_ok, trees.cfg, self.nodes, n_att)
         out = (self.claimed, self.merits, self.values, self.flags)
         state = np.zeros(3, dtype=np.int64)  # this round's own: a late helper finds it closed
-        helper = _pool().submit(kernel, *args, False, *out, self.dists[1], state)
-        if kernel(*args, True, *out, self.dists[0], state):  # the helper still at its pair
-            helper.result()
+        try:
+            helper = _pool().submit(kernel, *args, False, *out, self.dists[1], state)
+        except RuntimeError:  # the interpreter is shutting down: no new threads, search alone
+            helper = None
+        if kernel(*args, True, *out, self.dists[0], state) and helper is not None:
+            helper.result()  # the helper still at its pair after the spin

@@ -52,9 +52,13 @@ def helper():
     split_search.MIN_SHARED_WORK = floor
 
 
-def test_a_tree_learns_in_an_ensemble_as_it_learns_alone():
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_tree_learns_in_an_ensemble_as_it_learns_alone(shared, helper):
     """Every tree's leaf update comes before any split attempt of the round: a tree's splits,
-    statistics and predictions are those of the same tree learning alone (River's order)."""
+    statistics and predictions are those of the same tree learning alone (River's order), the
+    search in the round's one call or shared with the helper."""
+    split_search.MIN_SHARED_WORK = 1 if shared else split_search.MIN_SHARED_WORK
+    set_helper(shared)
     data = list(_numeric_stream(700))
     together = _learn(_ensemble(), data)
     assert together.n_leaves().min() >= 3  # the bound deactivated leaves too
@@ -68,6 +72,21 @@ def test_a_tree_learns_in_an_ensemble_as_it_learns_alone():
         for x, _, _ in data[:150]:
             np.testing.assert_array_equal(alone.predict_proba(alone.transform(x))[0],
                                           together.predict_proba(together.transform(x))[t])
+
+
+def test_a_search_shared_when_the_interpreter_shuts_down_is_the_callers_alone(monkeypatch,
+                                                                              helper):
+    class Closed:
+        def submit(self, *args):
+            raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    data = list(_numeric_stream(300))
+    set_helper(False)
+    plain = _learn(_ensemble(), data)
+    set_helper(True)
+    split_search.MIN_SHARED_WORK = 1
+    monkeypatch.setattr(split_search, "_pool", Closed)
+    _assert_same_state(plain, _learn(_ensemble(), data))
 
 
 def test_pairs_taken_from_both_ends_give_the_one_thread_search():
