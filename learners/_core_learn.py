@@ -140,7 +140,7 @@ def _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kin
 @njit(cache=True)
 def learn_round(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
                 feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, x, labels,
-                weights, scratch, version, memo_meta, memo_x, memo_leaf, memo_out, nodes, trees,
+                weights, scratch, version, memo_meta, memo_x, memo_leaf, memo_out, nodes,
                 claimed, merits, values, flags, search_dists, dists, min_shared):
     """A whole round in one call: :func:`learn_leaves`, the search of the leaves it lists in
     this thread, :func:`learn_splits`; returns the splits made. Where the search's work
@@ -150,7 +150,7 @@ def learn_round(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, f
     n_att = learn_leaves(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
                          feat_rows, feat_nrows, cfg, edges, ti, tf, free, ctr, x, labels,
                          weights, scratch, version, memo_meta, memo_x, memo_leaf, memo_out,
-                         nodes, trees)
+                         nodes)
     if n_att * kinds.shape[0] * cls.shape[1] >= min_shared > 0:
         return -n_att
     if n_att:
@@ -159,22 +159,21 @@ def learn_round(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, f
                      row_other, multi_ok, cfg, nodes, n_att, True, claimed, merits, values,
                      flags, search_dists[0], np.zeros(3, np.int64))
     return learn_splits(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
-                        feat_rows, feat_nrows, cfg, edges, ti, tf, free, ctr, nodes, trees,
+                        feat_rows, feat_nrows, cfg, edges, ti, tf, free, ctr, nodes,
                         n_att, merits, values, flags, dists, version)
 
 
 @njit(cache=True)
 def learn_leaves(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
                  feat_nrows, cfg, edges, ti, tf, free, ctr, x, labels, weights, scratch,
-                 version, memo_meta, memo_x, memo_leaf, memo_out, nodes, trees):
+                 version, memo_meta, memo_x, memo_leaf, memo_out, nodes):
     """The first half of a round: tree ``t`` learns ``(x, labels[t])`` with weight
     ``weights[t]`` at its leaf, for every tree; a leaf past its grace period whose split
-    attempt needs its features searched goes into ``nodes`` (its tree into ``trees``), in tree
-    order; returns how many. :func:`search_share` searches them and :func:`learn_splits`
-    finishes the round. The caller has checked the labels and made room for every tree to split
-    once and for one new block per tree. A memo of ``x`` from
-    :func:`~learners._core.predict_all` with nothing learned since gives the naive-Bayes
-    leaves' probabilities; ``version`` moves."""
+    attempt needs its features searched goes into ``nodes``, in tree order; returns how many.
+    :func:`search_share` searches them and :func:`learn_splits` finishes the round. The caller
+    has checked the labels and made room for every tree to split once and for one new block per
+    tree. A memo of ``x`` from :func:`~learners._core.predict_all` with nothing learned since
+    gives the naive-Bayes leaves' probabilities; ``version`` moves."""
     n_att = 0
     work = work_buffer(cls, kinds)
     fresh = recall(version, memo_meta, memo_x, x)
@@ -186,15 +185,14 @@ def learn_leaves(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, 
                            labels[t], weights[t], scratch, work, memo_leaf, memo_out, row)
         if node >= 0:
             nodes[n_att] = node
-            trees[n_att] = t
             n_att += 1
     return n_att
 
 
 @njit(cache=True)
 def learn_splits(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
-                 feat_nrows, cfg, edges, ti, tf, free, ctr, nodes, trees, n_att, merits, values,
-                 flags, dists, version):
+                 feat_nrows, cfg, edges, ti, tf, free, ctr, nodes, n_att, merits, values, flags,
+                 dists, version):
     """The second half of a round: the split attempts of :func:`learn_leaves`' leaves, in tree
     order, from their searched features (:func:`search_share`); then a tree past its bound of
     active leaves deactivates the least promising ones (:func:`enforce_active_limit`;
@@ -206,7 +204,8 @@ def learn_splits(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, 
     version[0] += 1  # a prediction made during a shared search (without the GIL) is stale now
     splits = 0
     for a in range(n_att):
-        node, t = nodes[a], trees[a]
+        node = nodes[a]
+        t = ni[node, TREE]
         if attempt_finish(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds,
                           feat_rows, feat_nrows, cfg, edges, ti, tf, free, ctr, t, node,
                           merits[a], values[a], flags[a], dists):

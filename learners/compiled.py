@@ -284,12 +284,12 @@ class TreeEnsemble:
         found = (search.merits, search.values, search.flags)
         done = k.learn_round(*tables, self.row_other, self.multi_ok, *trees, x, labels, weights,
                              self._scratch, self._version, *self._memo, search.nodes,
-                             search.trees, search.claimed, *found, search.dists, self._dists,
+                             search.claimed, *found, search.dists, self._dists,
                              search.min_shared())
         if done >= 0:
             return done
         search.search(k.search_share, self, -done)  # shared with a helper thread
-        return k.learn_splits(*tables, *trees, search.nodes, search.trees, -done, *found,
+        return k.learn_splits(*tables, *trees, search.nodes, -done, *found,
                               self._dists, self._version)
 
     def _undo_crossed(self) -> None:

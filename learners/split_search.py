@@ -81,7 +81,6 @@ class Searcher:
 
     def __init__(self, n_trees: int, n_features: int, n_classes: int, branches: int):
         self.nodes = np.zeros(n_trees, dtype=np.int64)  # the leaves to search, in tree order
-        self.trees = np.zeros(n_trees, dtype=np.int64)
         self.merits = np.zeros((n_trees, n_features))
         self.values = np.zeros((n_trees, n_features))
         self.flags = np.zeros((n_trees, n_features), dtype=np.int8)
