@@ -11,6 +11,7 @@ import math
 import numpy as np
 from numba import njit
 
+from learners._approx import CDF_ERROR, normal_cdf
 from learners._atomics import atomic_load, atomic_store
 from learners._core import rank_order
 from learners._core_split import entropy, multiway_dists, nominal_dists, row_used, split_merit
@@ -113,24 +114,94 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
         total = 0.0 + sum_l + sum_r
         if not (total > 0.0 and sum_l / total > min_frac and sum_r / total > min_frac):
             continue
-        ent_l, sums_l, ent_r, sums_r = 0.0, 0.0, 0.0, 0.0
-        for a in range(k):
-            n = work[_N, a]
-            d = work[_LEFT, a]
-            if d > 0.0:
-                ent_l -= work[_FULL, a] if d == n else d * math.log2(d)
-                sums_l += d
-            d = work[_RIGHT, a]
-            if d > 0.0:
-                ent_r -= work[_FULL, a] if d == n else d * math.log2(d)
-                sums_r += d
-        e_l = (ent_l + sums_l * math.log2(sums_l)) / sums_l if sums_l > 0.0 else 0.0
-        e_r = (ent_r + sums_r * math.log2(sums_r)) / sums_r if sums_r > 0.0 else 0.0
-        post = 0.0 + sum_l * e_l + sum_r * e_r
-        merit = pre - post / total
+        merit = _merit(work, k, pre, sum_l, sum_r, total)
         if merit > best:
             best, best_point = merit, point
     return best, best_point, True
+
+
+#: the flags of a searched (leaf, feature) beyond "a suggestion exists" (1) and "a real split"
+#: (2): the merit is the screen's (:func:`_numeric_screen`), and the screen is unsure of it
+SCREENED, UNSURE = 4, 8
+#: a screened merit is within this of the exact search's, per class seen at the feature
+#: (:func:`refine`; docs/internals.md, "The screen")
+EPS_PER_CLASS = 1e-7
+_EPS_FLOOR = 1e-10  # the two searches' own rounding
+_FRAC_MARGIN = 2.0 * CDF_ERROR  # a branch's share of the weight is within this of the exact
+
+
+@njit(cache=True)
+def _numeric_screen(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, n_slot):
+    """:func:`_numeric_best`'s (best merit, unsure, a suggestion exists), the normal CDF read
+    from a table (:func:`learners._approx.normal_cdf`) instead of ``erf``: the merit is within
+    ``EPS_PER_CLASS`` per class of the exact search's best; unsure where a point's branch shares
+    lie within the CDF's error of ``min_frac`` (whether it counts is not known)."""
+    k, lo, hi = _gather_classes(stat, block, s, j, work, slot_order, n_slot)
+    for a in range(k):
+        work[_LEFT, a] = np.nan
+    if not lo < np.inf:
+        return -np.inf, False, False
+    if _one_side_dominates(work, k, min_frac):
+        return -np.inf, False, True
+    best, unsure = -np.inf, False
+    size = (hi - lo) / (n_splits + 1.0)
+    for i in range(n_splits):
+        point = lo + size * (i + 1)
+        if not (lo < point < hi):
+            continue
+        sum_l, sum_r, same = 0.0, 0.0, True
+        for a in range(k):
+            n = work[_N, a]
+            if point < work[_LO, a]:
+                left = 0.0
+            elif point >= work[_HI, a]:
+                left = n
+            else:
+                sd = work[_SD, a]
+                cdf = normal_cdf((point - work[_MEAN, a]) / sd) if sd > 0.0 else 0.0
+                if cdf != cdf:
+                    unsure, cdf = True, 0.0
+                left = cdf * n
+            right = n - left
+            same = same and left == work[_LEFT, a] and right == work[_RIGHT, a]
+            work[_LEFT, a], work[_RIGHT, a] = left, right
+            sum_l += left
+            sum_r += right
+        if same:
+            continue
+        total = 0.0 + sum_l + sum_r
+        if not total > 0.0:
+            continue
+        share = min(sum_l, sum_r) / total
+        if share <= min_frac - _FRAC_MARGIN:
+            continue
+        if share <= min_frac + _FRAC_MARGIN:
+            unsure = True
+            continue
+        merit = _merit(work, k, pre, sum_l, sum_r, total)
+        if merit > best:
+            best = merit
+    return best, unsure, True
+
+
+@njit(cache=True)
+def _merit(work, k, pre, sum_l, sum_r, total):
+    """The information gain of the branches in ``work``'s rows ``_LEFT`` and ``_RIGHT``."""
+    ent_l, sums_l, ent_r, sums_r = 0.0, 0.0, 0.0, 0.0
+    for a in range(k):
+        n = work[_N, a]
+        d = work[_LEFT, a]
+        if d > 0.0:
+            ent_l -= work[_FULL, a] if d == n else d * math.log2(d)
+            sums_l += d
+        d = work[_RIGHT, a]
+        if d > 0.0:
+            ent_r -= work[_FULL, a] if d == n else d * math.log2(d)
+            sums_r += d
+    e_l = (ent_l + sums_l * math.log2(sums_l)) / sums_l if sums_l > 0.0 else 0.0
+    e_r = (ent_r + sums_r * math.log2(sums_r)) / sums_r if sums_r > 0.0 else 0.0
+    post = 0.0 + sum_l * e_l + sum_r * e_r
+    return pre - post / total
 
 
 @njit(cache=True)
@@ -178,7 +249,9 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
                  dists, state):
     """The best split of each leaf ``nodes[a]`` on each feature ``j``: its merit, value
     (threshold, value row, -1 for multiway) and flags (1: a suggestion exists, 2: a real split)
-    at ``[a, j]`` of ``merits``, ``values``, ``flags``.
+    at ``[a, j]`` of ``merits``, ``values``, ``flags``: a numeric feature screened first
+    (:func:`_numeric_screen`), then searched exactly where the attempt may read it
+    (:func:`refine`, the caller's once the helper is done).
 
     Two threads may share the work (``dists`` is each one's scratch): the caller takes the
     (leaf, feature) pairs from the first, the helper (``forward`` False) from the last, each
@@ -186,8 +259,8 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
     marked (a pair both happen to take gets the same floats twice). The caller then closes
     ``state`` and, if the helper had entered, waits for it to finish its pair, spinning, so
     that nothing wakes it: returns 1 if the helper is still at work after ``SPIN_LIMIT`` spins
-    (the caller waits for it otherwise), else 0. A helper that finds ``state`` closed does
-    nothing. Reads the trees only, without the GIL."""
+    (the caller waits for it, then runs :func:`refine`), else 0. A helper that finds ``state``
+    closed does nothing. Reads the trees only, without the GIL."""
     if not forward:
         atomic_store(state, ENTERED, 1)
         if atomic_load(state, CLOSED):
@@ -211,10 +284,11 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
             last, s = a, ni[nodes[a], SLOT]
             pre = entropy(cls[nodes[a]], order, rank_order(present[nodes[a]], order))
             n_slot = rank_order(seen[s], slot_order)
-        if kinds[j] == 0:
-            merit, value, has = _numeric_best(stat, block, s, j, pre, int(cfg[N_SPLITS]),
-                                              min_frac, work, slot_order, n_slot)
-            real = merit > -np.inf
+        screened = kinds[j] == 0
+        if screened:
+            merit, unsure, has = _numeric_screen(stat, block, s, j, pre, int(cfg[N_SPLITS]),
+                                                 min_frac, work, slot_order, n_slot)
+            value, real = np.nan, merit > -np.inf
         elif kinds[j] == 1:
             merit, row, has = _nominal_best(counts, block, feat_rows, feat_nrows, row_other,
                                             _multiway_allowed(multi_ok, cfg, j), s, j, pre,
@@ -225,6 +299,8 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
             has, real, merit, value = False, False, -np.inf, np.nan
         merits[a, j], values[a, j] = merit, value
         flags[a, j] = (1 if has else 0) + (2 if real else 0)
+        if screened:
+            flags[a, j] += SCREENED + (UNSURE if unsure else 0)
     if not forward:
         atomic_store(state, EXITED, 1)
         return 0
@@ -232,6 +308,52 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
     if atomic_load(state, ENTERED):
         for _ in range(SPIN_LIMIT):
             if atomic_load(state, EXITED):
-                return 0
-        return 1
+                break
+        else:
+            return 1
+    refine(ni, cls, present, stat, seen, block, kinds, cfg, nodes, n_att, merits, values, flags)
     return 0
+
+
+@njit(cache=True)
+def refine(ni, cls, present, stat, seen, block, kinds, cfg, nodes, n_att, merits, values,
+           flags):
+    """After the screen (:func:`search_share`): the exact search of each screened feature that
+    may be one of its leaf's best two or tie with them (its merit's upper bound reaches the
+    second best lower bound) or whose screen was unsure; the others keep merits under the
+    second best, which therefore cannot change the attempt's decision
+    (:func:`~learners._core_split.attempt_finish`: the best two merits and the best feature,
+    the last of equal merits)."""
+    n_classes, n_feat = cls.shape[1], kinds.shape[0]
+    eps = EPS_PER_CLASS * n_classes + _EPS_FLOOR
+    order = np.empty(n_classes, np.int64)
+    slot_order = np.empty(n_classes, np.int64)
+    work = np.empty((_WORK_ROWS, n_classes))
+    work[_LAST_N] = -1.0  # keyed by the weight: right for any leaf
+    min_frac, n_splits = cfg[MIN_FRAC], int(cfg[N_SPLITS])
+    for a in range(n_att):
+        first, second = -np.inf, -np.inf  # the best two lower bounds
+        for j in range(n_feat):
+            f = flags[a, j]
+            if f & 1 == 0 or f & UNSURE:
+                continue
+            low = merits[a, j] - (eps if f & SCREENED else 0.0)
+            if low >= first:
+                first, second = low, first
+            elif low > second:
+                second = low
+        pre, s, n_slot = 0.0, -1, 0
+        for j in range(n_feat):
+            f = flags[a, j]
+            if f & SCREENED == 0:
+                continue
+            if f & UNSURE == 0 and not (merits[a, j] > -np.inf and merits[a, j] + eps >= second):
+                continue
+            if s < 0:
+                s = ni[nodes[a], SLOT]
+                pre = entropy(cls[nodes[a]], order, rank_order(present[nodes[a]], order))
+                n_slot = rank_order(seen[s], slot_order)
+            merit, value, has = _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work,
+                                              slot_order, n_slot)
+            merits[a, j], values[a, j] = merit, value
+            flags[a, j] = (1 if has else 0) + (2 if merit > -np.inf else 0)

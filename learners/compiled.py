@@ -79,10 +79,10 @@ def kernels() -> SimpleNamespace:
     if _KERNELS is None:
         from learners._core import predict_all
         from learners._core_learn import learn_round, learn_splits, undo_multiway
-        from learners._core_search import search_share
+        from learners._core_search import refine, search_share
         _KERNELS = SimpleNamespace(predict_all=predict_all, learn_round=learn_round,
-                                   search_share=search_share, learn_splits=learn_splits,
-                                   undo_multiway=undo_multiway)
+                                   search_share=search_share, refine=refine,
+                                   learn_splits=learn_splits, undo_multiway=undo_multiway)
     return _KERNELS
 
 
@@ -288,7 +288,7 @@ class TreeEnsemble:
                              search.min_shared())
         if done >= 0:
             return done
-        search.search(k.search_share, self, -done)  # shared with a helper thread
+        search.search(k.search_share, k.refine, self, -done)  # shared with a helper thread
         return k.learn_splits(*tables, *trees, search.nodes, -done, *found,
                               self._dists, self._version)
 
@@ -464,6 +464,7 @@ def warm_up() -> None:
             x = trees.transform({"v": float(i), "c": "abc"[i % 2 + (i > 9)]}, learn=True)
             trees.learn(x, np.array([i % 2]), np.ones(1))
             trees.predict_proba(x)
+    trees._searcher.refine(kernels().refine, trees, 0)  # called alone after a late helper
     from learners.round_loops import warm_up as round_kernels  # a boosting round's small loops
     round_kernels()
     from learners.ridge import RidgeRewards  # the reward model's maps (numeric, mixed)

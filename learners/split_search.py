@@ -94,11 +94,13 @@ class Searcher:
     def fits(self, n_features: int, branches: int) -> bool:
         return self.merits.shape[1] == n_features and self.dists.shape[1] >= branches
 
-    def search(self, kernel: Callable[..., int], trees: Any, n_att: int) -> None:
+    def search(self, kernel: Callable[..., int], refine: Callable[..., None], trees: Any,
+               n_att: int) -> None:
         """Search the first ``n_att`` leaves of :attr:`nodes` over ``trees``' arrays with
         ``kernel`` (:func:`learners._core_search.search_share`), a helper thread taking pairs
-        from the end if it starts in time. A round whose search is shorter than
-        :data:`MIN_SHARED_WORK` searches in its compiled call."""
+        from the end if it starts in time; ``refine`` (:func:`learners._core_search.refine`)
+        ends the search where the kernel did not (its helper still at work). A round whose
+        search is shorter than :data:`MIN_SHARED_WORK` searches in its compiled call."""
         n_pairs = n_att * self.merits.shape[1]
         self.claimed[:n_pairs] = 0
         args = (trees.ni, trees.cls, trees.present, trees.stat_blocks, trees.count_blocks,
@@ -112,3 +114,10 @@ class Searcher:
             helper = None
         if kernel(*args, True, *out, self.dists[0], state) and helper is not None:
             helper.result()  # the helper still at its pair after the spin
+            self.refine(refine, trees, n_att)
+
+    def refine(self, kernel: Callable[..., None], trees: Any, n_att: int) -> None:
+        """The exact search of the first ``n_att`` leaves' features that the screen left open
+        (``kernel``: :func:`learners._core_search.refine`)."""
+        kernel(trees.ni, trees.cls, trees.present, trees.stat_blocks, trees.seen, trees.block_of,
+               trees.kinds, trees.cfg, self.nodes, n_att, self.merits, self.values, self.flags)

@@ -100,27 +100,25 @@ def test_pairs_taken_from_both_ends_give_the_one_thread_search():
             trees.multi_ok, trees.cfg, search.nodes, n_att)
     kernel = kernels().search_share
 
-    def run(forward, claimed, state=None):
-        out = (np.full_like(search.merits, 7.0), np.full_like(search.values, 7.0),
-               np.full_like(search.flags, 7))
-        state = np.zeros(3, dtype=np.int64) if state is None else state
+    def run(forward, claimed, out=None):
+        out = out or (np.full_like(search.merits, 7.0), np.full_like(search.values, 7.0),
+                      np.full_like(search.flags, -1))
+        state = np.zeros(3, dtype=np.int64)
         assert kernel(*args, forward, claimed, *out, search.dists[0], state) == 0
         return out
 
     n_pairs = n_att * trees.kinds.shape[0]
     alone = run(True, np.zeros(n_pairs + 3, dtype=np.int8))
-    assert (alone[2][:n_att] & 1).any() and (alone[2][:n_att] != 7).all()
+    assert (alone[2][:n_att] & 1).any() and (alone[2][:n_att] != -1).all()
     cut = n_pairs // 3
     claimed = np.zeros(n_pairs, dtype=np.int8)
     claimed[:cut] = 1  # the caller's pairs, taken before the helper starts
-    back = run(False, claimed)
-    assert claimed.all()
+    shared = run(False, claimed)
+    assert claimed.all() and (shared[2][:n_att].ravel()[:cut] == -1).all()
     claimed[:cut] = 0
-    front = run(True, claimed)
-    for a, f, b in zip(alone, front, back):
-        a, f, b = a[:n_att].ravel(), f[:n_att].ravel(), b[:n_att].ravel()
-        np.testing.assert_array_equal(a[:cut], f[:cut])
-        np.testing.assert_array_equal(a[cut:], b[cut:])
+    run(True, claimed, shared)  # the caller's pairs, then the exact search of the candidates
+    for a, b in zip(alone, shared, strict=True):
+        np.testing.assert_array_equal(a[:n_att], b[:n_att])
 
 
 def test_the_caller_closes_the_search_and_waits_only_for_a_helper_that_entered():

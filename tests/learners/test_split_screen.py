@@ -1,0 +1,134 @@
+"""The split search's screen: numeric features ranked with a tabled normal CDF, the features
+that may be a leaf's best two searched again exactly; the attempts decide as the exact search."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from learners import split_search
+from learners._approx import CDF_ERROR, normal_cdf
+from learners._core import rank_order
+from learners._core_search import (
+    _LAST_N,
+    _WORK_ROWS,
+    SCREENED,
+    _numeric_best,
+    _numeric_screen,
+)
+from learners._core_split import entropy
+from learners._layout import MIN_FRAC, N_SPLITS, SLOT
+from learners.compiled import TreeEnsemble
+from learners.split_search import helper_on, set_helper
+
+
+def test_the_tabled_cdf_is_within_its_bound_of_erf():
+    """A dense grid over and past the table's range, and the values that end it."""
+    grid = np.concatenate([np.linspace(-9.5, 9.5, 400_001), [-8.5, 8.5, 0.0, -1e-300]])
+    exact = np.array([0.5 * (1.0 + math.erf(u / math.sqrt(2.0))) for u in grid])
+    approx = np.array([normal_cdf(u) for u in grid])
+    assert np.abs(approx - exact).max() < 2e-10 < CDF_ERROR
+    assert math.isnan(normal_cdf(float("nan")))
+
+
+def _stream(n, seed=0, features=12, classes=6):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(classes, features))
+    for _ in range(n):
+        y = int(rng.integers(classes))
+        x = centres[y] + rng.normal(scale=1.2, size=features)
+        x[:2] = np.round(x[:2])  # a few values only: exact ties between features
+        yield {f"f{j}": float(v) for j, v in enumerate(x)}, y, float(rng.choice([1.0, 7.0, 60.0]))
+
+
+def _decision(merits, values, flags):
+    """What an attempt reads of its leaf's search (attempt_finish): the suggestions, the best
+    two merits, the best feature (the last of equal merits), its value and whether it is real."""
+    n, top, second, best = 0, -math.inf, -math.inf, -1
+    for j in range(merits.size):
+        if flags[j] & 1:
+            n += 1
+            if merits[j] >= top:
+                second, top, best = top, merits[j], j
+            elif merits[j] > second:
+                second = merits[j]
+    if best < 0:
+        return n, top, second, best
+    return n, top, second, best, repr(float(values[best])), bool(flags[best] & 2)
+
+
+def _exact(trees, node):
+    """Every numeric feature of leaf ``node`` searched exactly."""
+    n_classes, n_feat = trees.n_classes, trees.kinds.shape[0]
+    order, slot_order = np.empty(n_classes, np.int64), np.empty(n_classes, np.int64)
+    work = np.empty((_WORK_ROWS, n_classes))
+    work[_LAST_N] = -1.0
+    s = trees.ni[node, SLOT]
+    pre = entropy(trees.cls[node], order, rank_order(trees.present[node], order))
+    n_slot = rank_order(trees.seen[s], slot_order)
+    merits, values, flags = np.empty(n_feat), np.empty(n_feat), np.zeros(n_feat, np.int8)
+    for j in range(n_feat):
+        merit, value, has = _numeric_best(trees.stat_blocks, trees.block_of, s, j, pre,
+                                          int(trees.cfg[N_SPLITS]), trees.cfg[MIN_FRAC], work,
+                                          slot_order, n_slot)
+        merits[j], values[j], flags[j] = merit, value, int(has) + 2 * (merit > -math.inf)
+    return merits, values, flags
+
+
+@pytest.fixture
+def shared_always():
+    before, floor = helper_on(), split_search.MIN_SHARED_WORK
+    set_helper(True)
+    split_search.MIN_SHARED_WORK = 1
+    yield
+    set_helper(before)
+    split_search.MIN_SHARED_WORK = floor
+
+
+def test_screened_attempts_decide_as_the_exact_search(monkeypatch, shared_always):
+    """Each searched leaf of a weighted stream: the screened and refined search gives the
+    attempt the exact search's suggestions, best two merits, best feature and value; and the
+    screen spared most features their exact search."""
+    original = split_search.Searcher.search
+    seen = {"leaves": 0, "spared": 0, "pairs": 0}
+
+    def checked(self, kernel, refine, trees, n_att):
+        original(self, kernel, refine, trees, n_att)
+        for a in range(n_att):
+            merits, values, flags = _exact(trees, self.nodes[a])
+            assert _decision(self.merits[a], self.values[a], self.flags[a]) == _decision(
+                merits, values, flags)
+            seen["leaves"] += 1
+            seen["spared"] += int((self.flags[a] & SCREENED != 0).sum())
+            seen["pairs"] += merits.size
+
+    monkeypatch.setattr(split_search.Searcher, "search", checked)
+    trees = TreeEnsemble(4, 6, grace_periods=[5, 10, 20, 8], deltas=[0.5, 0.1, 0.01, 0.3],
+                         taus=[0.05, 0.3, 0.9, 0.01], leaf_prediction="nba")
+    for x, y, w in _stream(600):
+        trees.learn(trees.transform(x, learn=True), np.full(4, y), np.full(4, w))
+    assert seen["leaves"] > 300 and trees.n_leaves().min() > 3
+    assert seen["spared"] > seen["pairs"] / 2
+
+
+def test_the_screen_is_unsure_near_the_branch_share_bound():
+    """A point whose lighter branch holds ``min_frac`` of the weight to within the CDF's error
+    is neither counted nor dropped: the screen is unsure and the feature is searched again
+    exactly. Here class 1 (one value) holds exactly 1% right of class 0's range."""
+    trees = TreeEnsemble(1, 2, grace_periods=[1e9], leaf_prediction="mc")
+    for v, y, w in [(0.0, 0, 50.0), (1.0, 0, 49.0), (5.0, 1, 1.0)]:
+        trees.learn(trees.transform({"a": v}, learn=True), np.array([y]), np.array([w]))
+    node = trees.tree_i[0, 0]
+    s = trees.ni[node, SLOT]
+    order, slot_order = np.empty(2, np.int64), np.empty(2, np.int64)
+    work = np.empty((_WORK_ROWS, 2))
+    work[_LAST_N] = -1.0
+    pre = entropy(trees.cls[node], order, rank_order(trees.present[node], order))
+    n_slot = rank_order(trees.seen[s], slot_order)
+    args = (trees.stat_blocks, trees.block_of, s, 0, pre, 10, 0.01, work, slot_order, n_slot)
+    merit, _, has = _numeric_best(*args)
+    screened, unsure, screened_has = _numeric_screen(*args)
+    assert has and screened_has and unsure
+    assert merit > -math.inf and abs(screened - merit) < 1e-6  # the points clear of the bound
