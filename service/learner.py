@@ -26,7 +26,7 @@ from service.events import joined_event, loads
 from service.models.runtime import ServedModel
 from service.models.snapshots import HeapFreezer, pickle_isolated
 from service.models.store import ModelStore, ahead_of_log, save_snapshot
-from service.settings import Settings
+from service.settings import Settings, usable_cpus
 
 __all__ = ["EVERYSEC_LAG_SECONDS", "Learner", "durable_lag", "limits", "summed_feedback"]
 
@@ -86,6 +86,13 @@ def summed_feedback(model: ServedModel, first: dict[str, Any], total: float) -> 
     return {**first, "reward": model.config.summed_reward(total, client)}
 
 
+def apply_split_helper(settings: Settings) -> None:
+    """The trees' split-search helper thread off where ``settings`` say so or where the process
+    may not use two CPUs (a helper would share the learner's one: learners/split_search.py)."""
+    if not settings.split_helper or usable_cpus() < 2:
+        set_helper(False)
+
+
 class Learner(StreamConsumer):
     """One learner loop over every model whose lease it holds."""
 
@@ -102,8 +109,7 @@ class Learner(StreamConsumer):
         self._retention_clock: dict[str, float] = {}  # when each model's log was last expired
         self.heap = HeapFreezer(settings.gc_freeze_seconds)
         self.durable_lag = durable_lag(settings, client)
-        if not settings.split_helper:
-            set_helper(False)
+        apply_split_helper(settings)
         self._recheck = False  # after a Redis error: is a model ahead of the log it came back with?
 
     # --- lifecycle -----------------------------------------------------------------------------

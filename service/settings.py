@@ -10,6 +10,8 @@ the Redis address is also read from the conventional ``REDIS_URL``. With no Redi
 
 from __future__ import annotations
 
+import math
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -17,7 +19,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "get_settings"]
+__all__ = ["Settings", "get_settings", "usable_cpus"]
 
 
 class Settings(BaseSettings):
@@ -140,7 +142,8 @@ class Settings(BaseSettings):
     split_helper: bool = Field(
         default=True,
         description="The learner shares each round's split searches of the trees with a helper "
-        "thread where the process may run on two cores or more (the same trees either way: "
+        "thread where the process may run on two cores or more, by its CPU affinity and a "
+        "container's CPU quota (the same trees either way: "
         "docs/boosters.md, \"The compiled core\"); false: the learner's thread alone, for a "
         "learner kept to one core.",
     )
@@ -428,3 +431,37 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings (cached; tests build their own :class:`Settings`)."""
     return Settings()
+
+
+def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
+    """The CPUs this process may use: its CPU affinity, bounded by a container's CPU quota
+    (cgroup v2 ``cpu.max``, v1 ``cpu/cpu.cfs_quota_us`` over ``cpu.cfs_period_us``, rounded up);
+    ``docker run --cpus 1`` on a many-core host gives 1.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> _ = (root / "cpu.max").write_text("150000 100000")
+    >>> usable_cpus(root) == min(2, len(os.sched_getaffinity(0)))
+    True
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    quota = _cgroup_quota(cgroup)
+    return cpus if quota is None else max(1, min(cpus, math.ceil(quota)))
+
+
+def _cgroup_quota(cgroup: Path) -> float | None:
+    """CPUs of the cgroup's quota, or None: no quota, or no cgroup files to read."""
+    try:
+        if (cgroup / "cpu.max").exists():
+            quota, period = (cgroup / "cpu.max").read_text().split()[:2]
+        else:
+            quota = (cgroup / "cpu" / "cpu.cfs_quota_us").read_text().strip()
+            period = (cgroup / "cpu" / "cpu.cfs_period_us").read_text().strip()
+        if quota in ("max", "-1") or float(period) <= 0:
+            return None
+        return float(quota) / float(period)
+    except (OSError, ValueError):
+        return None

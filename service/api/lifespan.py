@@ -17,7 +17,7 @@ import redis
 from fastapi import FastAPI
 
 from service.eventlog import EventLog, connect, connect_async
-from service.learner import Learner, limits
+from service.learner import Learner, apply_split_helper, limits
 from service.models.snapshots import HeapFreezer
 from service.models.store import ModelStore
 from service.settings import Settings
@@ -98,6 +98,8 @@ def lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextMana
             store = _open_log(app, settings, url, stack)
             stop = threading.Event()
             switch_interval = sys.getswitchinterval()
+            if settings.run_learner:  # the models' replay at start-up learns too
+                apply_split_helper(settings)
             try:
                 store.load_all()
             except redis.RedisError as exc:
