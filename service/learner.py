@@ -17,7 +17,6 @@ import time
 from typing import Any
 
 from learners.frozen import dumps_serving
-from learners.split_search import set_helper
 from service import metrics
 from service.eventlog import EventLog, LeaseLost, Limits, Redis, RedisError, ResponseError, keys
 from service.eventlog.consumer import StreamConsumer
@@ -26,7 +25,7 @@ from service.events import joined_event, loads
 from service.models.runtime import ServedModel
 from service.models.snapshots import HeapFreezer, pickle_isolated
 from service.models.store import ModelStore, ahead_of_log, save_snapshot
-from service.settings import Settings, usable_cpus
+from service.settings import Settings, apply_split_helper
 
 __all__ = ["EVERYSEC_LAG_SECONDS", "Learner", "durable_lag", "limits", "summed_feedback"]
 
@@ -84,13 +83,6 @@ def summed_feedback(model: ServedModel, first: dict[str, Any], total: float) -> 
     if client:
         first = {**first, "client_reward": total}
     return {**first, "reward": model.config.summed_reward(total, client)}
-
-
-def apply_split_helper(settings: Settings) -> None:
-    """The trees' split-search helper thread off where ``settings`` say so or where the process
-    may not use two CPUs (a helper would share the learner's one: learners/split_search.py)."""
-    if not settings.split_helper or usable_cpus() < 2:
-        set_helper(False)
 
 
 class Learner(StreamConsumer):

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "get_settings", "usable_cpus"]
+__all__ = ["Settings", "apply_split_helper", "get_settings", "usable_cpus"]
 
 
 class Settings(BaseSettings):
@@ -431,6 +431,17 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings (cached; tests build their own :class:`Settings`)."""
     return Settings()
+
+
+def apply_split_helper(settings: Settings) -> None:
+    """The trees' split-search helper thread off where ``settings`` say so or where the process
+    may not use two CPUs (a helper would share the learner's one: learners/split_search.py);
+    called by the processes that learn trees (the learner, ``serve``, the worker's
+    evaluations)."""
+    if not settings.split_helper or usable_cpus() < 2:
+        from learners.split_search import set_helper  # numpy: not for the CLI's --help
+
+        set_helper(False)
 
 
 def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup")) -> int:

@@ -47,7 +47,7 @@ from service.events import loads
 from service.models.snapshots import dumps_whole
 from service.models.store import ModelStore
 from service.personalizer import evaluations, importances
-from service.settings import Settings
+from service.settings import Settings, apply_split_helper
 from service.training import TrainConfig, train_and_evaluate
 
 __all__ = ["Worker", "train_config"]
@@ -118,6 +118,7 @@ class Worker(StreamConsumer):
     ) -> None:
         super().__init__(EventLog(client), settings.worker_lease_seconds, "worker")
         self.settings = settings
+        apply_split_helper(settings)  # the evaluations' replays learn trees
         self.dask_client = dask_client
         self.models = list(models or [])
         self.states: dict[str, _ModelState] = {}

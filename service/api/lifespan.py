@@ -17,10 +17,10 @@ import redis
 from fastapi import FastAPI
 
 from service.eventlog import EventLog, connect, connect_async
-from service.learner import Learner, apply_split_helper, limits
+from service.learner import Learner, limits
 from service.models.snapshots import HeapFreezer
 from service.models.store import ModelStore
-from service.settings import Settings
+from service.settings import Settings, apply_split_helper
 
 __all__ = ["lifespan"]
 

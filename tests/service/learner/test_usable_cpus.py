@@ -34,16 +34,15 @@ def test_a_cpu_quota_bounds_the_affinity(tmp_path, files, expected):
 
 def test_a_learner_on_one_cpu_or_told_so_searches_alone(monkeypatch):
     from learners.split_search import helper_on, set_helper
-    from service import learner
-    from service.settings import Settings
+    from service import settings
 
     before = helper_on()
     try:
         for cpus, setting, on in [(2, True, True), (1, True, False), (4, False, False)]:
             set_helper(True)
-            monkeypatch.setattr(learner, "usable_cpus", lambda cpus=cpus: cpus)
-            learner.apply_split_helper(Settings(redis_url="redis://127.0.0.1:1",
-                                                split_helper=setting))
+            monkeypatch.setattr(settings, "usable_cpus", lambda cpus=cpus: cpus)
+            settings.apply_split_helper(settings.Settings(redis_url="redis://127.0.0.1:1",
+                                                          split_helper=setting))
             assert helper_on() is on
     finally:
         set_helper(before)
