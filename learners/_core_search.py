@@ -315,7 +315,7 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
     return 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def refine(ni, cls, present, stat, seen, block, kinds, cfg, nodes, n_att, merits, values,
            flags):
     """After the screen (:func:`search_share`): the exact search of each screened feature that
