@@ -444,23 +444,41 @@ def apply_split_helper(settings: Settings) -> None:
         set_helper(False)
 
 
-def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup")) -> int:
-    """The CPUs this process may use: its CPU affinity, bounded by a container's CPU quota
-    (cgroup v2 ``cpu.max``, v1 ``cpu/cpu.cfs_quota_us`` over ``cpu.cfs_period_us``, rounded up);
-    ``docker run --cpus 1`` on a many-core host gives 1.
+def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup"),
+                proc: Path = Path("/proc/self/cgroup")) -> int:
+    """The CPUs this process may use: its CPU affinity, bounded by the smallest CPU quota of its
+    cgroups (rounded up): cgroup v2 ``cpu.max`` at the mount's root (a container's own view),
+    at the process's cgroup (``proc``) and at its parents; v1 ``cpu/cpu.cfs_quota_us`` over
+    ``cpu.cfs_period_us`` at the root. ``docker run --cpus 1`` on a many-core host gives 1.
 
     >>> import tempfile
     >>> root = Path(tempfile.mkdtemp())
     >>> _ = (root / "cpu.max").write_text("150000 100000")
-    >>> usable_cpus(root) == min(2, len(os.sched_getaffinity(0)))
+    >>> usable_cpus(root, root / "none") == min(2, len(os.sched_getaffinity(0)))
     True
     """
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cpus = os.cpu_count() or 1
-    quota = _cgroup_quota(cgroup)
-    return cpus if quota is None else max(1, min(cpus, math.ceil(quota)))
+    quotas = [q for q in map(_cgroup_quota, _cgroup_dirs(cgroup, proc)) if q is not None]
+    return cpus if not quotas else max(1, min(cpus, math.ceil(min(quotas))))
+
+
+def _cgroup_dirs(cgroup: Path, proc: Path) -> list[Path]:
+    """The mount's root, then the process's own cgroup v2 directory and its parents below it."""
+    dirs = [cgroup]
+    try:
+        lines = proc.read_text().splitlines()
+    except OSError:
+        return dirs
+    for line in lines:
+        if line.startswith("0::"):
+            path = cgroup / line[3:].strip().lstrip("/")
+            while cgroup in path.parents:
+                dirs.append(path)
+                path = path.parent
+    return dirs
 
 
 def _cgroup_quota(cgroup: Path) -> float | None:

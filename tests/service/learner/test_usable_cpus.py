@@ -29,7 +29,26 @@ def test_a_cpu_quota_bounds_the_affinity(tmp_path, files, expected):
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    assert usable_cpus(tmp_path) == expected
+    assert usable_cpus(tmp_path, tmp_path / "no-proc-file") == expected
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"app/web/cpu.max": "100000 100000"}, 1),  # the process's own cgroup
+        ({"app/cpu.max": "100000 100000", "app/web/cpu.max": "max 100000"}, 1),  # a parent's
+        ({"app/web/cpu.max": "max 100000", "other/cpu.max": "100000 100000"}, AFFINITY),
+        ({"cpu.max": "300000 100000", "app/web/cpu.max": "100000 100000"}, 1),  # the smallest
+    ],
+)
+def test_a_cgroup_v2_quota_on_the_process_cgroup_or_a_parent_counts(tmp_path, files, expected):
+    root = tmp_path / "cgroup"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    proc = tmp_path / "proc-self-cgroup"
+    proc.write_text("0::/app/web\n")
+    assert usable_cpus(root, proc) == expected
 
 
 def test_a_learner_on_one_cpu_or_told_so_searches_alone(monkeypatch):
