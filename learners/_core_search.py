@@ -69,24 +69,42 @@ def _one_side_dominates(work, k, min_frac):
     return not spread and total - top < min_frac * total * (1.0 - 1e-9)
 
 
+#: the flags of a searched (leaf, feature) beyond "a suggestion exists" (1) and "a real split"
+#: (2): the merit is the screen's (:func:`_numeric_best` with ``tabled``), and the screen is
+#: unsure of it
+SCREENED, UNSURE = 4, 8
+#: a screened merit is within this of the exact search's, per class seen at the feature
+#: (:func:`refine`; docs/internals.md, "The screen")
+EPS_PER_CLASS = 1e-7
+_EPS_FLOOR = 1e-10  # the two searches' own rounding
+_FRAC_MARGIN = 2.0 * CDF_ERROR  # a screened branch's share of the weight is within this
+
+
 @njit(cache=True)
-def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, n_slot):
-    """(best merit, its point, a suggestion exists) of numeric feature ``j`` over River's
-    candidate points (:func:`_gather_classes`' classes).
+def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, n_slot,
+                  tabled):
+    """(best merit, its point, unsure, a suggestion exists) of numeric feature ``j`` over
+    River's candidate points (:func:`_gather_classes`' classes).
 
     A point's merit is :func:`~learners._core_split.split_merit` of its two branches in the same
     floats, a class's term ``d log2 d`` read from row ``_FULL`` where its branch holds all of its
     weight (``d == n``), without the logarithm there. A point whose branches weigh exactly what
     the last weighed point's did (no class's range or spread between them) has that point's
-    merit, which is no better: it is skipped."""
+    merit, which is no better: it is skipped.
+
+    ``tabled`` (the screen): the normal CDF read from a table
+    (:func:`learners._approx.normal_cdf`) instead of ``erf``; the merit is then within
+    ``EPS_PER_CLASS`` per class of the exact one, and unsure where a point's lighter branch lies
+    within the CDF's error of ``min_frac`` (whether the point counts is not known)."""
     k, lo, hi = _gather_classes(stat, block, s, j, work, slot_order, n_slot)
     for a in range(k):
         work[_LEFT, a] = np.nan  # no point weighed yet
-    best, best_point = -np.inf, np.nan
+    best, best_point, unsure = -np.inf, np.nan, False
     if not lo < np.inf:
-        return best, best_point, False
+        return best, best_point, unsure, False
     if _one_side_dominates(work, k, min_frac):
-        return best, best_point, True
+        return best, best_point, unsure, True
+    margin = _FRAC_MARGIN if tabled else 0.0
     size = (hi - lo) / (n_splits + 1.0)
     for i in range(n_splits):
         point = lo + size * (i + 1)
@@ -100,10 +118,9 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
             elif point >= work[_HI, a]:
                 left = n
             else:
-                sd = work[_SD, a]
-                cdf = 0.5 * (1.0 + math.erf((point - work[_MEAN, a]) / sd / math.sqrt(2.0))) \
-                    if sd > 0.0 else 0.0
-                left = cdf * n
+                left = _cdf(point, work[_MEAN, a], work[_SD, a], tabled) * n
+                if tabled and left != left:
+                    unsure, left = True, 0.0
             right = n - left
             same = same and left == work[_LEFT, a] and right == work[_RIGHT, a]
             work[_LEFT, a], work[_RIGHT, a] = left, right
@@ -112,76 +129,28 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
         if same:  # the branches of the last point weighed: the same merit, not a better one
             continue
         total = 0.0 + sum_l + sum_r
-        if not (total > 0.0 and sum_l / total > min_frac and sum_r / total > min_frac):
-            continue
-        merit = _merit(work, k, pre, sum_l, sum_r, total)
-        if merit > best:
-            best, best_point = merit, point
-    return best, best_point, True
-
-
-#: the flags of a searched (leaf, feature) beyond "a suggestion exists" (1) and "a real split"
-#: (2): the merit is the screen's (:func:`_numeric_screen`), and the screen is unsure of it
-SCREENED, UNSURE = 4, 8
-#: a screened merit is within this of the exact search's, per class seen at the feature
-#: (:func:`refine`; docs/internals.md, "The screen")
-EPS_PER_CLASS = 1e-7
-_EPS_FLOOR = 1e-10  # the two searches' own rounding
-_FRAC_MARGIN = 2.0 * CDF_ERROR  # a branch's share of the weight is within this of the exact
-
-
-@njit(cache=True)
-def _numeric_screen(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, n_slot):
-    """:func:`_numeric_best`'s (best merit, unsure, a suggestion exists), the normal CDF read
-    from a table (:func:`learners._approx.normal_cdf`) instead of ``erf``: the merit is within
-    ``EPS_PER_CLASS`` per class of the exact search's best; unsure where a point's branch shares
-    lie within the CDF's error of ``min_frac`` (whether it counts is not known)."""
-    k, lo, hi = _gather_classes(stat, block, s, j, work, slot_order, n_slot)
-    for a in range(k):
-        work[_LEFT, a] = np.nan
-    if not lo < np.inf:
-        return -np.inf, False, False
-    if _one_side_dominates(work, k, min_frac):
-        return -np.inf, False, True
-    best, unsure = -np.inf, False
-    size = (hi - lo) / (n_splits + 1.0)
-    for i in range(n_splits):
-        point = lo + size * (i + 1)
-        if not (lo < point < hi):
-            continue
-        sum_l, sum_r, same = 0.0, 0.0, True
-        for a in range(k):
-            n = work[_N, a]
-            if point < work[_LO, a]:
-                left = 0.0
-            elif point >= work[_HI, a]:
-                left = n
-            else:
-                sd = work[_SD, a]
-                cdf = normal_cdf((point - work[_MEAN, a]) / sd) if sd > 0.0 else 0.0
-                if cdf != cdf:
-                    unsure, cdf = True, 0.0
-                left = cdf * n
-            right = n - left
-            same = same and left == work[_LEFT, a] and right == work[_RIGHT, a]
-            work[_LEFT, a], work[_RIGHT, a] = left, right
-            sum_l += left
-            sum_r += right
-        if same:
-            continue
-        total = 0.0 + sum_l + sum_r
         if not total > 0.0:
             continue
-        share = min(sum_l, sum_r) / total
-        if share <= min_frac - _FRAC_MARGIN:
+        share = min(sum_l, sum_r) / total  # both branches over min_frac: the lighter one
+        if not share > min_frac - margin:
             continue
-        if share <= min_frac + _FRAC_MARGIN:
+        if share <= min_frac + margin:  # exact (no margin): share > min_frac, never here
             unsure = True
             continue
         merit = _merit(work, k, pre, sum_l, sum_r, total)
         if merit > best:
-            best = merit
-    return best, unsure, True
+            best, best_point = merit, point
+    return best, best_point, unsure, True
+
+
+@njit(cache=True)
+def _cdf(point, mean, sd, tabled):
+    """River's ``GaussianSplitter`` CDF of a class at ``point`` (0 without spread)."""
+    if not sd > 0.0:
+        return 0.0
+    if tabled:
+        return normal_cdf((point - mean) / sd)
+    return 0.5 * (1.0 + math.erf((point - mean) / sd / math.sqrt(2.0)))
 
 
 @njit(cache=True)
@@ -250,7 +219,7 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
     """The best split of each leaf ``nodes[a]`` on each feature ``j``: its merit, value
     (threshold, value row, -1 for multiway) and flags (1: a suggestion exists, 2: a real split)
     at ``[a, j]`` of ``merits``, ``values``, ``flags``: a numeric feature screened first
-    (:func:`_numeric_screen`), then searched exactly where the attempt may read it
+    (:func:`_numeric_best` with a tabled CDF), then searched exactly where the attempt may read it
     (:func:`refine`, the caller's once the helper is done).
 
     Two threads may share the work (``dists`` is each one's scratch): the caller takes the
@@ -286,9 +255,10 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
             n_slot = rank_order(seen[s], slot_order)
         screened = kinds[j] == 0
         if screened:
-            merit, unsure, has = _numeric_screen(stat, block, s, j, pre, int(cfg[N_SPLITS]),
-                                                 min_frac, work, slot_order, n_slot)
-            value, real = np.nan, merit > -np.inf
+            merit, value, unsure, has = _numeric_best(stat, block, s, j, pre,
+                                                      int(cfg[N_SPLITS]), min_frac, work,
+                                                      slot_order, n_slot, True)
+            real = merit > -np.inf
         elif kinds[j] == 1:
             merit, row, has = _nominal_best(counts, block, feat_rows, feat_nrows, row_other,
                                             _multiway_allowed(multi_ok, cfg, j), s, j, pre,
@@ -353,7 +323,7 @@ def refine(ni, cls, present, stat, seen, block, kinds, cfg, nodes, n_att, merits
                 s = ni[nodes[a], SLOT]
                 pre = entropy(cls[nodes[a]], order, rank_order(present[nodes[a]], order))
                 n_slot = rank_order(seen[s], slot_order)
-            merit, value, has = _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work,
-                                              slot_order, n_slot)
+            merit, value, _, has = _numeric_best(stat, block, s, j, pre, n_splits, min_frac,
+                                                 work, slot_order, n_slot, False)
             merits[a, j], values[a, j] = merit, value
             flags[a, j] = (1 if has else 0) + (2 if merit > -np.inf else 0)

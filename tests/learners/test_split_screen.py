@@ -16,7 +16,6 @@ from learners._core_search import (
     _WORK_ROWS,
     SCREENED,
     _numeric_best,
-    _numeric_screen,
 )
 from learners._core_split import entropy
 from learners._layout import MIN_FRAC, N_SPLITS, SLOT
@@ -70,9 +69,9 @@ def _exact(trees, node):
     n_slot = rank_order(trees.seen[s], slot_order)
     merits, values, flags = np.empty(n_feat), np.empty(n_feat), np.zeros(n_feat, np.int8)
     for j in range(n_feat):
-        merit, value, has = _numeric_best(trees.stat_blocks, trees.block_of, s, j, pre,
-                                          int(trees.cfg[N_SPLITS]), trees.cfg[MIN_FRAC], work,
-                                          slot_order, n_slot)
+        merit, value, _, has = _numeric_best(trees.stat_blocks, trees.block_of, s, j, pre,
+                                             int(trees.cfg[N_SPLITS]), trees.cfg[MIN_FRAC], work,
+                                             slot_order, n_slot, False)
         merits[j], values[j], flags[j] = merit, value, int(has) + 2 * (merit > -math.inf)
     return merits, values, flags
 
@@ -128,7 +127,7 @@ def test_the_screen_is_unsure_near_the_branch_share_bound():
     pre = entropy(trees.cls[node], order, rank_order(trees.present[node], order))
     n_slot = rank_order(trees.seen[s], slot_order)
     args = (trees.stat_blocks, trees.block_of, s, 0, pre, 10, 0.01, work, slot_order, n_slot)
-    merit, _, has = _numeric_best(*args)
-    screened, unsure, screened_has = _numeric_screen(*args)
+    merit, _, _, has = _numeric_best(*args, False)
+    screened, _, unsure, screened_has = _numeric_best(*args, True)
     assert has and screened_has and unsure
     assert merit > -math.inf and abs(screened - merit) < 1e-6  # the points clear of the bound
