@@ -32,14 +32,15 @@ import numpy as np
 MIN_SHARED_WORK = 4096
 
 
-def _cores() -> int:
+def affinity_cpus() -> int:
+    """The CPUs this process may run on (its affinity; every CPU where there is none)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
 
 
-_SETTINGS = {"helper": _cores() > 1}
+_SETTINGS = {"helper": affinity_cpus() > 1}
 _POOL: dict = {"pool": None, "pid": None}
 
 

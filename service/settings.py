@@ -11,7 +11,6 @@ the Redis address is also read from the conventional ``REDIS_URL``. With no Redi
 from __future__ import annotations
 
 import math
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -451,16 +450,15 @@ def usable_cpus(cgroup: Path = Path("/sys/fs/cgroup"),
     at the process's cgroup (``proc``) and at its parents; v1 ``cpu/cpu.cfs_quota_us`` over
     ``cpu.cfs_period_us`` at the root. ``docker run --cpus 1`` on a many-core host gives 1.
 
-    >>> import tempfile
+    >>> import os, tempfile
     >>> root = Path(tempfile.mkdtemp())
     >>> _ = (root / "cpu.max").write_text("150000 100000")
     >>> usable_cpus(root, root / "none") == min(2, len(os.sched_getaffinity(0)))
     True
     """
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
+    from learners.split_search import affinity_cpus  # numpy: not for the CLI's --help
+
+    cpus = affinity_cpus()
     quotas = [q for q in map(_cgroup_quota, _cgroup_dirs(cgroup, proc)) if q is not None]
     return cpus if not quotas else max(1, min(cpus, math.ceil(min(quotas))))
 
