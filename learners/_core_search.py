@@ -78,13 +78,14 @@ SCREENED, UNSURE = 4, 8
 EPS_PER_CLASS = 1e-7
 _EPS_FLOOR = 1e-10  # the two searches' own rounding
 _FRAC_MARGIN = 2.0 * CDF_ERROR  # a screened branch's share of the weight is within this
+_BOUND_ROUNDING = 1e-12  # :func:`_gain_bound`'s and :func:`_merit`'s own rounding
 
 
 @njit(cache=True)
 def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, n_slot,
-                  tabled):
-    """(best merit, its point, unsure, a suggestion exists) of numeric feature ``j`` over
-    River's candidate points (:func:`_gather_classes`' classes).
+                  tabled, floor):
+    """(best merit, its point, unsure, a suggestion exists, exact) of numeric feature ``j``
+    over River's candidate points (:func:`_gather_classes`' classes).
 
     A point's merit is :func:`~learners._core_split.split_merit` of its two branches in the same
     floats, a class's term ``d log2 d`` read from row ``_FULL`` where its branch holds all of its
@@ -95,22 +96,29 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
     ``tabled`` (the screen): the normal CDF read from a table
     (:func:`learners._approx.normal_cdf`) instead of ``erf``; the merit is then within
     ``EPS_PER_CLASS`` per class of the exact one, and unsure where a point's lighter branch lies
-    within the CDF's error of ``min_frac`` (whether the point counts is not known)."""
+    within the CDF's error of ``min_frac`` (whether the point counts is not known). The screen
+    skips a point whose gain bound (:func:`_gain_bound`) lies below both the feature's best so
+    far and ``floor`` (a lower bound of the leaf's second best merit, minus the error bound):
+    it cannot be one of the leaf's best two. ``exact``: the screen's best point uses no CDF and
+    every other point lies below it by more than the error bound, so the merit and point are
+    the exact search's (always False for the exact search itself)."""
     k, lo, hi = _gather_classes(stat, block, s, j, work, slot_order, n_slot)
     for a in range(k):
         work[_LEFT, a] = np.nan  # no point weighed yet
     best, best_point, unsure = -np.inf, np.nan, False
     if not lo < np.inf:
-        return best, best_point, unsure, False
+        return best, best_point, unsure, False, False
     if _one_side_dominates(work, k, min_frac):
-        return best, best_point, unsure, True
+        return best, best_point, unsure, True, False
     margin = _FRAC_MARGIN if tabled else 0.0
+    eps = EPS_PER_CLASS * work.shape[1] + _EPS_FLOOR
+    rival, best_free = -np.inf, False
     size = (hi - lo) / (n_splits + 1.0)
     for i in range(n_splits):
         point = lo + size * (i + 1)
         if not (lo < point < hi):
             continue
-        sum_l, sum_r, same = 0.0, 0.0, True
+        sum_l, sum_r, same, free = 0.0, 0.0, True, True
         for a in range(k):  # zeros add nothing: the sums of River's class order
             n = work[_N, a]
             if point < work[_LO, a]:
@@ -119,6 +127,7 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
                 left = n
             else:
                 left = _cdf(point, work[_MEAN, a], work[_SD, a], tabled) * n
+                free = free and not work[_SD, a] > 0.0
                 if tabled and left != left:
                     unsure, left = True, 0.0
             right = n - left
@@ -137,10 +146,18 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
         if share <= min_frac + margin:  # exact (no margin): share > min_frac, never here
             unsure = True
             continue
+        cut = max(best, floor)
+        if tabled and cut > -np.inf:
+            bound = _gain_bound(work, k, pre, sum_l, sum_r, total) + _BOUND_ROUNDING
+            if bound < cut:
+                rival = max(rival, bound + eps)
+                continue
         merit = _merit(work, k, pre, sum_l, sum_r, total)
+        if not free:
+            rival = max(rival, merit + eps)
         if merit > best:
-            best, best_point = merit, point
-    return best, best_point, unsure, True
+            best, best_point, best_free = merit, point, free
+    return best, best_point, unsure, True, tabled and best_free and rival < best and not unsure
 
 
 @njit(cache=True)
@@ -151,6 +168,23 @@ def _cdf(point, mean, sd, tabled):
     if tabled:
         return normal_cdf((point - mean) / sd)
     return 0.5 * (1.0 + math.erf((point - mean) / sd / math.sqrt(2.0)))
+
+
+@njit(cache=True)
+def _gain_bound(work, k, pre, sum_l, sum_r, total):
+    """An upper bound of :func:`_merit` at the branches in ``work`` without a logarithm per
+    class: a branch's entropy is at least its collision (Renyi-2) entropy,
+    ``log2(W^2 / sum of its classes' squared weights)``."""
+    sq_l, sq_r = 0.0, 0.0
+    for a in range(k):
+        sq_l += work[_LEFT, a] * work[_LEFT, a]
+        sq_r += work[_RIGHT, a] * work[_RIGHT, a]
+    post = 0.0
+    if sum_l > 0.0:
+        post += sum_l * math.log2(sum_l * sum_l / sq_l)
+    if sum_r > 0.0:
+        post += sum_r * math.log2(sum_r * sum_r / sq_r)
+    return pre - post / total
 
 
 @njit(cache=True)
@@ -219,8 +253,9 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
     """The best split of each leaf ``nodes[a]`` on each feature ``j``: its merit, value
     (threshold, value row, -1 for multiway) and flags (1: a suggestion exists, 2: a real split)
     at ``[a, j]`` of ``merits``, ``values``, ``flags``: a numeric feature screened first
-    (:func:`_numeric_best` with a tabled CDF), then searched exactly where the attempt may read it
-    (:func:`refine`, the caller's once the helper is done).
+    (:func:`_numeric_best` with a tabled CDF, the floor of its points the second best lower
+    bound of the leaf's features this thread has searched so far), then searched exactly where
+    the attempt may read it (:func:`refine`, the caller's once the helper is done).
 
     Two threads may share the work (``dists`` is each one's scratch): the caller takes the
     (leaf, feature) pairs from the first, the helper (``forward`` False) from the last, each
@@ -242,7 +277,9 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
     work = np.empty((_WORK_ROWS, n_classes))
     work[_LAST_N] = -1.0  # keyed by the weight: right for any leaf
     min_frac = cfg[MIN_FRAC]
+    eps = EPS_PER_CLASS * n_classes + _EPS_FLOOR
     last, s, pre, n_slot = -1, -1, 0.0, 0
+    first, second = -np.inf, -np.inf  # the best two lower bounds of the leaf's pairs so far
     for i in range(n_att * n_feat):
         task = i if forward else n_att * n_feat - 1 - i
         if claimed[task]:
@@ -253,11 +290,14 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
             last, s = a, ni[nodes[a], SLOT]
             pre = entropy(cls[nodes[a]], order, rank_order(present[nodes[a]], order))
             n_slot = rank_order(seen[s], slot_order)
+            first, second = -np.inf, -np.inf
         screened = kinds[j] == 0
+        unsure = False
         if screened:
-            merit, value, unsure, has = _numeric_best(stat, block, s, j, pre,
-                                                      int(cfg[N_SPLITS]), min_frac, work,
-                                                      slot_order, n_slot, True)
+            merit, value, unsure, has, exact = _numeric_best(
+                stat, block, s, j, pre, int(cfg[N_SPLITS]), min_frac, work, slot_order, n_slot,
+                True, second - eps)
+            screened = not exact
             real = merit > -np.inf
         elif kinds[j] == 1:
             merit, row, has = _nominal_best(counts, block, feat_rows, feat_nrows, row_other,
@@ -269,6 +309,12 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
             has, real, merit, value = False, False, -np.inf, np.nan
         merits[a, j], values[a, j] = merit, value
         flags[a, j] = (1 if has else 0) + (2 if real else 0)
+        if has and not unsure:
+            low = merit - eps if screened else merit
+            if low >= first:
+                first, second = low, first
+            elif low > second:
+                second = low
         if screened:
             flags[a, j] += SCREENED + (UNSURE if unsure else 0)
     if not forward:
@@ -323,7 +369,7 @@ def refine(ni, cls, present, stat, seen, block, kinds, cfg, nodes, n_att, merits
                 s = ni[nodes[a], SLOT]
                 pre = entropy(cls[nodes[a]], order, rank_order(present[nodes[a]], order))
                 n_slot = rank_order(seen[s], slot_order)
-            merit, value, _, has = _numeric_best(stat, block, s, j, pre, n_splits, min_frac,
-                                                 work, slot_order, n_slot, False)
+            merit, value, _, has, _ = _numeric_best(stat, block, s, j, pre, n_splits, min_frac,
+                                                 work, slot_order, n_slot, False, -np.inf)
             merits[a, j], values[a, j] = merit, value
             flags[a, j] = (1 if has else 0) + (2 if merit > -np.inf else 0)

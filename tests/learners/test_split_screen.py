@@ -13,8 +13,13 @@ from learners._approx import CDF_ERROR, normal_cdf
 from learners._core import rank_order
 from learners._core_search import (
     _LAST_N,
+    _LEFT,
+    _N,
+    _RIGHT,
     _WORK_ROWS,
     SCREENED,
+    _gain_bound,
+    _merit,
     _numeric_best,
 )
 from learners._core_split import entropy
@@ -69,9 +74,9 @@ def _exact(trees, node):
     n_slot = rank_order(trees.seen[s], slot_order)
     merits, values, flags = np.empty(n_feat), np.empty(n_feat), np.zeros(n_feat, np.int8)
     for j in range(n_feat):
-        merit, value, _, has = _numeric_best(trees.stat_blocks, trees.block_of, s, j, pre,
-                                             int(trees.cfg[N_SPLITS]), trees.cfg[MIN_FRAC], work,
-                                             slot_order, n_slot, False)
+        merit, value, _, has, _ = _numeric_best(trees.stat_blocks, trees.block_of, s, j, pre,
+                                                int(trees.cfg[N_SPLITS]), trees.cfg[MIN_FRAC],
+                                                work, slot_order, n_slot, False, -math.inf)
         merits[j], values[j], flags[j] = merit, value, int(has) + 2 * (merit > -math.inf)
     return merits, values, flags
 
@@ -88,8 +93,9 @@ def shared_always():
 
 def test_screened_attempts_decide_as_the_exact_search(monkeypatch, shared_always):
     """Each searched leaf of a weighted stream: the screened and refined search gives the
-    attempt the exact search's suggestions, best two merits, best feature and value; and the
-    screen spared most features their exact search."""
+    attempt the exact search's suggestions, best two merits, best feature and value, every
+    feature it does not mark screened has the exact search's merit and value; and the screen
+    spared most features their exact search."""
     original = split_search.Searcher.search
     seen = {"leaves": 0, "spared": 0, "pairs": 0}
 
@@ -99,6 +105,9 @@ def test_screened_attempts_decide_as_the_exact_search(monkeypatch, shared_always
             merits, values, flags = _exact(trees, self.nodes[a])
             assert _decision(self.merits[a], self.values[a], self.flags[a]) == _decision(
                 merits, values, flags)
+            exact = (self.flags[a] & SCREENED == 0) & (trees.kinds == 0)
+            assert np.array_equal(self.merits[a][exact], merits[exact])
+            assert np.array_equal(self.values[a][exact], values[exact], equal_nan=True)
             seen["leaves"] += 1
             seen["spared"] += int((self.flags[a] & SCREENED != 0).sum())
             seen["pairs"] += merits.size
@@ -127,7 +136,73 @@ def test_the_screen_is_unsure_near_the_branch_share_bound():
     pre = entropy(trees.cls[node], order, rank_order(trees.present[node], order))
     n_slot = rank_order(trees.seen[s], slot_order)
     args = (trees.stat_blocks, trees.block_of, s, 0, pre, 10, 0.01, work, slot_order, n_slot)
-    merit, _, _, has = _numeric_best(*args, False)
-    screened, _, unsure, screened_has = _numeric_best(*args, True)
-    assert has and screened_has and unsure
+    merit, _, _, has, _ = _numeric_best(*args, False, -math.inf)
+    screened, _, unsure, screened_has, exact = _numeric_best(*args, True, -math.inf)
+    assert has and screened_has and unsure and not exact
     assert merit > -math.inf and abs(screened - merit) < 1e-6  # the points clear of the bound
+
+
+def test_the_gain_bound_is_never_below_the_merit():
+    """The collision-entropy bound of a point's gain, over random branches of 1-8 classes (some
+    empty, some a class's whole weight), is at least the merit and at most the entropy before."""
+    rng = np.random.default_rng(5)
+    for _ in range(3000):
+        k = int(rng.integers(1, 9))
+        work = np.zeros((_WORK_ROWS, k))
+        n = rng.choice([1.0, 3.0, 60.0, 700.0], size=k) * rng.random(k)
+        left = n * rng.choice([0.0, 1.0, 0.5], size=k) * rng.random(k)
+        left[rng.random(k) < 0.3] = 0.0
+        work[_N], work[_LEFT], work[_RIGHT] = n, left, n - left
+        work[5] = n * np.log2(n)  # _FULL
+        p = n / n.sum()
+        pre = float(-(p * np.log2(p)).sum())
+        sum_l, sum_r = float(left.sum()), float((n - left).sum())
+        if not (sum_l > 0 and sum_r > 0):
+            continue
+        total = sum_l + sum_r
+        merit = _merit(work, k, pre, sum_l, sum_r, total)
+        bound = _gain_bound(work, k, pre, sum_l, sum_r, total)
+        assert merit <= bound + 1e-12 and bound <= pre + 1e-12
+
+
+def _one_leaf(rows, n_classes):
+    trees = TreeEnsemble(1, n_classes, grace_periods=[1e9], leaf_prediction="mc")
+    for v, y, w in rows:
+        trees.learn(trees.transform({"a": v}, learn=True), np.array([y]), np.array([w]))
+    node = trees.tree_i[0, 0]
+    s = trees.ni[node, SLOT]
+    order, slot_order = np.empty(n_classes, np.int64), np.empty(n_classes, np.int64)
+    work = np.empty((_WORK_ROWS, n_classes))
+    work[_LAST_N] = -1.0
+    pre = entropy(trees.cls[node], order, rank_order(trees.present[node], order))
+    n_slot = rank_order(trees.seen[s], slot_order)
+    return (trees.stat_blocks, trees.block_of, s, 0, pre, 10, 0.01, work, slot_order, n_slot)
+
+
+def test_a_separating_point_is_exact_in_the_screen_and_the_floor_prunes():
+    """Three classes with disjoint ranges: the best point separates two of them without a CDF,
+    so the screen marks it exact (the exact search's merit and point); a floor above every
+    point's bound leaves no merit, one below changes nothing; overlapping classes are not
+    exact."""
+    rows = [(v + c * 10.0, c, 1.0 + c) for c in range(3) for v in (0.0, 0.5, 1.0, 1.5, 2.0)]
+    args = _one_leaf(rows, 3)
+    merit, point, _, _, _ = _numeric_best(*args, False, -math.inf)
+    screened, screened_point, unsure, has, exact = _numeric_best(*args, True, -math.inf)
+    assert has and exact and not unsure and (screened, screened_point) == (merit, point)
+    assert _numeric_best(*args, True, merit - 1e-3)[:2] == (merit, point)
+    assert _numeric_best(*args, True, 5.0)[0] == -math.inf  # above the leaf's entropy
+    mixed = [(v + c * 0.3, c, 1.0) for c in range(3) for v in (0.0, 0.5, 1.0, 1.5, 2.0)]
+    merit, point, _, _, _ = _numeric_best(*_one_leaf(mixed, 3), False, -math.inf)
+    screened, _, _, _, exact = _numeric_best(*_one_leaf(mixed, 3), True, -math.inf)
+    assert not exact and abs(screened - merit) < 1e-6
+
+
+def test_a_point_next_to_a_saturated_cdf_is_not_exact():
+    """Class 1's CDF at the point before the separating one rounds to 1 with erf but not with
+    the table: the exact search's best is that earlier point (equal merit, first), the screen's
+    the separating one, which uses no CDF; the screen must not call it exact."""
+    args = _one_leaf([(0.0, 1, 83.45), (5.5, 1, 1.0), (11.0, 0, 50.0)], 2)
+    merit, point, _, _, _ = _numeric_best(*args, False, -math.inf)
+    screened, screened_point, _, _, exact = _numeric_best(*args, True, -math.inf)
+    assert (point, screened_point) == (5.0, 6.0) and screened == merit  # the configuration
+    assert not exact
