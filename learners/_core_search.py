@@ -148,7 +148,7 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
             continue
         cut = max(best, floor)
         if tabled and cut > -np.inf:
-            bound = _gain_bound(work, k, pre, sum_l, sum_r, total) + _BOUND_ROUNDING
+            bound = _gain_bound(work, k, pre, sum_l, sum_r, total, cut) + _BOUND_ROUNDING
             if bound < cut:
                 rival = max(rival, bound + eps)
                 continue
@@ -171,14 +171,23 @@ def _cdf(point, mean, sd, tabled):
 
 
 @njit(cache=True)
-def _gain_bound(work, k, pre, sum_l, sum_r, total):
+def _gain_bound(work, k, pre, sum_l, sum_r, total, cut):
     """An upper bound of :func:`_merit` at the branches in ``work`` without a logarithm per
-    class: a branch's entropy is at least its collision (Renyi-2) entropy,
-    ``log2(W^2 / sum of its classes' squared weights)``."""
+    class: a branch's entropy is at least its collision (Renyi-2) entropy ``log2(W^2 / S)``
+    (``S`` the sum of its classes' squared weights), which is at least ``(1 - S / W^2) / ln 2``.
+    The second bound, without logarithms, where it is already below ``cut``; else the first."""
     sq_l, sq_r = 0.0, 0.0
     for a in range(k):
         sq_l += work[_LEFT, a] * work[_LEFT, a]
         sq_r += work[_RIGHT, a] * work[_RIGHT, a]
+    gini = 0.0
+    if sum_l > 0.0:
+        gini += sum_l - sq_l / sum_l
+    if sum_r > 0.0:
+        gini += sum_r - sq_r / sum_r
+    bound = pre - gini / (total * math.log(2.0))
+    if bound < cut:
+        return bound
     post = 0.0
     if sum_l > 0.0:
         post += sum_l * math.log2(sum_l * sum_l / sq_l)

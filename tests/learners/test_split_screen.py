@@ -143,8 +143,9 @@ def test_the_screen_is_unsure_near_the_branch_share_bound():
 
 
 def test_the_gain_bound_is_never_below_the_merit():
-    """The collision-entropy bound of a point's gain, over random branches of 1-8 classes (some
-    empty, some a class's whole weight), is at least the merit and at most the entropy before."""
+    """The bounds of a point's gain over random branches of 1-8 classes (some empty, some a
+    class's whole weight): the merit <= the collision-entropy bound <= the one without
+    logarithms <= the entropy before."""
     rng = np.random.default_rng(5)
     for _ in range(3000):
         k = int(rng.integers(1, 9))
@@ -161,8 +162,10 @@ def test_the_gain_bound_is_never_below_the_merit():
             continue
         total = sum_l + sum_r
         merit = _merit(work, k, pre, sum_l, sum_r, total)
-        bound = _gain_bound(work, k, pre, sum_l, sum_r, total)
-        assert merit <= bound + 1e-12 and bound <= pre + 1e-12
+        collision = _gain_bound(work, k, pre, sum_l, sum_r, total, -math.inf)
+        quadratic = _gain_bound(work, k, pre, sum_l, sum_r, total, math.inf)
+        assert merit <= collision + 1e-12 and collision <= quadratic + 1e-12
+        assert quadratic <= pre + 1e-12
 
 
 def _one_leaf(rows, n_classes):

@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from learners import split_search
+from learners._core_search import SCREENED
 from learners.compiled import TreeEnsemble, kernels
 from learners.split_search import helper_on, set_helper
 
@@ -117,8 +118,26 @@ def test_pairs_taken_from_both_ends_give_the_one_thread_search():
     assert claimed.all() and (shared[2][:n_att].ravel()[:cut] == -1).all()
     claimed[:cut] = 0
     run(True, claimed, shared)  # the caller's pairs, then the exact search of the candidates
-    for a, b in zip(alone, shared, strict=True):
-        np.testing.assert_array_equal(a[:n_att], b[:n_att])
+    for a in range(n_att):  # each thread prunes by its own floor: the same attempts
+        assert _attempt(alone, a) == _attempt(shared, a)
+        exact = ((alone[2][a] | shared[2][a]) & SCREENED) == 0
+        for x, y in zip(alone, shared, strict=True):
+            np.testing.assert_array_equal(x[a][exact], y[a][exact])
+        np.testing.assert_array_equal(alone[2][a] & 1, shared[2][a] & 1)
+
+
+def _attempt(search, a):
+    """What leaf ``a``'s attempt reads of a search: the suggestions, the best two merits, the
+    best feature (the last of equal merits), its value and whether it is a real split."""
+    merits, values, flags = (arr[a] for arr in search)
+    n, top, second, best = 0, -np.inf, -np.inf, -1
+    for j in np.flatnonzero(flags & 1):
+        n += 1
+        if merits[j] >= top:
+            second, top, best = top, merits[j], j
+        elif merits[j] > second:
+            second = merits[j]
+    return n, top, second, best, repr(float(values[best])), bool(flags[best] & 2)
 
 
 def test_the_caller_closes_the_search_and_waits_only_for_a_helper_that_entered():
