@@ -243,6 +243,14 @@ def _nominal_best(counts, block, feat_rows, feat_nrows, row_other, multiway, s, 
 
 
 @njit(cache=True)
+def _best_two(first, second, low):
+    """The best two of ``first >= second`` and ``low``."""
+    if low >= first:
+        return low, first
+    return first, low if low > second else second
+
+
+@njit(cache=True)
 def _multiway_allowed(multi_ok, cfg, j):
     """Whether feature ``j`` may split one branch per value: no binary-only setting, and the
     feature index allows it (:meth:`learners.features.FeatureIndex.multiway_allowed`)."""
@@ -319,11 +327,7 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
         merits[a, j], values[a, j] = merit, value
         flags[a, j] = (1 if has else 0) + (2 if real else 0)
         if has and not unsure:
-            low = merit - eps if screened else merit
-            if low >= first:
-                first, second = low, first
-            elif low > second:
-                second = low
+            first, second = _best_two(first, second, merit - eps if screened else merit)
         if screened:
             flags[a, j] += SCREENED + (UNSURE if unsure else 0)
     if not forward:
@@ -362,11 +366,8 @@ def refine(ni, cls, present, stat, seen, block, kinds, cfg, nodes, n_att, merits
             f = flags[a, j]
             if f & 1 == 0 or f & UNSURE:
                 continue
-            low = merits[a, j] - (eps if f & SCREENED else 0.0)
-            if low >= first:
-                first, second = low, first
-            elif low > second:
-                second = low
+            first, second = _best_two(first, second,
+                                      merits[a, j] - (eps if f & SCREENED else 0.0))
         pre, s, n_slot = 0.0, -1, 0
         for j in range(n_feat):
             f = flags[a, j]
