@@ -277,11 +277,13 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
     Two threads may share the work (``dists`` is each one's scratch): the caller takes the
     (leaf, feature) pairs from the first, the helper (``forward`` False) from the last, each
     marking a pair in ``claimed`` before it searches it and stopping at a pair the other has
-    marked (a pair both happen to take gets the same floats twice). The caller then closes
-    ``state`` and, if the helper had entered, waits for it to finish its pair, spinning, so
-    that nothing wakes it: returns 1 if the helper is still at work after ``SPIN_LIMIT`` spins
-    (the caller waits for it, then runs :func:`refine`), else 0. A helper that finds ``state``
-    closed does nothing. Reads the trees only, without the GIL."""
+    marked (a pair both happen to take is searched twice, each thread pruning by its own floor:
+    the two results differ only below the leaf's second best, and each writes its flags in one
+    store). The caller then closes ``state`` and, if the helper had entered, waits for it to
+    finish its pair, spinning, so that nothing wakes it: returns 1 if the helper is still at
+    work after ``SPIN_LIMIT`` spins (the caller waits for it, then runs :func:`refine`), else
+    0. A helper that finds ``state`` closed does nothing. Reads the trees only, without the
+    GIL."""
     if not forward:
         atomic_store(state, ENTERED, 1)
         if atomic_load(state, CLOSED):
@@ -325,11 +327,10 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
         else:
             has, real, merit, value = False, False, -np.inf, np.nan
         merits[a, j], values[a, j] = merit, value
-        flags[a, j] = (1 if has else 0) + (2 if real else 0)
+        flags[a, j] = ((1 if has else 0) + (2 if real else 0)
+                       + ((SCREENED + (UNSURE if unsure else 0)) if screened else 0))
         if has and not unsure:
             first, second = _best_two(first, second, merit - eps if screened else merit)
-        if screened:
-            flags[a, j] += SCREENED + (UNSURE if unsure else 0)
     if not forward:
         atomic_store(state, EXITED, 1)
         return 0
