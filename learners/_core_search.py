@@ -79,6 +79,14 @@ EPS_PER_CLASS = 1e-7
 _EPS_FLOOR = 1e-10  # the two searches' own rounding
 _FRAC_MARGIN = 2.0 * CDF_ERROR  # a screened branch's share of the weight is within this
 _BOUND_ROUNDING = 1e-12  # :func:`_gain_bound`'s and :func:`_merit`'s own rounding
+_LN2 = math.log(2.0)
+
+
+@njit(cache=True)
+def _screen_error(n_classes):
+    """How far a screened merit may lie from the exact search's (``EPS_PER_CLASS`` per class
+    of the ensemble, and the two searches' own rounding)."""
+    return EPS_PER_CLASS * n_classes + _EPS_FLOOR
 
 
 @njit(cache=True)
@@ -111,7 +119,7 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
     if _one_side_dominates(work, k, min_frac):
         return best, best_point, unsure, True, False
     margin = _FRAC_MARGIN if tabled else 0.0
-    eps = EPS_PER_CLASS * work.shape[1] + _EPS_FLOOR
+    eps = _screen_error(work.shape[1])
     rival, best_free = -np.inf, False
     size = (hi - lo) / (n_splits + 1.0)
     for i in range(n_splits):
@@ -185,7 +193,7 @@ def _gain_bound(work, k, pre, sum_l, sum_r, total, cut):
         gini += sum_l - sq_l / sum_l
     if sum_r > 0.0:
         gini += sum_r - sq_r / sum_r
-    bound = pre - gini / (total * math.log(2.0))
+    bound = pre - gini / (total * _LN2)
     if bound < cut:
         return bound
     post = 0.0
@@ -296,7 +304,7 @@ def search_share(ni, cls, present, stat, counts, seen, block, kinds, feat_rows, 
     work = np.empty((_WORK_ROWS, n_classes))
     work[_LAST_N] = -1.0  # keyed by the weight: right for any leaf
     min_frac = cfg[MIN_FRAC]
-    eps = EPS_PER_CLASS * n_classes + _EPS_FLOOR
+    eps = _screen_error(n_classes)
     last, s, pre, n_slot = -1, -1, 0.0, 0
     first, second = -np.inf, -np.inf  # the best two lower bounds of the leaf's pairs so far
     for i in range(n_att * n_feat):
@@ -355,7 +363,7 @@ def refine(ni, cls, present, stat, seen, block, kinds, cfg, nodes, n_att, merits
     (:func:`~learners._core_split.attempt_finish`: the best two merits and the best feature,
     the last of equal merits)."""
     n_classes, n_feat = cls.shape[1], kinds.shape[0]
-    eps = EPS_PER_CLASS * n_classes + _EPS_FLOOR
+    eps = _screen_error(n_classes)
     order = np.empty(n_classes, np.int64)
     slot_order = np.empty(n_classes, np.int64)
     work = np.empty((_WORK_ROWS, n_classes))
