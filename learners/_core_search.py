@@ -23,9 +23,11 @@ from learners._layout import BINARY, MIN_FRAC, N_SPLITS, SLOT, SMAX, SMEAN, SMIN
 #: order, the last weight and ``n log2 n`` gathered (a class usually has the same weight at every
 #: feature: one logarithm per attempt, not one per feature). Read in place, and the merit of each
 #: point computed in the loop: a row view or an array argument costs two atomic reference counts
-#: in compiled code, per candidate point (a tenth of a Mice run's compiled time).
-_N, _MEAN, _SD, _LO, _HI, _FULL, _LEFT, _RIGHT, _LAST_N, _LAST_FULL = range(10)
-_WORK_ROWS = 10
+#: in compiled code, per candidate point (a tenth of a Mice run's compiled time). Last, the
+#: deviation's reciprocal, by which the screen multiplies (a division per class and point costs
+#: about 3% of the search).
+_N, _MEAN, _SD, _LO, _HI, _FULL, _LEFT, _RIGHT, _LAST_N, _LAST_FULL, _INV = range(11)
+_WORK_ROWS = 11
 
 
 @njit(cache=True)
@@ -43,6 +45,7 @@ def _gather_classes(stat, block, s, j, work, slot_order, n_slot):
             work[_MEAN, k] = stat[b, SMEAN, j]
             var = stat[b, SS, j] / (w - 1.0) if w > 1.0 else 0.0
             work[_SD, k] = math.sqrt(var) if var > 0.0 else 0.0
+            work[_INV, k] = 1.0 / work[_SD, k] if var > 0.0 else 0.0
             work[_LO, k] = stat[b, SMIN, j]
             work[_HI, k] = stat[b, SMAX, j]
             if w != work[_LAST_N, a]:  # the same floats as computing it again
@@ -134,12 +137,12 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
             elif point >= work[_HI, a]:
                 left = n
             else:
-                left = _cdf(point, work[_MEAN, a], work[_SD, a], tabled) * n
+                left = _cdf(point, work[_MEAN, a], work[_SD, a], work[_INV, a], tabled) * n
                 free = free and not work[_SD, a] > 0.0
                 if tabled and left != left:
                     unsure, left = True, 0.0
-            right = n - left
-            same = same and left == work[_LEFT, a] and right == work[_RIGHT, a]
+            right = n - left  # so the same left weight leaves the same right one
+            same = same and left == work[_LEFT, a]
             work[_LEFT, a], work[_RIGHT, a] = left, right
             sum_l += left
             sum_r += right
@@ -169,12 +172,13 @@ def _numeric_best(stat, block, s, j, pre, n_splits, min_frac, work, slot_order, 
 
 
 @njit(cache=True)
-def _cdf(point, mean, sd, tabled):
-    """River's ``GaussianSplitter`` CDF of a class at ``point`` (0 without spread)."""
+def _cdf(point, mean, sd, inv_sd, tabled):
+    """River's ``GaussianSplitter`` CDF of a class at ``point`` (0 without spread); the screen
+    (``tabled``) multiplies by ``inv_sd = 1 / sd`` instead of dividing (within an ulp)."""
     if not sd > 0.0:
         return 0.0
     if tabled:
-        return normal_cdf((point - mean) / sd)
+        return normal_cdf((point - mean) * inv_sd)
     return 0.5 * (1.0 + math.erf((point - mean) / sd / math.sqrt(2.0)))
 
 
