@@ -15,7 +15,7 @@ from functools import cache
 
 import numpy as np
 
-__all__ = ["cost_to_label_weight", "pick_among", "argmax_random_ties"]
+__all__ = ["cost_to_label_weight", "pick_among", "argmax_random_ties", "ties_loop"]
 
 
 def argmax_random_ties(values: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -36,13 +36,13 @@ def argmax_random_ties(values: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.argmax(np.where(values == values.max(axis=1, keepdims=True), u, -1.0), axis=1)
 
 
-def _ties_loop(values: np.ndarray, u: np.ndarray) -> np.ndarray:
+def ties_loop(values: np.ndarray, u: np.ndarray) -> np.ndarray:
     """:func:`argmax_random_ties` in loops, with its answers: a row holding a NaN is all
     "not maximal" (0), and the first NaN draw among the maximal entries wins, as ``np.argmax``
     would have it.
 
     >>> v = np.array([[1.0, 3.0, 3.0], [0.0, np.nan, 0.0], [2.0, 2.0, 1.0]])
-    >>> _ties_loop(v, np.array([[0.9, 0.1, 0.2], [0.3, 0.8, 0.5], [0.4, np.nan, 0.1]])).tolist()
+    >>> ties_loop(v, np.array([[0.9, 0.1, 0.2], [0.3, 0.8, 0.5], [0.4, np.nan, 0.1]])).tolist()
     [2, 0, 1]
     """
     n, k = values.shape
@@ -72,10 +72,10 @@ def _ties_loop(values: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 @cache
 def _compiled_ties():
-    """:func:`_ties_loop` compiled (numba, imported when first needed)."""
-    from numba import njit
+    """:func:`ties_loop` compiled (:mod:`learners.round_loops`, imported when first needed)."""
+    from learners.round_loops import ties
 
-    return njit(cache=True)(_ties_loop)
+    return ties
 
 
 def pick_among(mask: np.ndarray, u: np.ndarray) -> np.ndarray:

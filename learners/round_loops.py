@@ -10,6 +10,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from learners.reduction import ties_loop
+
+#: :func:`learners.reduction.argmax_random_ties` of float rows (its loops, compiled)
+ties = njit(cache=True)(ties_loop)
+
 
 @njit(cache=True)
 def prefix_votes(weak, alpha, k):
@@ -316,6 +321,26 @@ def round_start(weak, alpha, k, yhat, action, correct, p, guess, use_guess, max_
 
 
 @njit(cache=True)
+def decision_steps(proba, u, alpha, scores, weights):
+    """Steps 1-5 of a decision (:meth:`boosters.online.template.BoostingTemplate.decide_one`)
+    in one call, the same labels: ``(weak, experts, chosen)``. The trees' labels are the argmax
+    of ``proba``'s rows (N, k) with ties by ``u``'s first N rows of k draws; the experts the
+    argmax of each vote prefix ``s^1..s^N`` of ``alpha`` and then of each row of ``scores`` (the
+    reward models' estimates), by the next rows; the chosen expert :func:`pick_by_weight` of the
+    experts' ``weights`` at ``u[-2]`` (-1 where their sum is not finite)."""
+    n, k = proba.shape
+    weak = ties(proba, u[: n * k].reshape(n, k))
+    votes = _prefix_sums(weak, alpha, k)  # a label of ties is in 0..k-1
+    m = scores.shape[0]
+    rows = u[n * k : (2 * n + m) * k].reshape(n + m, k)
+    experts = np.empty(n + m, np.int64)
+    experts[:n] = ties(votes[1:], rows[:n])
+    if m:
+        experts[n:] = ties(scores, rows[n:])
+    return weak, experts, pick_by_weight(weights, u[u.shape[0] - 2])
+
+
+@njit(cache=True)
 def clipped_estimates(prior, scores, offsets):
     """``np.clip(prior + scores + offsets, 0.0, 1.0)`` (a NaN stays)."""
     out = np.empty(scores.shape[0])
@@ -338,4 +363,7 @@ def warm_up() -> None:
     dr_losses(0, 1, True, np.full(2, 0.5), np.full(2, 0.5), np.inf)
     round_start(np.array([1, 0]), np.array([0.5, 1.0]), 2, 0, 1, True, np.full(2, 0.5),
                 np.full(2, 0.5), True, 5.0)
+    for m in (0, 1):
+        decision_steps(np.full((2, 2), 0.5), np.full(4 * 2 + 2 * m + 2, 0.5), np.ones(2),
+                       np.zeros((m, 2)), np.ones(3))
     clipped_estimates(0.5, np.zeros(2), np.zeros(2))

@@ -209,16 +209,26 @@ class AdaBandit(BoostingTemplate):
         costs = logistic_costs(np.tanh(halves, out=halves), k) @ omega
         return lhat, lhat if self.hedge_weight is None else judged, votes, costs
 
-    def _choose_expert(self, u: float) -> int:
+    def _expert_weights(self) -> np.ndarray | None:
+        # np.exp(log_v - log_v.max()), the same floats, the shift compiled
         log_v = self.log_v
-        if log_v.dtype == np.float64 and log_v.ndim == 1 and log_v.size:
-            from learners.round_loops import pick_by_weight, shift_down
+        if not (log_v.dtype == np.float64 and log_v.ndim == 1 and log_v.size):
+            return None
+        from learners.round_loops import shift_down
 
-            w = np.empty(log_v.size)  # the same floats in two compiled calls around np.exp
-            shift_down(log_v, w)
-            chosen = pick_by_weight(np.exp(w, out=w), u)
+        w = np.empty(log_v.size)
+        shift_down(log_v, w)
+        return np.exp(w, out=w)
+
+    def _choose_expert(self, u: float) -> int:
+        w = self._expert_weights()
+        if w is not None:
+            from learners.round_loops import pick_by_weight
+
+            chosen = pick_by_weight(w, u)
             if chosen >= 0:
                 return chosen
+        log_v = self.log_v
         w = np.exp(log_v - log_v.max())
         cdf = np.cumsum(w)
         return min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), len(cdf) - 1)

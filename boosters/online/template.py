@@ -276,6 +276,28 @@ class BoostingTemplate(OnlineBooster):
             return experts
         return np.concatenate((experts, argmax_random_ties(scores, u[n:])))
 
+    def _compiled_decision(self, x: dict, u: np.ndarray, alpha: np.ndarray) -> tuple | None:
+        """``(weak, experts, chosen)`` of an unrestricted decision (:meth:`_weak_predictions`,
+        :meth:`_votes`, :meth:`_experts`, :meth:`_choose_expert`) in one compiled call, the same
+        labels (:func:`learners.round_loops.decision_steps`); None where that does not apply
+        (River's trees, the cost-sensitive rule, a choice without :meth:`_expert_weights`)."""
+        weights = self._expert_weights()
+        if (weights is None or self.forest is None or self.weak_prediction != "argmax"
+                or alpha.dtype != np.float64 or alpha.shape != (self.n_learners,)):
+            return None
+        from learners.round_loops import decision_steps
+
+        proba = self.tree_proba(x)
+        scores = self._model_scores(x, None)
+        scores = np.zeros((0, self.n_actions)) if scores is None else scores.astype(float)
+        weak, experts, chosen = decision_steps(proba, u, alpha, scores, weights)
+        return weak, experts, self._choose_expert(u[-2]) if chosen < 0 else int(chosen)
+
+    def _expert_weights(self) -> np.ndarray | None:
+        """The weights :meth:`_choose_expert` draws the played expert by, for the compiled
+        decision; None: it draws otherwise (the template's switch)."""
+        return None
+
     def _model_scores(self, x: dict, allowed) -> np.ndarray | None:
         """Rows of :meth:`expert_models`' estimates for ``x``, the excluded actions at ``-inf``
         (None without such models)."""
@@ -428,10 +450,14 @@ class BoostingTemplate(OnlineBooster):
         allowed = check_allowed(allowed, k)
         u = (self._rng if rng is None else rng).random(2 * n * k + 2 + self._extra_draws())
         alpha = self._alpha()
-        weak = self._weak_predictions(x, u[: n * k].reshape(n, k), alpha)
-        votes = self._votes(weak, alpha)
-        experts = self._experts(x, votes, allowed, u[n * k : -2].reshape(-1, k))
-        chosen = self._choose_expert(u[-2])
+        steps = None if allowed is not None else self._compiled_decision(x, u, alpha)
+        if steps is None:
+            weak = self._weak_predictions(x, u[: n * k].reshape(n, k), alpha)
+            votes = self._votes(weak, alpha)
+            experts = self._experts(x, votes, allowed, u[n * k : -2].reshape(-1, k))
+            chosen = self._choose_expert(u[-2])
+        else:
+            weak, experts, chosen = steps
         yhat = int(experts[chosen])
         rho = self.current_rho()
         p = exploration_distribution(yhat, k, rho, allowed)

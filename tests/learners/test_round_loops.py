@@ -177,3 +177,58 @@ def test_clip_keeps_numpy_ties():
     for x, low, high in [(-0.0, 0.0, 1.0), (0.0, -0.0, 1.0), (0.0, -1.0, -0.0),
                          (-0.0, -1.0, 0.0), (np.nan, 0.0, 1.0), (5.0, np.nan, 1.0)]:
         assert same(rc._clipped(x, low, high), np.clip(np.array([x]), low, high)[0])
+
+
+def reference_ties(values, u):
+    """argmax_random_ties's NumPy path."""
+    return np.argmax(np.where(values == values.max(axis=1, keepdims=True), u, -1.0), axis=1)
+
+
+@pytest.mark.parametrize("m", [0, 1, 2])
+def test_decision_steps(m):
+    """The compiled decision's labels: the trees' argmax, the vote prefixes' and the reward
+    models' argmax (ties by the draws' rows in that order), the Hedge's pick."""
+    rng = np.random.default_rng(m)
+    for k in (2, 3, 10):
+        for _ in range(40):
+            n = int(rng.integers(1, 25))
+            proba = np.round(rng.random((n, k)), 1)  # many ties
+            proba[rng.random(n) < 0.2] = 0.0  # untrained trees
+            alpha = np.round(awkward(rng, n), 1)
+            scores = np.round(rng.random((m, k)), 1)
+            weights = rng.random(n + m)
+            u = rng.random(2 * n * k + 2 + m * k)
+            weak, experts, chosen = rc.decision_steps(proba, u, alpha, scores, weights)
+            want_weak = reference_ties(proba, u[: n * k].reshape(n, k))
+            rows = u[n * k : -2].reshape(-1, k)
+            votes = reference_votes(want_weak, alpha, k)
+            want = np.concatenate((reference_ties(votes[1:], rows[:n]),
+                                   reference_ties(scores, rows[n:]))).astype(np.int64)
+            cdf = np.cumsum(weights)
+            pick = min(int(np.searchsorted(cdf, u[-2] * cdf[-1], side="right")), n + m - 1)
+            assert same(weak, want_weak) and same(experts, want) and chosen == pick
+
+
+def test_compiled_decision_is_the_steps(monkeypatch):
+    """AdaBandit decides the same with the compiled decision as step by step, and learns the
+    same (the reward model's expert included)."""
+    from boosters.online.adabandit import AdaBandit
+    from boosters.online.template import BoostingTemplate
+
+    rng = np.random.default_rng(5)
+    xs = [{f"f{j}": float(v) for j, v in enumerate(rng.normal(size=6).round(1))}
+          for _ in range(300)]
+    labels = rng.integers(0, 4, 300)
+
+    def run():
+        booster, out = AdaBandit(4, 5, seed=3, rho=0.2), []
+        for x, y in zip(xs, labels.tolist(), strict=True):
+            d = booster.decide_one(x)
+            out.append((d.action, d.internals["weak"].tolist(), d.internals["experts"].tolist(),
+                        d.internals["expert"], d.probabilities.tolist()))
+            booster.learn_one(x, d, reward=float(d.action == y))
+        return out
+
+    fused = run()
+    monkeypatch.setattr(BoostingTemplate, "_compiled_decision", lambda *a: None)
+    assert fused == run()
