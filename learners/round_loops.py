@@ -40,33 +40,38 @@ def _prefix_sums(weak, alpha, k):
 
 @njit(cache=True)
 def half_differences(votes):
-    """``0.5 * (votes[m, l] - votes[m, r])`` for ``l < r`` (row ``m``, the pairs in row-major
-    order), the arguments of eq. 10's ``tanh`` (a pair ``r < l`` is the negative: the same
-    float negated, and ``tanh``, NumPy's too, is odd to the bit)."""
+    """``(values, index)``: ``0.5 * (votes[m, l] - votes[m, r])`` for ``l < r`` (row ``m``, the
+    pairs in row-major order; a pair ``r < l`` is the negative: the same float negated, and
+    ``tanh``, NumPy's too, is odd to the bit) is ``values[index[m, i]]``, the arguments of eq.
+    10's ``tanh``. A pair equal to its row's predecessor's (the vote prefixes differ by one
+    learner's label: all but ``k - 1`` pairs) shares its entry, so ``tanh`` of ``values``
+    takes a fraction of the pairs; equal floats have one ``tanh`` (a zero's sign aside, which
+    the costs do not see: ``1 + 0.0`` and ``1 - 0.0`` are 1)."""
     m_rows, k = votes.shape
-    out = np.empty((m_rows, k * (k - 1) // 2))
+    index = np.empty((m_rows, k * (k - 1) // 2), np.int64)
+    values = np.empty(index.size)
+    n = 0
     for m in range(m_rows):
-        _half_row(votes, m, out)
-    return out
+        i = 0
+        for r in range(k):
+            for c in range(r + 1, k):
+                half = 0.5 * (votes[m, r] - votes[m, c])
+                if m > 0 and half == values[index[m - 1, i]]:
+                    index[m, i] = index[m - 1, i]
+                else:
+                    values[n] = half
+                    index[m, i] = n
+                    n += 1
+                i += 1
+    return values[:n], index
 
 
 @njit(cache=True)
-def _half_row(votes, m, out):
-    """Row ``m`` of :func:`half_differences`."""
-    k = votes.shape[1]
-    i = 0
-    for r in range(k):
-        for c in range(r + 1, k):
-            out[m, i] = 0.5 * (votes[m, r] - votes[m, c])
-            i += 1
-
-
-@njit(cache=True)
-def logistic_costs(tanh, k):
-    """Eq. 10's matrices (M, k, k) from ``tanh`` of :func:`half_differences`: ``0.5 * (1 + t)``
-    off the diagonal (``0.5 * (1 - t)`` below it), the diagonal minus its column's sum (summed
-    from the first row on, the diagonal's zero in its place)."""
-    m_rows = tanh.shape[0]
+def logistic_costs(tanh, index, k):
+    """Eq. 10's matrices (M, k, k) from ``tanh`` of :func:`half_differences`' values (its
+    ``index``): ``0.5 * (1 + t)`` off the diagonal (``0.5 * (1 - t)`` below it), the diagonal
+    minus its column's sum (summed from the first row on, the diagonal's zero in its place)."""
+    m_rows = index.shape[0]
     out = np.empty((m_rows, k, k))
     total = np.empty(k)
     for m in range(m_rows):
@@ -74,8 +79,9 @@ def logistic_costs(tanh, k):
         for r in range(k):
             out[m, r, r] = 0.0
             for c in range(r + 1, k):
-                out[m, r, c] = 0.5 * (1.0 + tanh[m, i])
-                out[m, c, r] = 0.5 * (1.0 - tanh[m, i])
+                t = tanh[index[m, i]]
+                out[m, r, c] = 0.5 * (1.0 + t)
+                out[m, c, r] = 0.5 * (1.0 - t)
                 i += 1
         total[:] = 0.0
         for r in range(k):
@@ -293,17 +299,18 @@ def _eq4(yhat, ytilde, correct, p):
 @njit(cache=True)
 def round_start(weak, alpha, k, yhat, action, correct, p, guess, use_guess, max_weight):
     """The start of AdaBandit's bandit round in one call: ``(ok, lhat, judged, omega, votes,
-    halves)``: the loss estimate (with ``use_guess`` the doubly robust one of the baseline
-    ``1 - guess``, :func:`dr_losses`; else eq. 4, :func:`boosters.exploration.loss_estimate`),
-    the Hedge's (the doubly robust one, its weights clipped at ``max_weight``), ``1 - lhat``, the
-    votes (:func:`prefix_votes`) and their :func:`half_differences`; ``ok`` False (the arrays
-    empty) for a label outside ``0..k-1``."""
+    halves, index)``: the loss estimate (with ``use_guess`` the doubly robust one of the
+    baseline ``1 - guess``, :func:`dr_losses`; else eq. 4,
+    :func:`boosters.exploration.loss_estimate`), the Hedge's (the doubly robust one, its weights
+    clipped at ``max_weight``), ``1 - lhat``, the votes (:func:`prefix_votes`) and their
+    :func:`half_differences`; ``ok`` False (the arrays empty) for a label outside ``0..k-1``."""
     n = weak.shape[0]
     ok = 0 <= yhat < k and 0 <= action < k
     for i in range(n):
         ok = ok and 0 <= weak[i] < k
     if not ok:
-        return False, np.empty(0), np.empty(0), np.empty(0), np.empty((0, k)), np.empty((0, 0))
+        return (False, np.empty(0), np.empty(0), np.empty(0), np.empty((0, k)), np.empty(0),
+                np.empty((0, 0), np.int64))
     baseline = np.empty(k)
     for j in range(k):
         baseline[j] = 1.0 - guess[j]
@@ -314,10 +321,8 @@ def round_start(weak, alpha, k, yhat, action, correct, p, guess, use_guess, max_
     for j in range(k):
         omega[j] = 1.0 - lhat[j]
     votes = _prefix_sums(weak, alpha, k)
-    halves = np.empty((n + 1, k * (k - 1) // 2))
-    for m in range(n + 1):
-        _half_row(votes, m, halves)
-    return True, lhat, judged, omega, votes, halves
+    halves, index = half_differences(votes)
+    return True, lhat, judged, omega, votes, halves, index
 
 
 @njit(cache=True)
@@ -352,7 +357,8 @@ def clipped_estimates(prior, scores, offsets):
 def warm_up() -> None:
     """Load (or compile, once) every kernel above for the types a round passes them."""
     votes = prefix_votes(np.array([1, 0]), np.array([0.5, 1.0]), 2)
-    logistic_costs(np.tanh(half_differences(votes)), 2)
+    halves, index = half_differences(votes)
+    logistic_costs(np.tanh(halves), index, 2)
     label_weight(votes[:2], np.full((2, 2), 0.5), 1, 100.0, 100.0, 1.0, 1e-10)
     inverse, w = np.eye(2), np.zeros(2)
     rank_one_step(inverse, w, np.ones(2), 2.0, 0.5)

@@ -51,8 +51,8 @@ def logistic_cost_matrices(votes: np.ndarray) -> np.ndarray:
     if type(votes) is np.ndarray and votes.dtype == np.float64 and votes.ndim == 2:
         from learners.round_loops import half_differences, logistic_costs
 
-        halves = half_differences(votes)  # the same floats in two compiled calls
-        return logistic_costs(np.tanh(halves, out=halves), votes.shape[1])
+        halves, index = half_differences(votes)  # the same floats in two compiled calls
+        return logistic_costs(np.tanh(halves, out=halves), index, votes.shape[1])
     diff = votes[:, :, None] - votes[:, None, :]  # [m, l, r] = s_l - s_r
     C = 0.5 * (1.0 + np.tanh(0.5 * diff))  # 1 / (1 + exp(s_r - s_l)), overflow-free
     k = votes.shape[1]
@@ -201,12 +201,12 @@ class AdaBandit(BoostingTemplate):
         from learners.round_loops import logistic_costs, round_start
 
         weight = np.inf if self.hedge_weight is None else self.hedge_weight
-        ok, lhat, judged, omega, votes, halves = round_start(
+        ok, lhat, judged, omega, votes, halves, index = round_start(
             weak, alpha, k, int(decision.internals["yhat"]), int(decision.action), bool(correct),
             p, guess, self.uses_guess(), weight)
         if not ok:
             return None
-        costs = logistic_costs(np.tanh(halves, out=halves), k) @ omega
+        costs = logistic_costs(np.tanh(halves, out=halves), index, k) @ omega
         return lhat, lhat if self.hedge_weight is None else judged, votes, costs
 
     def _expert_weights(self) -> np.ndarray | None:

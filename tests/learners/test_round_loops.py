@@ -49,6 +49,13 @@ def test_votes_and_logistic_costs(k):
         votes = rc.prefix_votes(weak, alpha, k)
         assert same(votes, reference_votes(weak, alpha, k))
         assert same(logistic_cost_matrices(votes), reference_costs(votes))
+        halves, index = rc.half_differences(votes)  # one row's label moves k - 1 pairs at most
+        assert halves.size <= k * (k - 1) // 2 + 20 * (k - 1)
+        p, guess = rng.dirichlet(np.ones(k)), rng.random(k)
+        start = rc.round_start(weak, alpha, k, 0, 1, False, p, guess, True, 5.0)
+        assert same(start[4], votes)
+        costs = rc.logistic_costs(np.tanh(start[5]), start[6], k)
+        assert same(costs, reference_costs(votes))
     assert rc.prefix_votes(np.array([0, k]), np.ones(2), k) is None
 
 
