@@ -90,6 +90,21 @@ def test_a_search_shared_when_the_interpreter_shuts_down_is_the_callers_alone(mo
     _assert_same_state(plain, _learn(_ensemble(), data))
 
 
+def test_the_helper_runs_each_call_and_hands_back_its_error():
+    ran = []
+    helper = split_search._pool()
+    helper.submit(ran.append, 1).result()
+    assert ran == [1]
+
+    def fails(x):
+        raise ValueError(x)
+
+    with pytest.raises(ValueError, match="bad"):
+        helper.submit(fails, "bad").result()
+    helper.submit(ran.append, 2).result()  # the thread goes on after an error
+    assert ran == [1, 2]
+
+
 def test_pairs_taken_from_both_ends_give_the_one_thread_search():
     trees = _learn(_ensemble(), list(_numeric_stream(300)))
     active = np.flatnonzero((trees.ni[: trees.ctr[0], 0] == 0) & (trees.ni[: trees.ctr[0], 5] >= 0))
