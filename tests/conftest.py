@@ -31,10 +31,11 @@ def _drop_stale_kernels() -> None:
     stamp = cache / "kernels.sha256"
     if stamp.is_file() and stamp.read_text() == digest:
         return
-    for stale in [*cache.glob("*.nbi"), *cache.glob("*.nbc")]:
-        stale.unlink(missing_ok=True)
-    cache.mkdir(exist_ok=True)
-    stamp.write_text(digest)
+    with contextlib.suppress(OSError):  # a read-only checkout: numba caches elsewhere
+        for stale in [*cache.glob("*.nbi"), *cache.glob("*.nbc")]:
+            stale.unlink(missing_ok=True)
+        cache.mkdir(exist_ok=True)
+        stamp.write_text(digest)
 
 
 _drop_stale_kernels()  # before anything imports a kernel
