@@ -281,9 +281,11 @@ class BoostingTemplate(OnlineBooster):
         :meth:`_votes`, :meth:`_experts`, :meth:`_choose_expert`) in one compiled call, the same
         labels (:func:`learners.round_loops.decision_steps`); None where that does not apply
         (River's trees, the cost-sensitive rule, a choice without :meth:`_expert_weights`)."""
-        weights = self._expert_weights()
-        if (weights is None or self.forest is None or self.weak_prediction != "argmax"
+        if (self.forest is None or self.weak_prediction != "argmax"
                 or alpha.dtype != np.float64 or alpha.shape != (self.n_learners,)):
+            return None
+        weights = self._expert_weights()  # after the checks: the twins' rule decides by steps
+        if weights is None:
             return None
         from learners.round_loops import decision_steps
 
