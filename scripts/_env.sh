@@ -24,13 +24,5 @@ if [ ! -f "$stamp" ] && ! { [ -z "$EXTRAS" ] && [ -f ".venv/.installed-$hash-tes
        "puts it on PATH)" >&2
 fi
 export PATH="$ROOT/.venv/bin:$PATH"
-# numba keys a cached kernel on its own source file: after a pull or an edit that changes a kernel
-# another module's kernels call, their cached code is stale. Clear learners/'s numba cache when
-# its sources changed (the same stamp as tests/conftest.py's: a SHA-256 of learners/*.py in
-# byte order); a read-only checkout keeps its cache.
-kernels=$(LC_ALL=C; cat learners/*.py | sha256sum | cut -d' ' -f1)
-if [ "$(cat learners/__pycache__/kernels.sha256 2>/dev/null)" != "$kernels" ]; then
-  { rm -f learners/__pycache__/*.nbi learners/__pycache__/*.nbc \
-    && mkdir -p learners/__pycache__ \
-    && printf '%s' "$kernels" > learners/__pycache__/kernels.sha256; } 2>/dev/null || true
-fi
+# numba's cache of learners/ cleared when its sources changed (stale kernels otherwise)
+.venv/bin/python scripts/_fresh_kernels.py

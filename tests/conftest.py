@@ -7,9 +7,9 @@ Tests that need Redis skip with a clear message when the ``redis-server`` binary
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import os
+import runpy
 import shutil
 import subprocess
 import time
@@ -19,26 +19,9 @@ from pathlib import Path
 
 import pytest
 
-
-def _drop_stale_kernels() -> None:
-    """Clear numba's on-disk cache of learners/ when its sources changed since it was written:
-    numba keys a kernel on its own file only, so a kernel whose callee in another module changed
-    (a pull, an edit) would load stale machine code, wrong or crashing."""
-    learners = Path(__file__).resolve().parents[1] / "learners"
-    sources = b"".join(path.read_bytes() for path in sorted(learners.glob("*.py")))
-    digest = hashlib.sha256(sources).hexdigest()
-    cache = learners / "__pycache__"
-    stamp = cache / "kernels.sha256"
-    if stamp.is_file() and stamp.read_text() == digest:
-        return
-    with contextlib.suppress(OSError):  # a read-only checkout: numba caches elsewhere
-        for stale in [*cache.glob("*.nbi"), *cache.glob("*.nbc")]:
-            stale.unlink(missing_ok=True)
-        cache.mkdir(exist_ok=True)
-        stamp.write_text(digest)
-
-
-_drop_stale_kernels()  # before anything imports a kernel
+# numba's cache of learners/ cleared when its sources changed, before anything imports a kernel
+runpy.run_path(str(Path(__file__).resolve().parents[1] / "scripts" / "_fresh_kernels.py"),
+               run_name="__main__")
 
 from service.api.server import free_port  # noqa: E402
 
