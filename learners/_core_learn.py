@@ -137,7 +137,7 @@ def _leaf_learn(ni, nf, cls, present, stat, counts, seen, block, bfree, ctr, kin
         nf[node, WLEARN] += w
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def learn_round(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
                 feat_nrows, row_other, multi_ok, cfg, edges, ti, tf, free, ctr, x, labels,
                 weights, scratch, version, memo_meta, memo_x, memo_leaf, memo_out, nodes,
@@ -189,7 +189,7 @@ def learn_leaves(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, 
     return n_att
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def learn_splits(ni, nf, cls, present, stat, counts, seen, block, bfree, kinds, feat_rows,
                  feat_nrows, cfg, edges, ti, tf, free, ctr, nodes, n_att, merits, values, flags,
                  dists, version):

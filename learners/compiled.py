@@ -259,7 +259,8 @@ class TreeEnsemble:
         """Tree ``t`` learns label ``labels[t]`` with weight ``weights[t]`` for the vector ``x``
         (from :meth:`transform` with ``learn=True``): the leaves learn, the leaves due a split
         attempt are searched, the attempts are made; one compiled call, three where a helper
-        thread shares a long search (:mod:`learners.split_search`). Returns the splits."""
+        thread shares a long search (:mod:`learners.split_search`). Returns the splits. The
+        compiled calls release the GIL: nothing may read the ensemble while it learns."""
         if self.frozen:
             raise RuntimeError("a serving copy only predicts; learn on the model it came from")
         labels, weights = np.asarray(labels, dtype=np.int64), np.asarray(weights, dtype=float)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from learners.frozen import dumps_serving
@@ -27,7 +28,7 @@ from service.models.snapshots import HeapFreezer, pickle_isolated
 from service.models.store import ModelStore, ahead_of_log, save_snapshot
 from service.settings import Settings, apply_split_helper
 
-__all__ = ["EVERYSEC_LAG_SECONDS", "Learner", "durable_lag", "limits", "summed_feedback"]
+__all__ = ["Learner", "limits", "summed_feedback"]
 
 log = logging.getLogger("boostbandit.learner")
 
@@ -49,29 +50,6 @@ def limits(settings: Settings) -> Limits:
         replica_acks=settings.redis_replica_acks,
         replica_ack_ms=settings.redis_replica_ack_ms,
     )
-
-
-#: the durable lag under appendfsync everysec: Redis fsyncs the append-only file once a second
-#: and, while an fsync runs late, defers its writes for at most 2 s more
-EVERYSEC_LAG_SECONDS = 2.0
-
-
-def durable_lag(settings: Settings, client: Redis) -> float:
-    """``learner_durable_lag_seconds``, or, if unset, the lag the server's persistence needs:
-    0 when every acknowledged write is fsynced (``appendfsync always``) or when no append-only
-    file is kept (nothing recent is durable then; a crash loses back to the last RDB save, and a
-    snapshot ahead of the log is caught at the next start), else :data:`EVERYSEC_LAG_SECONDS`."""
-    if settings.learner_durable_lag_seconds is not None:
-        return settings.learner_durable_lag_seconds
-    try:
-        config = {**client.config_get("appendonly"), **client.config_get("appendfsync")}
-    except RedisError as exc:  # e.g. a managed Redis that renames CONFIG
-        log.info("appendfsync unknown (%s): learning events %g s after they are joined", exc,
-                 EVERYSEC_LAG_SECONDS)
-        return EVERYSEC_LAG_SECONDS
-    if config.get("appendonly") == "no" or config.get("appendfsync") == "always":
-        return 0.0
-    return EVERYSEC_LAG_SECONDS
 
 
 def summed_feedback(model: ServedModel, first: dict[str, Any], total: float) -> dict[str, Any]:
@@ -100,9 +78,11 @@ class Learner(StreamConsumer):
         self._publishing: dict[str, threading.Thread] = {}  # serving copies being published
         self._retention_clock: dict[str, float] = {}  # when each model's log was last expired
         self.heap = HeapFreezer(settings.gc_freeze_seconds)
-        self.durable_lag = durable_lag(settings, client)
+        self.durable_lag = self.log.durable_lag(settings.learner_durable_lag_seconds)
         apply_split_helper(settings)
         self._recheck = False  # after a Redis error: is a model ahead of the log it came back with?
+        # reads and joins feedback while the loop applies (:meth:`_overlapped`)
+        self._joiner = ThreadPoolExecutor(1, thread_name_prefix="joiner")
 
     # --- lifecycle -----------------------------------------------------------------------------
     def endpoint(self):
@@ -124,6 +104,7 @@ class Learner(StreamConsumer):
         """Stop the loop, snapshot the models it owns (between events) and release them."""
         self.stop_event.set()
         self.join(timeout)
+        self._joiner.shutdown(wait=True)
         self.close_endpoint()
         for thread in [*self._snapshots.values(), *self._publishing.values()]:
             thread.join(timeout)  # an older snapshot must not land after the final one
@@ -219,16 +200,35 @@ class Learner(StreamConsumer):
         pending = {keys(name)["feedback"]: "0" for name in owned}
         while self._read(owned, pending, block=None):
             pass
-        self._read(owned, {keys(n)["feedback"]: ">" for n in owned},
-                   block=self.settings.learner_block_ms)
+        backlog = self._overlapped(owned) >= self.settings.learner_batch
         until = self.log.durable_until(self.durable_lag)  # one horizon for the whole round
         for model in owned.values():
             self.expire(model)
-            self.catch_up(model, until)
+            if not backlog:  # else the next step applies it while the joiner goes on
+                self.catch_up(model, until)
             self.maybe_snapshot(model)
             self.maybe_publish(model)
             self.maybe_expire_log(model)
         self.heap.maybe_freeze()
+
+    def _overlapped(self, owned: dict[str, ServedModel]) -> int:
+        """Join the next batch of feedback in the joiner thread while this one applies what was
+        joined before it started (up to each joined stream's newest entry then): the joins'
+        round trips and the Python around them overlap the trees' compiled learning, which
+        releases the GIL. The joiner's error, if any, is raised here once both are done;
+        returns the number of feedback entries it handled."""
+        newest = dict(zip(owned, self.log.newest_ids([keys(n)["joined"] for n in owned]),
+                          strict=True))
+        joining = self._joiner.submit(self._read, owned, {keys(n)["feedback"]: ">" for n in owned},
+                                      self.settings.learner_block_ms)
+        try:
+            until = self.log.durable_until(self.durable_lag)
+            for name, model in owned.items():
+                last = newest[name]
+                self.catch_up(model, last if stream_id(last) < stream_id(until) else until)
+        finally:
+            handled = joining.result()
+        return handled
 
     def _read(self, owned: dict[str, ServedModel], streams: dict[str, str],
               block: int | None) -> int:

@@ -3,18 +3,44 @@
 
 from __future__ import annotations
 
+import logging
+
 import redis
 
 from service.eventlog.keys import keys
 from service.eventlog.replies import stream_id, text
 
-__all__ = ["DurabilityState"]
+__all__ = ["EVERYSEC_LAG_SECONDS", "DurabilityState"]
+
+log = logging.getLogger(__name__)
+
+#: the durable lag under appendfsync everysec: Redis fsyncs the append-only file once a second
+#: and, while an fsync runs late, defers its writes for at most 2 s more
+EVERYSEC_LAG_SECONDS = 2.0
 
 
 class DurabilityState:
     """The :class:`~service.eventlog.log.EventLog` methods of the durable horizon."""
 
     r: redis.Redis
+
+    def durable_lag(self, configured: float | None) -> float:
+        """``configured`` (``learner_durable_lag_seconds``), or, if None, the lag the server's
+        persistence needs: 0 when every acknowledged write is fsynced (``appendfsync always``)
+        or when no append-only file is kept (nothing recent is durable then; a crash loses back
+        to the last RDB save, and a snapshot ahead of the log is caught at the next start), else
+        :data:`EVERYSEC_LAG_SECONDS`."""
+        if configured is not None:
+            return configured
+        try:
+            config = {**self.r.config_get("appendonly"), **self.r.config_get("appendfsync")}
+        except redis.RedisError as exc:  # e.g. a managed Redis that renames CONFIG
+            log.info("appendfsync unknown (%s): learning events %g s after they are joined",
+                     exc, EVERYSEC_LAG_SECONDS)
+            return EVERYSEC_LAG_SECONDS
+        if config.get("appendonly") == "no" or config.get("appendfsync") == "always":
+            return 0.0
+        return EVERYSEC_LAG_SECONDS
 
     def durable_until(self, lag_seconds: float) -> str:
         """The newest joined id the log holds durably with ``lag_seconds`` of fsync horizon:

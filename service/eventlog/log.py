@@ -357,8 +357,14 @@ class EventLog(ModelState, PersonalizerState, DurabilityState, ImportState,
 
     def newest_id(self, stream: str) -> str:
         """The id of the newest entry of ``stream`` ("0-0" if empty)."""
-        newest = self.r.xrevrange(stream, count=1)
-        return text(newest[0][0]) if newest else "0-0"
+        return self.newest_ids([stream])[0]
+
+    def newest_ids(self, streams: list[str]) -> list[str]:
+        """:meth:`newest_id` of each of ``streams``, in one round trip."""
+        pipe = self.r.pipeline(transaction=False)
+        for stream in streams:
+            pipe.xrevrange(stream, count=1)
+        return [text(newest[0][0]) if newest else "0-0" for newest in pipe.execute()]
 
     def ping(self) -> bool:
         """True if Redis answers."""

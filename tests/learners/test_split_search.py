@@ -231,3 +231,11 @@ def test_the_learner_setting_turns_the_helper_off(redis_url, helper):
     assert not helper_on()
     client.close()
 
+
+
+def test_learning_and_searching_release_the_gil():
+    """The service's learner joins feedback in another thread while the trees learn, and the
+    helper searches beside its caller: the kernels of a round run without the GIL."""
+    k = kernels()
+    for kernel in (k.learn_round, k.learn_splits, k.search_share, k.refine):
+        assert kernel.targetoptions.get("nogil") is True, kernel.__name__

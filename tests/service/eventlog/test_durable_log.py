@@ -22,7 +22,7 @@ import redis
 
 from service import metrics
 from service.eventlog import EventLog
-from service.learner import EVERYSEC_LAG_SECONDS, durable_lag
+from service.eventlog.durability import EVERYSEC_LAG_SECONDS
 from service.models.runtime import ServedModel
 from service.models.store import restore, save_snapshot
 from service.settings import Settings
@@ -115,11 +115,12 @@ def redis_ms(log: EventLog) -> int:
 
 def test_the_lag_follows_the_servers_persistence(everysec) -> None:
     client = redis.Redis.from_url(everysec.url)
-    settings = Settings(redis_url=everysec.url)
-    assert durable_lag(settings, client) == EVERYSEC_LAG_SECONDS
+    log = EventLog(client)
+    assert log.durable_lag(Settings(redis_url=everysec.url).learner_durable_lag_seconds) == \
+        EVERYSEC_LAG_SECONDS
     client.config_set("appendfsync", "always")
-    assert durable_lag(settings, client) == 0.0
-    assert durable_lag(Settings(redis_url="x", learner_durable_lag_seconds=0.5), client) == 0.5
+    assert log.durable_lag(None) == 0.0
+    assert log.durable_lag(0.5) == 0.5
 
 
 @pytest.mark.slow

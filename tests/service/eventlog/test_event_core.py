@@ -223,6 +223,59 @@ def test_a_failing_learn_is_the_same_in_the_fold(log: EventLog, monkeypatch) -> 
     assert same_decisions(served, fold(log, served.config))
 
 
+def feedback_for(log: EventLog, model: ServedModel, n: int) -> None:
+    for i in range(n):
+        event_id = decide_and_log(log, model, i)
+        log.append_feedback("m", event_id, {"EventId": event_id, "ts": time.time(),
+                                            "reward": float(i % 2), "label": None})
+
+
+def test_a_backlog_applies_while_the_next_batch_joins(log: EventLog) -> None:
+    """Past a batch of feedback, a step applies what was joined before it began while the
+    joiner thread joins the next batch, which the next step applies; less than a batch is
+    applied in the step that joins it. Drained, the model is the fold of the joined stream."""
+    model = new_model(log, wait=60.0)
+    learner = learner_for(log, learner_batch=4)
+    run_steps(learner, 1)
+    feedback_for(log, model, 10)
+    served = learner.store.peek("m")
+    learner.step()
+    assert (len(joined_sources(log, "m")), served.version) == (4, 0)
+    learner.step()
+    assert (len(joined_sources(log, "m")), served.version) == (8, 4)
+    learner.step()
+    assert (len(joined_sources(log, "m")), served.version) == (10, 10)
+    assert same_decisions(served, fold(log, served.config))
+
+
+def test_a_join_failing_in_the_joiner_fails_the_step(log: EventLog, monkeypatch) -> None:
+    """The joiner thread's error is the step's (the consumer loop handles it as before); the
+    feedback it read is delivered again, joined and applied once."""
+    model = new_model(log, wait=60.0)
+    learner = learner_for(log)
+    run_steps(learner, 1)
+    feedback_for(log, model, 3)
+    real_join_many = EventLog.join_many
+    threads = []
+
+    def failing_once(self, name, joins, *args, **kwargs):
+        if joins:
+            threads.append(threading.current_thread().name)
+        if len(threads) == 1 and joins:
+            raise redis.ConnectionError("injected")
+        return real_join_many(self, name, joins, *args, **kwargs)
+
+    monkeypatch.setattr(EventLog, "join_many", failing_once)
+    with pytest.raises(redis.ConnectionError):
+        learner.step()
+    assert joined_sources(log, "m") == {} and threads[0].startswith("joiner")
+    learner.on_error()
+    run_steps(learner, 2)
+    served = learner.store.peek("m")
+    assert served.version == 3 and len(joined_sources(log, "m")) == 3
+    assert same_decisions(served, fold(log, served.config))
+
+
 # --- 3. one writer: fenced leases --------------------------------------------------------------
 
 
