@@ -200,8 +200,8 @@ class Learner(StreamConsumer):
         pending = {keys(name)["feedback"]: "0" for name in owned}
         while self._read(owned, pending, block=None):
             pass
-        backlog = self._overlapped(owned) >= self.settings.learner_batch
         until = self.log.durable_until(self.durable_lag)  # one horizon for the whole round
+        backlog = self._overlapped(owned, until) >= self.settings.learner_batch
         for model in owned.values():
             self.expire(model)
             if not backlog:  # else the next step applies it while the joiner goes on
@@ -211,18 +211,17 @@ class Learner(StreamConsumer):
             self.maybe_expire_log(model)
         self.heap.maybe_freeze()
 
-    def _overlapped(self, owned: dict[str, ServedModel]) -> int:
+    def _overlapped(self, owned: dict[str, ServedModel], until: str) -> int:
         """Join the next batch of feedback in the joiner thread while this one applies what was
-        joined before it started (up to each joined stream's newest entry then): the joins'
-        round trips and the Python around them overlap the trees' compiled learning, which
-        releases the GIL. The joiner's error, if any, is raised here once both are done;
-        returns the number of feedback entries it handled."""
+        joined before it started (up to each joined stream's newest entry then, and ``until``,
+        the round's durable horizon): the joins' round trips and the Python around them overlap
+        the trees' compiled learning, which releases the GIL. The joiner's error, if any, is
+        raised here once both are done; returns the number of feedback entries it handled."""
         newest = dict(zip(owned, self.log.newest_ids([keys(n)["joined"] for n in owned]),
                           strict=True))
         joining = self._joiner.submit(self._read, owned, {keys(n)["feedback"]: ">" for n in owned},
                                       self.settings.learner_block_ms)
         try:
-            until = self.log.durable_until(self.durable_lag)
             for name, model in owned.items():
                 last = newest[name]
                 self.catch_up(model, last if stream_id(last) < stream_id(until) else until)
